@@ -1,0 +1,79 @@
+"""``connect``: every host reached, authenticated, its host key accepted and the probe run.
+
+Hosts that could not be checked are grouped by cause, so fifty nodes behind one dead
+switch read as one line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from preflight.check import Check
+from preflight.model import CheckResult, HostReport
+from preflight.nodeset import fold
+
+_CAUSES = {
+    "unreachable": "unreachable",
+    "timeout": "timed out",
+    "auth_refused": "authentication refused",
+    "host_key_unknown": "host key not in known_hosts",
+    "host_key_changed": "host key CHANGED",
+    "python_missing": "Python missing",
+    "probe_failed": "probe failed",
+    "interrupted": "interrupted",
+}
+
+
+def judge_connect(hosts: Sequence[HostReport]) -> list[CheckResult]:
+    failed: dict[str, list[HostReport]] = {}
+    for host in hosts:
+        if host.error is not None:
+            failed.setdefault(host.error.kind, []).append(host)
+    reached = [h for h in hosts if h.reachable]
+    results: list[CheckResult] = []
+    for kind, group in failed.items():
+        names = [h.name for h in group]
+        first = group[0].error.message if group[0].error else ""
+        summary = (
+            f"{fold(names)}: {first}"
+            if len(group) == 1
+            else f"{fold(names)}: {_CAUSES.get(kind, kind)} ({len(group)} hosts; e.g. {first})"
+        )
+        results.append(
+            CheckResult(
+                check="connect",
+                status="error",
+                summary=summary,
+                hosts=tuple(names),
+                details={
+                    "cause": kind,
+                    "errors": {h.name: h.error.message for h in group if h.error},
+                },
+            )
+        )
+    accepted = {
+        h.name: keys for h in reached if (keys := (h.facts.get("connection") or {}).get("accepted_host_keys"))
+    }
+    if reached:
+        note = f"; accepted new host keys of {fold(accepted)}" if accepted else ""
+        results.insert(
+            0,
+            CheckResult(
+                check="connect",
+                status="pass",
+                summary=f"{len(reached)} of {len(hosts)} hosts reached and probed{note}",
+                details={
+                    "reached": [h.name for h in reached],
+                    "accepted_host_keys": accepted,
+                    "probe_s": {h.name: (h.facts.get("connection") or {}).get("probe_s") for h in reached},
+                },
+            ),
+        )
+    return results
+
+
+CHECK = Check(
+    name="connect",
+    title="every host reached over SSH (or locally), host key trusted, probe run with its Python",
+    run=lambda ctx: judge_connect(ctx.hosts),
+)

@@ -1,0 +1,1059 @@
+"""Node facts probe: what this node has, as one JSON document on stdout.
+
+The controller sends this file over SSH as the standard input of ``python3 -`` and runs it
+with the node's own interpreter (the training environment), so it must stay
+self-contained: standard library only at import time, Python 3.8 or newer, never
+importing ``preflight``. torch and pynvml are used when the node has them.
+
+Every fact is optional. A fact that cannot be read is left out of ``facts`` and its name
+goes into ``facts["unavailable"]`` with a short reason; one failing gatherer never stops
+the others. Nothing but the JSON document is written to stdout.
+
+The parsers are pure top-level functions (text in, data out) so the controller's tests
+can run them on recorded outputs; the I/O lives in the small ``_gather_*`` functions.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import importlib
+import json
+import os
+import platform
+import re
+import shutil
+import socket
+import subprocess
+import sys
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+
+    JsonDict = dict[str, Any]
+
+PROBE_VERSION = 1
+
+# Subprocesses get a few seconds each; nvidia-smi can be slow to start on nodes
+# without the persistence daemon, so it gets a little more.
+SUBPROCESS_TIMEOUT_S = 5.0
+NVIDIA_SMI_TIMEOUT_S = 10.0
+
+PROC_DRIVER_VERSION = "/proc/driver/nvidia/version"
+SYS_CLASS_NET = "/sys/class/net"
+SYS_CLASS_INFINIBAND = "/sys/class/infiniband"
+
+# Environment variables worth comparing across nodes.
+ENV_PREFIXES = ("NCCL_", "CUDA_", "GLOO_", "TORCH_", "PYTORCH_")
+ENV_NAMES = (
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "WORLD_SIZE",
+    "OMP_NUM_THREADS",
+    "LD_LIBRARY_PATH",
+)
+# A variable whose name contains one of these (case-insensitive) has its value masked.
+SECRET_NAME_WORDS = (
+    "TOKEN",
+    "SECRET",
+    "PASSWORD",
+    "PASSWD",
+    "PASS",
+    "KEY",
+    "CREDENTIAL",
+    "AUTH",
+)
+MASK = "***"
+
+# nvidia-smi fallback queries (used when pynvml is missing or NVML cannot start).
+SMI_GPU_FIELDS = (
+    "index",
+    "name",
+    "uuid",
+    "pci.bus_id",
+    "memory.total",
+    "memory.used",
+    "memory.free",
+    "ecc.mode.current",
+    "ecc.errors.uncorrected.volatile.total",
+    "ecc.errors.uncorrected.aggregate.total",
+    "temperature.gpu",
+    "power.draw",
+)
+SMI_APP_FIELDS = ("gpu_uuid", "pid", "used_memory", "process_name")
+# Free-text columns: a value with commas in it is folded back into these.
+_SMI_TEXT_FIELDS = ("process_name", "name", "gpu_name")
+
+MIB = 1024 * 1024
+
+
+class Unavailable(Exception):
+    """A fact cannot be read on this node; the message is the short human reason."""
+
+
+# --------------------------------------------------------------------------- masking
+
+
+_URL_RE = re.compile(
+    r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)"
+    r"(?P<authority>(?:(?![A-Za-z][A-Za-z0-9+.\-]*://)[^\s/?#])*)"
+)
+
+
+def _mask_authority(match: re.Match[str]) -> str:
+    scheme, authority = match.group("scheme"), match.group("authority")
+    if "@" not in authority:
+        return match.group(0)
+    userinfo, host = authority.rsplit("@", 1)
+    if ":" in userinfo:
+        user = userinfo.split(":", 1)[0]
+        return f"{scheme}{user}:{MASK}@{host}"
+    # A lone userinfo is usually a token (https://<token>@host): mask it whole.
+    return f"{scheme}{MASK}@{host}"
+
+
+def mask_url_credentials(text: str) -> str:
+    """Replace the password (or a lone token) in every ``scheme://user:pass@host`` of text."""
+    if "://" not in text:
+        return text
+    return _URL_RE.sub(_mask_authority, text)
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether an environment variable's name looks like it holds a secret."""
+    upper = name.upper()
+    return any(word in upper for word in SECRET_NAME_WORDS)
+
+
+def mask_env(env: Mapping[str, str]) -> dict[str, str]:
+    """Mask secrets: values of secret-looking names become ``***``; URL passwords are masked."""
+    masked: dict[str, str] = {}
+    for name, value in env.items():
+        masked[name] = MASK if is_secret_name(name) else mask_url_credentials(value)
+    return masked
+
+
+def scrub(value: Any) -> Any:
+    """Mask URL credentials in every string of a JSON-like value (dicts, lists, scalars)."""
+    if isinstance(value, str):
+        return mask_url_credentials(value)
+    if isinstance(value, dict):
+        return {key: scrub(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [scrub(item) for item in value]
+    return value
+
+
+def select_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """The variables that matter to a distributed run, sorted by name (not yet masked)."""
+    return {
+        name: environ[name]
+        for name in sorted(environ)
+        if name.startswith(ENV_PREFIXES) or name in ENV_NAMES
+    }
+
+
+# --------------------------------------------------------------------------- parsers
+
+
+def parse_os_release(text: str) -> dict[str, str]:
+    """``/etc/os-release`` as a dict (shell-style quoting removed)."""
+    result: dict[str, str] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        key, value = line.split("=", 1)
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+            quote = value[0]
+            value = value[1:-1]
+            if quote == '"':
+                value = re.sub(r"\\([\\$\"`])", r"\1", value)
+        result[key.strip()] = value
+    return result
+
+
+def parse_meminfo(text: str) -> dict[str, int]:
+    """``/proc/meminfo`` as bytes per field (``kB`` values are multiplied by 1024)."""
+    result: dict[str, int] = {}
+    for line in text.splitlines():
+        match = re.match(r"^([^:\s]+):\s+(\d+)(?:\s+(\w+))?", line)
+        if not match:
+            continue
+        number = int(match.group(2))
+        unit = (match.group(3) or "").lower()
+        result[match.group(1)] = number * 1024 if unit == "kb" else number
+    return result
+
+
+def parse_cpuinfo_model(text: str) -> str | None:
+    """The first CPU model name in ``/proc/cpuinfo`` (None where the kernel gives none)."""
+    for key in ("model name", "Model", "cpu model", "Processor"):
+        for line in text.splitlines():
+            name, sep, value = line.partition(":")
+            if sep and name.strip() == key and value.strip():
+                return value.strip()
+    return None
+
+
+def parse_nvidia_driver_version(text: str) -> str | None:
+    """The driver version in ``/proc/driver/nvidia/version`` (proprietary or open module)."""
+    match = re.search(r"Kernel Module(?:\s+for\s+\S+)?\s+(\d+(?:\.\d+)+)", text)
+    return match.group(1) if match else None
+
+
+def parse_nvcc_version(text: str) -> str | None:
+    """``nvcc --version`` -> "12.4.131" (or the release, "12.4", where there is no V part)."""
+    match = re.search(r"release\s+[\d.]+,\s*V(\d+(?:\.\d+)+)", text)
+    if match:
+        return match.group(1)
+    match = re.search(r"release\s+(\d+(?:\.\d+)+)", text)
+    return match.group(1) if match else None
+
+
+def decode_nccl_version(code: int) -> str:
+    """``ncclGetVersion`` code -> "X.Y.Z" (X*10000+Y*100+Z since 2.9, X*1000+Y*100+Z before)."""
+    if code >= 20900:
+        major, rest = divmod(code, 10000)
+    else:
+        major, rest = divmod(code, 1000)
+    minor, patch = divmod(rest, 100)
+    return f"{major}.{minor}.{patch}"
+
+
+def format_nccl_version(value: Any) -> str | None:
+    """torch.cuda.nccl.version(): a tuple (2, 21, 5) or, on older torch, an int code."""
+    if value is None:
+        return None
+    if isinstance(value, (tuple, list)):
+        return ".".join(str(part) for part in value)
+    if isinstance(value, int):
+        return decode_nccl_version(value)
+    return str(value)
+
+
+def decode_cudnn_version(code: int) -> str:
+    """``cudnnGetVersion`` code -> "X.Y.Z" (X*1000+Y*100+Z up to 8.x, X*10000+Y*100+Z from 9)."""
+    if code >= 90000:
+        major, rest = divmod(code, 10000)
+    else:
+        major, rest = divmod(code, 1000)
+    minor, patch = divmod(rest, 100)
+    return f"{major}.{minor}.{patch}"
+
+
+def decode_cuda_version(code: int) -> str:
+    """CUDA driver version code -> "X.Y" (12040 -> "12.4")."""
+    major, rest = divmod(code, 1000)
+    return f"{major}.{rest // 10}"
+
+
+def _header_name(column: str) -> str:
+    return re.sub(r"\s*\[[^\]]*\]\s*$", "", column.strip())
+
+
+def parse_smi_csv(text: str, fields: Sequence[str] | None = None) -> list[dict[str, str]]:
+    """nvidia-smi ``--format=csv`` output as one dict per row, keyed by field name.
+
+    With ``fields`` the text has no header (``noheader``); without, the first line is the
+    header and its unit suffixes (``memory.total [MiB]``) are dropped. Values are the raw
+    stripped strings. A free-text column (a process or GPU name) that itself contains
+    commas is put back together.
+    """
+    lines = [line for line in text.splitlines() if line.strip()]
+    if fields is None:
+        if not lines:
+            return []
+        names = [_header_name(column) for column in lines[0].split(",")]
+        lines = lines[1:]
+    else:
+        names = list(fields)
+    rows: list[dict[str, str]] = []
+    for line in lines:
+        values = [value.strip() for value in line.split(",")]
+        if len(values) > len(names):
+            text_at = next((names.index(n) for n in _SMI_TEXT_FIELDS if n in names), None)
+            if text_at is None:
+                continue
+            after = len(names) - text_at - 1
+            end = len(values) - after
+            values = [*values[:text_at], ", ".join(values[text_at:end]), *values[end:]]
+        if len(values) != len(names):
+            continue
+        rows.append(dict(zip(names, values)))  # noqa: B905 - lengths checked above
+    return rows
+
+
+def smi_value(raw: str | None) -> str | None:
+    """A raw nvidia-smi value, or None for "N/A", "[Not Supported]" and other [markers]."""
+    if raw is None:
+        return None
+    value = raw.strip()
+    if not value or value in ("N/A", "Not Supported") or (value[0] == "[" and value[-1] == "]"):
+        return None
+    return value
+
+
+def smi_number(raw: str | None) -> float | None:
+    """A numeric nvidia-smi value with any unit suffix ("81559 MiB", "69.85 W") dropped."""
+    value = smi_value(raw)
+    if value is None:
+        return None
+    match = re.match(r"^(-?\d+(?:\.\d+)?)(?:\s*[A-Za-z%]+)?$", value)
+    return float(match.group(1)) if match else None
+
+
+def _smi_int(raw: str | None) -> int | None:
+    number = smi_number(raw)
+    return None if number is None else int(number)
+
+
+def _smi_mib(raw: str | None) -> int | None:
+    number = smi_number(raw)
+    return None if number is None else int(number * MIB)
+
+
+def _smi_bool(raw: str | None) -> bool | None:
+    value = smi_value(raw)
+    if value is None:
+        return None
+    return value.lower() in ("yes", "true", "enabled", "1")
+
+
+def gpu_from_smi_row(row: Mapping[str, str]) -> JsonDict:
+    """One ``--query-gpu`` row as a GPU fact (the same keys as the NVML path)."""
+    ecc_mode = smi_value(row.get("ecc.mode.current"))
+    remapped: JsonDict | None = None
+    if any(key.startswith("remapped_rows.") for key in row):
+        remapped = {
+            "correctable": _smi_int(row.get("remapped_rows.correctable")),
+            "uncorrectable": _smi_int(row.get("remapped_rows.uncorrectable")),
+            "pending": _smi_bool(row.get("remapped_rows.pending")),
+            "failure": _smi_bool(row.get("remapped_rows.failure")),
+        }
+        if all(value is None for value in remapped.values()):
+            remapped = None
+    power = smi_number(row.get("power.draw"))
+    return {
+        "index": _smi_int(row.get("index")),
+        "name": smi_value(row.get("name")),
+        "uuid": smi_value(row.get("uuid")),
+        "pci_bus_id": smi_value(row.get("pci.bus_id")),
+        "memory_total_bytes": _smi_mib(row.get("memory.total")),
+        "memory_used_bytes": _smi_mib(row.get("memory.used")),
+        "memory_free_bytes": _smi_mib(row.get("memory.free")),
+        "ecc_mode": ecc_mode.lower() if ecc_mode else None,
+        "ecc_uncorrected_volatile": _smi_int(row.get("ecc.errors.uncorrected.volatile.total")),
+        "ecc_uncorrected_aggregate": _smi_int(row.get("ecc.errors.uncorrected.aggregate.total")),
+        "remapped_rows": remapped,
+        "retired_pages_pending": _smi_bool(row.get("retired_pages.pending")),
+        "processes": [],
+        "temperature_c": _smi_int(row.get("temperature.gpu")),
+        "power_w": None if power is None else round(power, 2),
+    }
+
+
+def processes_from_smi_rows(rows: Iterable[Mapping[str, str]]) -> dict[str, list[JsonDict]]:
+    """``--query-compute-apps`` rows grouped by GPU UUID."""
+    by_gpu: dict[str, list[JsonDict]] = {}
+    for row in rows:
+        uuid = smi_value(row.get("gpu_uuid"))
+        pid = _smi_int(row.get("pid"))
+        if uuid is None or pid is None:
+            continue
+        used = row.get("used_memory", row.get("used_gpu_memory"))
+        by_gpu.setdefault(uuid, []).append(
+            {
+                "pid": pid,
+                "used_memory_bytes": _smi_mib(used),
+                "name": smi_value(row.get("process_name")),
+            }
+        )
+    return by_gpu
+
+
+def gpus_from_smi(gpu_text: str, apps_text: str | None, header: bool = False) -> list[JsonDict]:
+    """GPU facts from the two nvidia-smi queries (``noheader`` with our fields by default)."""
+    gpu_rows = parse_smi_csv(gpu_text, None if header else SMI_GPU_FIELDS)
+    gpus = [gpu_from_smi_row(row) for row in gpu_rows]
+    if apps_text is not None:
+        by_gpu = processes_from_smi_rows(
+            parse_smi_csv(apps_text, None if header else SMI_APP_FIELDS)
+        )
+        for gpu in gpus:
+            gpu["processes"] = by_gpu.get(gpu["uuid"], [])
+    return gpus
+
+
+def parse_ip_addr_json(text: str) -> list[JsonDict]:
+    """``ip -j addr show`` -> interfaces (name, "addr/prefix" list, mtu, state); ``lo`` left out."""
+    interfaces: list[JsonDict] = []
+    for link in json.loads(text or "[]"):
+        if not isinstance(link, dict):
+            continue
+        name = link.get("ifname")
+        if not name or name == "lo" or link.get("link_type") == "loopback":
+            continue
+        addresses = [
+            f"{info['local']}/{info['prefixlen']}" if "prefixlen" in info else str(info["local"])
+            for info in link.get("addr_info") or []
+            if isinstance(info, dict) and info.get("local")
+        ]
+        mtu = link.get("mtu")
+        state = link.get("operstate")
+        interfaces.append(
+            {
+                "name": str(name),
+                "addresses": addresses,
+                "mtu": int(mtu) if isinstance(mtu, int) else None,
+                "state": str(state).lower() if state else None,
+            }
+        )
+    return interfaces
+
+
+def parse_link_speed(text: str | None) -> int | None:
+    """``/sys/class/net/NAME/speed`` in Mb/s; None when missing, invalid or unknown (-1)."""
+    if text is None:
+        return None
+    try:
+        speed = int(text.strip())
+    except ValueError:
+        return None
+    # -1 (or -1 read as unsigned) means unknown: no link, or a virtual device.
+    return speed if 0 < speed < 0xFFFFFFFF else None
+
+
+def parse_ib_state(text: str) -> str:
+    """``/sys/class/infiniband/DEV/ports/N/state`` -> "ACTIVE" (from "4: ACTIVE")."""
+    value = text.strip()
+    return value.split(":", 1)[1].strip() if ":" in value else value
+
+
+def normalize_package_name(name: str) -> str:
+    """PEP 503 normalisation: lowercase, runs of ``-``, ``_`` and ``.`` become ``-``."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+# --------------------------------------------------------------------------- I/O helpers
+
+
+def _read_text(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read()
+    except OSError:
+        return None
+
+
+def _run(argv: Sequence[str], timeout: float = SUBPROCESS_TIMEOUT_S) -> str:
+    """Run a command (stdin closed, C locale) and return its stdout, or raise Unavailable."""
+    env = dict(os.environ, LC_ALL="C")
+    try:
+        proc = subprocess.run(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=timeout,
+            env=env,
+            check=False,
+        )
+    except FileNotFoundError:
+        raise Unavailable(f"{argv[0]} not found on PATH") from None
+    except subprocess.TimeoutExpired:
+        raise Unavailable(f"{argv[0]} timed out after {timeout:g} s") from None
+    out = proc.stdout.decode("utf-8", "replace")
+    if proc.returncode != 0:
+        err = proc.stderr.decode("utf-8", "replace").strip() or out.strip()
+        first = err.splitlines()[0] if err else "no output"
+        raise Unavailable(f"{argv[0]} exited with status {proc.returncode}: {first}")
+    return out
+
+
+def _error_text(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _load_library(names: Sequence[str]) -> ctypes.CDLL:
+    """The first of names the dynamic loader can load, or Unavailable saying why not."""
+    failures: list[str] = []
+    for name in names:
+        try:
+            return ctypes.CDLL(name)
+        except OSError as exc:
+            message = str(exc)
+            if not message.startswith(f"{name}: cannot open shared object file"):
+                failures.append(message)  # found, but it failed to load
+    reason = failures[0] if failures else "not found by the dynamic loader"
+    raise Unavailable(f"{' / '.join(names)} not loadable: {reason}")
+
+
+def _text(value: Any) -> str:
+    """pynvml returns bytes or str depending on its version."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)
+
+
+# --------------------------------------------------------------------------- gatherers
+
+
+class Sink:
+    """Where the gatherers put what they found and what they could not read."""
+
+    def __init__(self) -> None:
+        self.facts: JsonDict = {}
+        self.unavailable: dict[str, str] = {}
+
+
+def _gather_hostname(sink: Sink) -> None:
+    sink.facts["hostname"] = socket.gethostname()
+
+
+def _gather_os(sink: Sink) -> None:
+    uname = platform.uname()
+    text = _read_text("/etc/os-release") or _read_text("/usr/lib/os-release")
+    release = parse_os_release(text) if text else {}
+    sink.facts["os"] = {
+        "name": release.get("PRETTY_NAME") or release.get("NAME") or None,
+        "kernel": uname.release or None,
+        "machine": uname.machine or None,
+    }
+
+
+def _gather_cpu(sink: Sink) -> None:
+    text = _read_text("/proc/cpuinfo")
+    sink.facts["cpu"] = {
+        "count": os.cpu_count(),
+        "model": parse_cpuinfo_model(text) if text else None,
+    }
+
+
+def _gather_memory(sink: Sink) -> None:
+    text = _read_text("/proc/meminfo")
+    if text is None:
+        raise Unavailable("/proc/meminfo not readable")
+    info = parse_meminfo(text)
+    if "MemTotal" not in info:
+        raise Unavailable("/proc/meminfo has no MemTotal")
+    sink.facts["memory"] = {
+        "total_bytes": info["MemTotal"],
+        "available_bytes": info.get("MemAvailable"),
+    }
+
+
+def _gather_python(sink: Sink) -> None:
+    sink.facts["python"] = {
+        "version": platform.python_version(),
+        "executable": sys.executable or None,
+        "implementation": platform.python_implementation(),
+    }
+
+
+def _gather_nccl_system(sink: Sink) -> None:
+    lib = _load_library(["libnccl.so.2"])
+    code = ctypes.c_int(0)
+    status = lib.ncclGetVersion(ctypes.byref(code))
+    if status != 0:
+        raise Unavailable(f"ncclGetVersion failed with status {status}")
+    sink.facts["nccl_system"] = decode_nccl_version(code.value)
+
+
+def _gather_cudnn_system(sink: Sink) -> None:
+    lib = _load_library(["libcudnn.so.9", "libcudnn.so.8", "libcudnn.so"])
+    func = lib.cudnnGetVersion
+    func.restype = ctypes.c_size_t
+    func.argtypes = []
+    sink.facts["cudnn_system"] = decode_cudnn_version(int(func()))
+
+
+def _gather_nvcc(sink: Sink) -> None:
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        raise Unavailable("nvcc not found on PATH")
+    version = parse_nvcc_version(_run([nvcc, "--version"]))
+    if version is None:
+        raise Unavailable("nvcc --version printed no release")
+    sink.facts["nvcc"] = version
+
+
+def _gather_packages(sink: Sink) -> None:
+    from importlib import metadata
+
+    packages: dict[str, str] = {}
+    # distributions() walks sys.path in order: the first of a name is what import loads.
+    for dist in metadata.distributions():
+        try:
+            name = dist.metadata["Name"]
+            version = dist.version
+        except Exception:
+            continue
+        if not name or not version:
+            continue
+        packages.setdefault(normalize_package_name(name), version)
+    sink.facts["packages"] = dict(sorted(packages.items()))
+
+
+def _gather_env(sink: Sink) -> None:
+    sink.facts["env"] = mask_env(select_env(os.environ))
+
+
+def _sysfs_interfaces(net_root: str) -> list[JsonDict]:
+    interfaces: list[JsonDict] = []
+    for name in sorted(os.listdir(net_root)):
+        if name == "lo":
+            continue
+        mtu = (_read_text(os.path.join(net_root, name, "mtu")) or "").strip()
+        state = (_read_text(os.path.join(net_root, name, "operstate")) or "").strip()
+        interfaces.append(
+            {
+                "name": name,
+                "addresses": [],
+                "mtu": int(mtu) if mtu.isdigit() else None,
+                "state": state.lower() or None,
+            }
+        )
+    return interfaces
+
+
+def ib_devices(ib_root: str = SYS_CLASS_INFINIBAND) -> list[JsonDict]:
+    """InfiniBand/RoCE ports from sysfs (an empty list where there are none)."""
+    devices: list[JsonDict] = []
+    if not os.path.isdir(ib_root):
+        return devices
+    for device in sorted(os.listdir(ib_root)):
+        ports_dir = os.path.join(ib_root, device, "ports")
+        if not os.path.isdir(ports_dir):
+            continue
+        ports = sorted(
+            os.listdir(ports_dir), key=lambda p: (not p.isdigit(), int(p) if p.isdigit() else 0, p)
+        )
+        for port in ports:
+            base = os.path.join(ports_dir, port)
+            state = _read_text(os.path.join(base, "state"))
+            rate = _read_text(os.path.join(base, "rate"))
+            link_layer = _read_text(os.path.join(base, "link_layer"))
+            devices.append(
+                {
+                    "name": device,
+                    "port": int(port) if port.isdigit() else port,
+                    "state": parse_ib_state(state) if state is not None else None,
+                    "rate": rate.strip() if rate is not None else None,
+                    "link_layer": link_layer.strip() if link_layer is not None else None,
+                }
+            )
+    return devices
+
+
+def net_facts(net_root: str = SYS_CLASS_NET, ib_root: str = SYS_CLASS_INFINIBAND) -> JsonDict:
+    """Interfaces from ``ip -j addr show`` (or sysfs without ``ip``) and IB ports."""
+    interfaces: list[JsonDict] | None = None
+    ip = shutil.which("ip") or next(
+        (p for p in ("/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip") if os.access(p, os.X_OK)), None
+    )
+    if ip is not None:
+        try:
+            interfaces = parse_ip_addr_json(_run([ip, "-j", "addr", "show"]))
+        except (Unavailable, ValueError):
+            interfaces = None  # e.g. an old iproute2 without -j: fall back to sysfs
+    if interfaces is None:
+        if not os.path.isdir(net_root):
+            raise Unavailable(f"ip not usable and {net_root} missing")
+        interfaces = _sysfs_interfaces(net_root)
+    for interface in interfaces:
+        speed_path = os.path.join(net_root, interface["name"], "speed")
+        interface["speed_mbps"] = parse_link_speed(_read_text(speed_path))
+    return {"interfaces": interfaces, "ib_devices": ib_devices(ib_root)}
+
+
+def _gather_net(sink: Sink) -> None:
+    sink.facts["net"] = net_facts()
+
+
+# ---- NVIDIA driver and GPUs
+
+
+def _nvml_error_types(nv: Any) -> tuple[type[BaseException], type[BaseException] | None]:
+    base = getattr(nv, "NVMLError", Exception)
+    not_supported = getattr(nv, "NVMLError_NotSupported", None)
+    return base, not_supported
+
+
+def _nvml_call(nv: Any, problems: dict[str, str], label: str, fname: str, *args: Any) -> Any:
+    """Call ``nv.<fname>(*args)``: NotSupported gives None; other errors are noted in problems."""
+    base, not_supported = _nvml_error_types(nv)
+    func = getattr(nv, fname, None)
+    if func is None:
+        problems[label] = f"NVML: {fname} not in this pynvml"
+        return None
+    try:
+        return func(*args)
+    except base as exc:
+        if not_supported is not None and isinstance(exc, not_supported):
+            return None
+        problems[label] = f"NVML: {exc}"
+        return None
+
+
+def _process_name(nv: Any, pid: int) -> str | None:
+    try:
+        name = _text(nv.nvmlSystemGetProcessName(pid)).strip()
+    except Exception:
+        name = ""
+    if not name:
+        name = (_read_text(f"/proc/{pid}/comm") or "").strip()
+    return os.path.basename(name) if name else None
+
+
+def _nvml_gpu(nv: Any, index: int, problems: dict[str, str]) -> JsonDict:
+    handle = nv.nvmlDeviceGetHandleByIndex(index)
+    prefix = f"gpus[{index}]."
+
+    def call(field: str, fname: str, *args: Any) -> Any:
+        return _nvml_call(nv, problems, prefix + field, fname, handle, *args)
+
+    memory = call("memory", "nvmlDeviceGetMemoryInfo")
+    pci = call("pci_bus_id", "nvmlDeviceGetPciInfo")
+    ecc = call("ecc_mode", "nvmlDeviceGetEccMode")
+    uncorrected = getattr(nv, "NVML_MEMORY_ERROR_TYPE_UNCORRECTED", 1)
+    volatile = call(
+        "ecc_uncorrected_volatile",
+        "nvmlDeviceGetTotalEccErrors",
+        uncorrected,
+        getattr(nv, "NVML_VOLATILE_ECC", 0),
+    )
+    aggregate = call(
+        "ecc_uncorrected_aggregate",
+        "nvmlDeviceGetTotalEccErrors",
+        uncorrected,
+        getattr(nv, "NVML_AGGREGATE_ECC", 1),
+    )
+    remapped = call("remapped_rows", "nvmlDeviceGetRemappedRows")
+    # Page retirement is the pre-Ampere mechanism; Ampere and later remap rows instead.
+    arch = _nvml_call(nv, {}, "", "nvmlDeviceGetArchitecture", handle)
+    ampere = getattr(nv, "NVML_DEVICE_ARCH_AMPERE", 7)
+    retired_pending = None
+    if not (isinstance(arch, int) and ampere <= arch < 0xFFFFFFFF):
+        retired_pending = call("retired_pages_pending", "nvmlDeviceGetRetiredPagesPendingStatus")
+    temperature = call(
+        "temperature_c", "nvmlDeviceGetTemperature", getattr(nv, "NVML_TEMPERATURE_GPU", 0)
+    )
+    power_mw = call("power_w", "nvmlDeviceGetPowerUsage")
+    procs = call("processes", "nvmlDeviceGetComputeRunningProcesses")
+
+    processes: list[JsonDict] = []
+    for proc in procs or []:
+        pid = int(proc.pid)
+        used = getattr(proc, "usedGpuMemory", None)
+        processes.append(
+            {
+                "pid": pid,
+                "used_memory_bytes": int(used) if used is not None else None,
+                "name": _process_name(nv, pid),
+            }
+        )
+    name = call("name", "nvmlDeviceGetName")
+    uuid = call("uuid", "nvmlDeviceGetUUID")
+    return {
+        "index": index,
+        "name": _text(name) if name is not None else None,
+        "uuid": _text(uuid) if uuid is not None else None,
+        "pci_bus_id": _text(pci.busId) if pci is not None else None,
+        "memory_total_bytes": int(memory.total) if memory is not None else None,
+        "memory_used_bytes": int(memory.used) if memory is not None else None,
+        "memory_free_bytes": int(memory.free) if memory is not None else None,
+        "ecc_mode": None if ecc is None else ("enabled" if int(ecc[0]) else "disabled"),
+        "ecc_uncorrected_volatile": int(volatile) if volatile is not None else None,
+        "ecc_uncorrected_aggregate": int(aggregate) if aggregate is not None else None,
+        "remapped_rows": None
+        if remapped is None
+        else {
+            "correctable": int(remapped[0]),
+            "uncorrectable": int(remapped[1]),
+            "pending": bool(remapped[2]),
+            "failure": bool(remapped[3]),
+        },
+        "retired_pages_pending": None if retired_pending is None else bool(retired_pending),
+        "processes": processes,
+        "temperature_c": int(temperature) if temperature is not None else None,
+        "power_w": round(power_mw / 1000.0, 2) if power_mw is not None else None,
+    }
+
+
+def nvml_snapshot(nv: Any) -> tuple[JsonDict, list[JsonDict], dict[str, str]]:
+    """Driver, GPUs and per-field problems read through pynvml module ``nv``.
+
+    Raises Unavailable when NVML cannot start. nvmlShutdown is always called after a
+    successful nvmlInit.
+    """
+    base, _ = _nvml_error_types(nv)
+    try:
+        nv.nvmlInit()
+    except base as exc:
+        raise Unavailable(f"NVML: {exc}") from None
+    try:
+        problems: dict[str, str] = {}
+        driver_version = _nvml_call(nv, problems, "driver", "nvmlSystemGetDriverVersion")
+        cuda_code = _nvml_call(nv, problems, "driver.cuda", "nvmlSystemGetCudaDriverVersion_v2")
+        driver: JsonDict = {
+            "version": _text(driver_version) if driver_version is not None else None,
+            "cuda": decode_cuda_version(int(cuda_code)) if cuda_code else None,
+            "source": "nvml",
+        }
+        count = int(nv.nvmlDeviceGetCount())
+        gpus = []
+        for index in range(count):
+            try:
+                gpus.append(_nvml_gpu(nv, index, problems))
+            except base as exc:
+                problems[f"gpus[{index}]"] = f"NVML: {exc}"
+        return driver, gpus, problems
+    finally:
+        with contextlib.suppress(Exception):
+            nv.nvmlShutdown()
+
+
+def _libcuda_driver_version() -> str | None:
+    """cuDriverGetVersion from libcuda (needs no cuInit); None where libcuda is missing."""
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+        code = ctypes.c_int(0)
+        if lib.cuDriverGetVersion(ctypes.byref(code)) != 0 or code.value <= 0:
+            return None
+        return decode_cuda_version(code.value)
+    except Exception:
+        return None
+
+
+def _smi_gpus(smi: str) -> list[JsonDict]:
+    gpu_text = _run(
+        [smi, "--query-gpu=" + ",".join(SMI_GPU_FIELDS), "--format=csv,noheader,nounits"],
+        NVIDIA_SMI_TIMEOUT_S,
+    )
+    try:
+        apps_text: str | None = _run(
+            [
+                smi,
+                "--query-compute-apps=" + ",".join(SMI_APP_FIELDS),
+                "--format=csv,noheader,nounits",
+            ],
+            NVIDIA_SMI_TIMEOUT_S,
+        )
+    except Unavailable:
+        apps_text = None
+    gpus = gpus_from_smi(gpu_text, apps_text)
+    if apps_text is None:
+        for gpu in gpus:
+            gpu["processes"] = None
+    return gpus
+
+
+def _gather_nvidia(sink: Sink) -> None:
+    nvml_reason: str
+    try:
+        nv = importlib.import_module("pynvml")
+    except Exception as exc:
+        nvml_reason = f"pynvml not importable: {exc}"
+    else:
+        try:
+            driver, gpus, problems = nvml_snapshot(nv)
+        except Unavailable as exc:
+            nvml_reason = str(exc)
+        else:
+            if driver["version"] is None:
+                sink.unavailable["driver"] = problems.pop("driver", "NVML gave no driver version")
+            else:
+                sink.facts["driver"] = driver
+            sink.facts["gpus"] = gpus
+            sink.unavailable.update(problems)
+            return
+
+    # Fallback without NVML: the proc file for the driver, nvidia-smi for the GPUs.
+    smi = shutil.which("nvidia-smi")
+    gpu_reason = None
+    if smi is not None:
+        try:
+            sink.facts["gpus"] = _smi_gpus(smi)
+        except Unavailable as exc:
+            gpu_reason = f"{exc} ({nvml_reason})"
+    proc_text = _read_text(PROC_DRIVER_VERSION)
+    version = parse_nvidia_driver_version(proc_text) if proc_text else None
+    source = "proc"
+    if version is None and smi is not None:
+        try:
+            out = _run(
+                [smi, "--query-gpu=driver_version", "--format=csv,noheader"], NVIDIA_SMI_TIMEOUT_S
+            )
+            version = next((line.strip() for line in out.splitlines() if line.strip()), None)
+            source = "nvidia-smi"
+        except Unavailable:
+            version = None
+    if version is not None:
+        sink.facts["driver"] = {
+            "version": version,
+            "cuda": _libcuda_driver_version(),
+            "source": source,
+        }
+    elif proc_text is None:
+        sink.unavailable["driver"] = (
+            f"no NVIDIA driver: {PROC_DRIVER_VERSION} missing and NVML not loadable ({nvml_reason})"
+        )
+    else:
+        sink.unavailable["driver"] = f"{PROC_DRIVER_VERSION} has no version and {nvml_reason}"
+    if "gpus" not in sink.facts:
+        if gpu_reason is None and proc_text is None and version is None:
+            gpu_reason = sink.unavailable["driver"]
+        elif gpu_reason is None:
+            gpu_reason = f"{nvml_reason}; nvidia-smi not found on PATH"
+        sink.unavailable["gpus"] = gpu_reason
+
+
+# ---- torch
+
+
+def torch_facts(torch: Any) -> JsonDict:
+    """Facts from an imported torch module; CUDA is queried only through is_available()."""
+    cuda_build = getattr(torch.version, "cuda", None)
+    hip_build = getattr(torch.version, "hip", None)
+    cudnn = None
+    try:
+        code = torch.backends.cudnn.version()
+        cudnn = decode_cudnn_version(int(code)) if code else None
+    except Exception:
+        cudnn = None
+    nccl = None
+    if cuda_build or hip_build:
+        try:
+            nccl = format_nccl_version(torch.cuda.nccl.version())
+        except Exception:
+            nccl = None
+    cuda_available = bool(torch.cuda.is_available())
+    device_count = int(torch.cuda.device_count()) if cuda_available else 0
+    dist_available = False
+    nccl_available = False
+    gloo_available = False
+    try:
+        dist = importlib.import_module("torch.distributed")
+        dist_available = bool(dist.is_available())
+        if dist_available:
+            nccl_available = bool(getattr(dist, "is_nccl_available", lambda: False)())
+            gloo_available = bool(getattr(dist, "is_gloo_available", lambda: False)())
+    except Exception:
+        dist_available = False
+    return {
+        "version": str(torch.__version__),
+        "cuda": str(cuda_build) if cuda_build else None,
+        "cudnn": cudnn,
+        "nccl": nccl,
+        "cuda_available": cuda_available,
+        "device_count": device_count,
+        "distributed_available": dist_available,
+        "nccl_available": nccl_available,
+        "gloo_available": gloo_available,
+    }
+
+
+def _gather_torch(sink: Sink) -> None:
+    try:
+        torch = importlib.import_module("torch")
+    except ImportError as exc:
+        raise Unavailable(f"torch not importable: {exc}") from None
+    except Exception as exc:
+        raise Unavailable(f"torch not importable: {_error_text(exc)}") from None
+    sink.facts["torch"] = torch_facts(torch)
+
+
+# --------------------------------------------------------------------------- collect
+
+
+def _gatherers() -> list[tuple[tuple[str, ...], Callable[[Sink], None]]]:
+    # Order matters: the system NCCL and cuDNN are looked up before torch is imported,
+    # because once torch has loaded its own copies the loader hands those back instead.
+    return [
+        (("hostname",), _gather_hostname),
+        (("os",), _gather_os),
+        (("cpu",), _gather_cpu),
+        (("memory",), _gather_memory),
+        (("python",), _gather_python),
+        (("nccl_system",), _gather_nccl_system),
+        (("cudnn_system",), _gather_cudnn_system),
+        (("driver", "gpus"), _gather_nvidia),
+        (("nvcc",), _gather_nvcc),
+        (("packages",), _gather_packages),
+        (("env",), _gather_env),
+        (("net",), _gather_net),
+        (("torch",), _gather_torch),
+    ]
+
+
+def collect() -> JsonDict:
+    """Gather every fact this node can give; the probe's whole JSON document."""
+    sink = Sink()
+    for names, gather in _gatherers():
+        try:
+            gather(sink)
+        except Unavailable as exc:
+            reason = str(exc)
+        except (Exception, SystemExit) as exc:
+            reason = f"{names[0]} gatherer failed: {_error_text(exc)}"
+        else:
+            continue
+        for name in names:
+            if name not in sink.facts and name not in sink.unavailable:
+                sink.unavailable[name] = reason
+    facts = scrub(sink.facts)
+    facts["unavailable"] = scrub(sink.unavailable)
+    return {"probe_version": PROBE_VERSION, "facts": facts}
+
+
+class _StdoutToStderr:
+    """Send anything written to fd 1 (Python or C code) to stderr; keep the real stdout."""
+
+    def __enter__(self) -> int:
+        sys.stdout.flush()
+        self.saved = os.dup(1)
+        os.dup2(2, 1)
+        self.python_stdout = sys.stdout
+        sys.stdout = sys.stderr
+        return self.saved
+
+    def __exit__(self, *exc_info: object) -> None:
+        try:
+            sys.stdout.flush()
+        finally:
+            sys.stdout = self.python_stdout
+            os.dup2(self.saved, 1)
+            os.close(self.saved)
+
+
+def _iter_chunks(data: bytes, size: int = 65536) -> Iterator[bytes]:
+    for start in range(0, len(data), size):
+        yield data[start : start + size]
+
+
+def main() -> int:
+    """Print the facts document as one line of JSON on stdout."""
+    redirect = _StdoutToStderr()
+    try:
+        redirect.__enter__()
+        redirected = True
+    except OSError:
+        redirected = False  # no usable fd 1 to swap: gather without the redirect
+    try:
+        document = collect()
+    finally:
+        if redirected:
+            redirect.__exit__(None, None, None)
+    data = (json.dumps(document, default=str) + "\n").encode("utf-8")
+    for chunk in _iter_chunks(data):
+        written = 0
+        while written < len(chunk):
+            written += os.write(1, chunk[written:])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

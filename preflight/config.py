@@ -1,0 +1,212 @@
+"""Expectations and thresholds, from a TOML file, the environment and the command line.
+
+Every threshold has a default that works with no config at all. Precedence: command
+line > environment (``PREFLIGHT_*``) > file > defaults. Unknown keys are errors that
+name the file and the key, so a typo never silently disables a check.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, get_args, get_origin, get_type_hints
+
+from preflight.errors import ConfigError
+
+DriftPolicy = Literal["fail", "warn", "ignore"]
+
+
+@dataclass(frozen=True)
+class RunSection:
+    """How the run itself behaves."""
+
+    python: str = "python3"
+    timeout_s: float = 300.0
+    connect_timeout_s: float = 10.0
+    probe_timeout_s: float = 60.0
+    fanout: int = 64
+    port: int = 29500
+
+
+@dataclass(frozen=True)
+class VersionsSection:
+    """Which version differences fail a run and which only warn."""
+
+    # Packages whose drift fails the run, on top of the built-in training stack
+    # (torch and NVIDIA's CUDA, cuDNN and NCCL wheels).
+    stack_packages: tuple[str, ...] = ()
+    # What drift in any other package does.
+    package_drift: DriftPolicy = "warn"
+    ignore_packages: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class GpuMemorySection:
+    """GPU memory and health thresholds."""
+
+    # A GPU with less than this fraction of its memory free is busy with someone else's work.
+    min_free_fraction: float = 0.9
+    # Total memory of one GPU may differ across nodes by this fraction before it is a finding
+    # (drivers reserve slightly different amounts).
+    total_tolerance: float = 0.01
+    # GPUs expected on every node; 0 means "not stated" (then the nodes are compared).
+    gpus_per_node: int = 0
+
+
+@dataclass(frozen=True)
+class Config:
+    run: RunSection = field(default_factory=RunSection)
+    versions: VersionsSection = field(default_factory=VersionsSection)
+    gpu_memory: GpuMemorySection = field(default_factory=GpuMemorySection)
+    # Expected versions: fact name or package name -> "2.4.0", "2.4" (prefix) or ">=2.4,<2.6".
+    expect: Mapping[str, str] = field(default_factory=dict)
+    source: str | None = None
+
+
+_SECTIONS: dict[str, type[Any]] = {
+    "run": RunSection,
+    "versions": VersionsSection,
+    "gpu_memory": GpuMemorySection,
+}
+
+_TOML_LINE_RE = re.compile(r"\(at line (\d+), column \d+\)")
+
+
+def _coerce(value: Any, annotation: Any, where: str) -> Any:
+    origin = get_origin(annotation)
+    if origin is Literal:
+        choices = get_args(annotation)
+        if value not in choices:
+            raise ConfigError(f"{where} must be one of {', '.join(map(str, choices))}, not {value!r}")
+        return value
+    if origin is tuple:
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"{where} must be a list of strings")
+        return tuple(value)
+    if annotation is float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(f"{where} must be a number, not {value!r}")
+        if value < 0:
+            raise ConfigError(f"{where} must not be negative")
+        return float(value)
+    if annotation is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{where} must be a whole number, not {value!r}")
+        if value < 0:
+            raise ConfigError(f"{where} must not be negative")
+        return value
+    if annotation is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{where} must be a string, not {value!r}")
+        return value
+    raise TypeError(f"unsupported config type {annotation!r}")
+
+
+def _section(cls: type[Any], data: Any, where: str) -> Any:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where} must be a table", key=where)
+    hints = get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    values = {}
+    for key, value in data.items():
+        if key not in names:
+            raise ConfigError(f"unknown key {where}.{key} (known: {', '.join(sorted(names))})", key=f"{where}.{key}")
+        try:
+            values[key] = _coerce(value, hints[key], f"{where}.{key}")
+        except ConfigError as exc:
+            raise ConfigError(str(exc), key=f"{where}.{key}") from None
+    return cls(**values)
+
+
+def parse_config(data: Mapping[str, Any], *, source: str | None = None) -> Config:
+    sections: dict[str, Any] = {}
+    expect: dict[str, str] = {}
+    for key, value in data.items():
+        if key in _SECTIONS:
+            sections[key] = _section(_SECTIONS[key], value, key)
+        elif key == "expect":
+            if not isinstance(value, dict):
+                raise ConfigError('[expect] must be a table of name = "version"')
+            for name, wanted in value.items():
+                if not isinstance(wanted, str | int | float) or isinstance(wanted, bool):
+                    raise ConfigError(f"expect.{name} must be a version string", key=f"expect.{name}")
+                expect[name] = str(wanted)
+        else:
+            known = ", ".join(sorted([*_SECTIONS, "expect"]))
+            raise ConfigError(f"unknown section [{key}] (known: {known})", key=key)
+    return Config(**sections, expect=expect, source=source)
+
+
+def load_config(path: Path | None) -> Config:
+    """Read a TOML config; errors start with ``path:`` (and the line, where TOML gives one)."""
+    if path is None:
+        return Config()
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError("no such config file", path=str(path)) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read config: {exc}", path=str(path)) from None
+    except tomllib.TOMLDecodeError as exc:
+        message = str(exc)
+        found = _TOML_LINE_RE.search(message)
+        line = int(found.group(1)) if found else None
+        message = _TOML_LINE_RE.sub("", message).strip()
+        raise ConfigError(f"not valid TOML: {message}", path=str(path), line=line) from None
+    try:
+        return parse_config(data, source=str(path))
+    except ConfigError as exc:
+        line = _line_of(path.read_text(encoding="utf-8"), exc.key) if exc.key else None
+        raise ConfigError(str(exc), path=str(path), line=line) from None
+
+
+def _line_of(text: str, dotted: str) -> int | None:
+    """The line that sets ``section.key`` (or opens ``[section]``), for the error message."""
+    section, _, key = dotted.partition(".")
+    in_section = False
+    for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        if stripped.startswith("["):
+            in_section = stripped.strip("[] ") == section
+            if in_section and not key:
+                return number
+        elif re.match(rf"{re.escape(key or section)}\s*=", stripped) and (in_section or not key):
+            return number
+    return None
+
+
+# Environment variables that override the file (and are overridden by the command line).
+ENVIRONMENT: dict[str, str] = {
+    "PREFLIGHT_PYTHON": "python",
+    "PREFLIGHT_TIMEOUT": "timeout_s",
+    "PREFLIGHT_CONNECT_TIMEOUT": "connect_timeout_s",
+    "PREFLIGHT_FANOUT": "fanout",
+    "PREFLIGHT_PORT": "port",
+}
+
+
+def with_overrides(
+    config: Config, overrides: Mapping[str, Any], environ: Mapping[str, str] | None = None
+) -> Config:
+    """Apply environment then command-line values (``None`` means "not given") to ``[run]``."""
+    environ = os.environ if environ is None else environ
+    hints = get_type_hints(RunSection)
+    values: dict[str, Any] = {}
+    for variable, key in ENVIRONMENT.items():
+        if variable in environ:
+            raw: Any = environ[variable]
+            if hints[key] is not str:
+                try:
+                    raw = float(raw) if hints[key] is float else int(raw)
+                except ValueError:
+                    raise ConfigError(f"{variable}={environ[variable]!r} is not a number") from None
+            values[key] = _coerce(raw, hints[key], variable)
+    for key, value in overrides.items():
+        if value is not None:
+            values[key] = _coerce(value, hints[key], f"--{key.removesuffix('_s').replace('_', '-')}")
+    return dataclasses.replace(config, run=dataclasses.replace(config.run, **values))

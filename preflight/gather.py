@@ -1,0 +1,139 @@
+"""Fan-out: reach every host at once (bounded), run the facts probe, keep the connection.
+
+One bad host never aborts the run: each host ends as facts or as a ``HostError``, and
+hosts still busy when the run's deadline comes are named as timed out.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import time
+from collections.abc import Callable, Sequence
+
+from preflight.check import HostSession
+from preflight.deadline import Deadline
+from preflight.inventory import HostSpec
+from preflight.model import HostError, HostReport
+from preflight.probes import run_node_script
+from preflight.progress import Progress
+from preflight.redact import redact
+from preflight.transport import GRACE_S, HostUnavailable, Transport
+
+TransportFactory = Callable[[HostSpec], Transport]
+
+
+def _unchecked(spec: HostSpec, error: HostError) -> HostReport:
+    return HostReport(name=spec.name, address=spec.address, reachable=False, error=error)
+
+
+def _gather_one(
+    session: HostSession,
+    factory: TransportFactory,
+    *,
+    python: str,
+    probe_timeout_s: float,
+    deadline: Deadline,
+    progress: Progress,
+) -> None:
+    spec = session.spec
+    transport = session.transport = factory(spec)
+    started = time.monotonic()
+    try:
+        progress.host(spec.name, "connecting")
+        transport.open(deadline)
+        connected_s = time.monotonic() - started
+        progress.host(spec.name, "probing")
+        document = run_node_script(transport, "facts", python=python, timeout_s=deadline.cap(probe_timeout_s))
+    except HostUnavailable as exc:
+        session.report = _unchecked(spec, exc.error)
+        progress.host(spec.name, "error", error=exc.error.message)
+        return
+    facts = dict(redact(document.get("facts") or {}))
+    facts["connection"] = {
+        "transport": "local" if spec.local else "ssh",
+        "user": spec.user,
+        "port": None if spec.local else spec.port,
+        "python": python,
+        "connect_s": round(connected_s, 3),
+        "probe_s": round(time.monotonic() - started - connected_s, 3),
+        "accepted_host_keys": getattr(transport, "accepted_host_keys", []),
+    }
+    hostname = facts.get("hostname")
+    session.report = HostReport(
+        name=spec.name,
+        address=spec.address,
+        hostname=hostname if isinstance(hostname, str) else None,
+        reachable=True,
+        facts=facts,
+    )
+    progress.host(spec.name, "done")
+
+
+def gather(
+    specs: Sequence[HostSpec],
+    factory: TransportFactory,
+    *,
+    python: str,
+    probe_timeout_s: float,
+    fanout: int,
+    deadline: Deadline,
+    progress: Progress,
+) -> list[HostSession]:
+    """Connect to every host and gather its facts; the sessions keep their open transports."""
+    sessions = [
+        HostSession(spec, _unchecked(spec, HostError("timeout", "not reached before the run's deadline")))
+        for spec in specs
+    ]
+    progress.hosts_started([s.spec.name for s in sessions])
+    pool = cf.ThreadPoolExecutor(max_workers=max(1, min(fanout, len(specs))), thread_name_prefix="host")
+    try:
+        futures = {
+            pool.submit(
+                _gather_one,
+                session,
+                factory,
+                python=python,
+                probe_timeout_s=probe_timeout_s,
+                deadline=deadline,
+                progress=progress,
+            ): session
+            for session in sessions
+        }
+        done, pending = cf.wait(futures, timeout=deadline.remaining() + GRACE_S)
+        for future in done:
+            if (exc := future.exception()) is not None:  # a bug, not a host problem: say so
+                session = futures[future]
+                session.report = _unchecked(
+                    session.spec, HostError("probe_failed", f"internal error: {exc!r}")
+                )
+        for future in pending:
+            session = futures[future]
+            future.cancel()
+            if session.transport is not None:
+                session.transport.close()
+            session.report = _unchecked(
+                session.spec,
+                HostError("timeout", f"{session.spec.name}: no result before the run's deadline"),
+            )
+            progress.host(session.spec.name, "error", error=session.report.error.message)  # type: ignore[union-attr]
+    except BaseException:
+        close_all(sessions)
+        raise
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+    return sessions
+
+
+def close_all(sessions: Sequence[HostSession], *, timeout_s: float = 15.0) -> None:
+    """Close every transport at once (each may have remote processes to end), bounded."""
+    open_sessions = [s for s in sessions if s.transport is not None]
+    if not open_sessions:
+        return
+    pool = cf.ThreadPoolExecutor(max_workers=min(32, len(open_sessions)), thread_name_prefix="close")
+    try:
+        futures = [pool.submit(s.transport.close) for s in open_sessions if s.transport]
+        cf.wait(futures, timeout=timeout_s)
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+        for s in open_sessions:
+            s.transport = None

@@ -1,0 +1,203 @@
+"""The run model: frozen dataclasses for hosts, findings and the whole run.
+
+``RunReport`` is the one model every renderer reads; its JSON form (schema_version 1,
+DESIGN.md) is canonical and round-trips through :func:`RunReport.from_dict`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, cast, get_args
+
+from preflight.errors import ExitCode
+
+SCHEMA_VERSION = 1
+
+Status = Literal["pass", "warn", "fail", "error", "skip"]
+STATUSES: tuple[Status, ...] = get_args(Status)
+Verdict = Literal["pass", "fail", "error"]
+
+# Host error kinds: why a host could not be checked.
+HostErrorKind = Literal[
+    "unreachable",
+    "timeout",
+    "auth_refused",
+    "host_key_unknown",
+    "host_key_changed",
+    "python_missing",
+    "probe_failed",
+    "interrupted",
+]
+
+
+@dataclass(frozen=True)
+class HostError:
+    """Why one host could not be checked; ``message`` is one line a person can act on."""
+
+    kind: HostErrorKind
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "message": self.message}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> HostError:
+        return cls(kind=cast(HostErrorKind, data["kind"]), message=str(data["message"]))
+
+
+@dataclass(frozen=True)
+class HostReport:
+    """One host as checked: ``name`` as written in the inventory, ``hostname`` as it calls itself."""
+
+    name: str
+    address: str
+    hostname: str | None = None
+    reachable: bool = False
+    error: HostError | None = None
+    facts: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "address": self.address,
+            "hostname": self.hostname,
+            "reachable": self.reachable,
+            "error": self.error.to_dict() if self.error else None,
+            "facts": dict(self.facts),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> HostReport:
+        error = data.get("error")
+        return cls(
+            name=str(data["name"]),
+            address=str(data.get("address", data["name"])),
+            hostname=data.get("hostname"),
+            reachable=bool(data.get("reachable", False)),
+            error=HostError.from_dict(error) if error else None,
+            facts=dict(data.get("facts") or {}),
+        )
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One finding of one check. ``hosts`` names the culprits, not every host checked."""
+
+    check: str
+    status: Status
+    summary: str
+    hosts: tuple[str, ...] = ()
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "check": self.check,
+            "status": self.status,
+            "hosts": list(self.hosts),
+            "summary": self.summary,
+            "details": dict(self.details),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CheckResult:
+        status = data["status"]
+        if status not in STATUSES:
+            raise ValueError(f"unknown status {status!r}")
+        return cls(
+            check=str(data["check"]),
+            status=cast(Status, status),
+            summary=str(data.get("summary", "")),
+            hosts=tuple(str(h) for h in data.get("hosts") or ()),
+            details=dict(data.get("details") or {}),
+        )
+
+
+def exit_code_for(results: Sequence[CheckResult]) -> ExitCode:
+    """A failed check wins; then a host that could not be checked; warnings pass."""
+    statuses = {r.status for r in results}
+    if "fail" in statuses:
+        return ExitCode.CHECK_FAILED
+    if "error" in statuses:
+        return ExitCode.HOSTS_UNCHECKED
+    return ExitCode.OK
+
+
+def verdict_for(code: ExitCode) -> Verdict:
+    if code == ExitCode.OK:
+        return "pass"
+    if code == ExitCode.CHECK_FAILED:
+        return "fail"
+    return "error"
+
+
+@dataclass(frozen=True)
+class RunReport:
+    """A whole run: the hosts with their facts and every check's findings."""
+
+    tool_version: str
+    started_at: str
+    duration_s: float
+    hosts: tuple[HostReport, ...]
+    results: tuple[CheckResult, ...]
+    exit_code: ExitCode
+    interrupted: bool = False
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def verdict(self) -> Verdict:
+        return verdict_for(self.exit_code)
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        tool_version: str,
+        started_at: str,
+        duration_s: float,
+        hosts: Sequence[HostReport],
+        results: Sequence[CheckResult],
+        interrupted: bool = False,
+    ) -> RunReport:
+        code = ExitCode.INTERRUPTED if interrupted else exit_code_for(results)
+        return cls(
+            tool_version=tool_version,
+            started_at=started_at,
+            duration_s=round(duration_s, 3),
+            hosts=tuple(hosts),
+            results=tuple(results),
+            exit_code=code,
+            interrupted=interrupted,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": self.schema_version,
+            "tool_version": self.tool_version,
+            "started_at": self.started_at,
+            "duration_s": self.duration_s,
+            "verdict": self.verdict,
+            "exit_code": int(self.exit_code),
+            "interrupted": self.interrupted,
+            "hosts": [h.to_dict() for h in self.hosts],
+            "results": [r.to_dict() for r in self.results],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RunReport:
+        version = data.get("schema_version")
+        if version != SCHEMA_VERSION:
+            raise ValueError(f"schema_version {version!r} is not supported (expected 1)")
+        return cls(
+            schema_version=SCHEMA_VERSION,
+            tool_version=str(data["tool_version"]),
+            started_at=str(data["started_at"]),
+            duration_s=float(data["duration_s"]),
+            hosts=tuple(HostReport.from_dict(h) for h in data["hosts"]),
+            results=tuple(CheckResult.from_dict(r) for r in data["results"]),
+            exit_code=ExitCode(int(data["exit_code"])),
+            interrupted=bool(data.get("interrupted", False)),
+        )
+
+    def results_for(self, check: str) -> list[CheckResult]:
+        return [r for r in self.results if r.check == check]

@@ -1,0 +1,77 @@
+"""The node-side scripts preflight ships to nodes, and running them there.
+
+A node script is a self-contained Python file in ``checks/node/`` (standard library,
+plus torch/pynvml when the node has them). It is sent as the stdin of ``python -``, so
+nothing is written to the node's disk, and it prints one JSON document.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from preflight.model import HostError
+from preflight.transport import CommandResult, HostUnavailable, Transport
+
+# Exit status of a command the shell (or `timeout`) could not find or run.
+_NOT_FOUND = 127
+_NOT_EXECUTABLE = 126
+
+
+@cache
+def node_script(name: str) -> bytes:
+    """The source of ``checks/node/<name>.py``, as shipped to nodes."""
+    return resources.files("checks.node").joinpath(f"{name}.py").read_bytes()
+
+
+def run_node_script(
+    transport: Transport,
+    name: str,
+    *,
+    python: str,
+    args: tuple[str, ...] = (),
+    timeout_s: float,
+) -> dict[str, Any]:
+    """Run a node script with the node's Python and return its JSON document.
+
+    Raises :class:`HostUnavailable` with a cause a person can act on: python missing,
+    timed out, crashed (with the end of its stderr), or printed something that is not JSON.
+    """
+    result = transport.run([python, "-", *args], stdin=node_script(name), timeout_s=timeout_s)
+    return parse_script_output(result, python=python, host=transport.spec.name, timeout_s=timeout_s)
+
+
+def parse_script_output(result: CommandResult, *, python: str, host: str, timeout_s: float) -> dict[str, Any]:
+    if result.timed_out:
+        raise HostUnavailable(
+            HostError("timeout", f"{host}: the probe did not finish within {timeout_s:g} s")
+        )
+    if result.exit_status in (_NOT_FOUND, _NOT_EXECUTABLE):
+        raise HostUnavailable(
+            HostError(
+                "python_missing",
+                f"{host}: cannot run {python!r} (exit {result.exit_status}): {result.stderr_tail(1)}; "
+                "set --python to the nodes' interpreter",
+            )
+        )
+    if result.exit_status != 0:
+        raise HostUnavailable(
+            HostError(
+                "probe_failed",
+                f"{host}: the probe exited with status {result.exit_status}: {result.stderr_tail(3)}",
+            )
+        )
+    try:
+        document = json.loads(result.stdout)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        head = result.stdout[:120].decode("utf-8", "replace")
+        raise HostUnavailable(
+            HostError("probe_failed", f"{host}: the probe printed no JSON ({exc}): {head!r}")
+        ) from None
+    if not isinstance(document, dict):
+        raise HostUnavailable(
+            HostError("probe_failed", f"{host}: the probe printed {type(document).__name__}")
+        )
+    return document

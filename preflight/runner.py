@@ -1,0 +1,108 @@
+"""One run, end to end: gather every host's facts, run the selected checks, build the report.
+
+The run's deadline bounds everything; Ctrl-C ends remote work, closes every connection
+and still returns a report of what was learned, marked interrupted.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from preflight import __version__
+from preflight.check import Backend, Check, CheckContext, HostSession
+from preflight.config import Config
+from preflight.deadline import Deadline
+from preflight.gather import close_all, gather
+from preflight.inventory import HostSpec
+from preflight.model import CheckResult, HostError, HostReport, RunReport
+from preflight.progress import NoProgress, Progress
+from preflight.transport import Transport
+from preflight.transport.local import LocalTransport
+from preflight.transport.ssh import SshSettings, SshTransport
+
+
+@dataclass
+class RunRequest:
+    hosts: Sequence[HostSpec]
+    config: Config
+    checks: Sequence[Check]
+    ssh: SshSettings | None = None
+    backend: Backend | None = None
+
+
+def _make_transport(request: RunRequest, spec: HostSpec) -> Transport:
+    if spec.local:
+        return LocalTransport(spec)
+    if request.ssh is None:
+        raise ValueError("SSH settings are needed for remote hosts")
+    return SshTransport(spec, request.ssh)
+
+
+def _run_check(check: Check, ctx: CheckContext) -> list[CheckResult]:
+    try:
+        return list(check.run(ctx))
+    except Exception as exc:  # a bug in one check must not cost the others' findings
+        return [
+            CheckResult(
+                check=check.name,
+                status="error",
+                summary=f"the {check.name} check crashed: {exc!r}",
+                details={"traceback": traceback.format_exc()},
+            )
+        ]
+
+
+def execute(request: RunRequest, progress: Progress | None = None) -> RunReport:
+    progress = progress or NoProgress()
+    started_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    started = time.monotonic()
+    run = request.config.run
+    deadline = Deadline.after(run.timeout_s)
+    sessions: list[HostSession] = [
+        HostSession(spec, HostReport(name=spec.name, address=spec.address)) for spec in request.hosts
+    ]
+    results: list[CheckResult] = []
+    interrupted = False
+    try:
+        sessions = gather(
+            request.hosts,
+            lambda spec: _make_transport(request, spec),
+            python=run.python,
+            probe_timeout_s=run.probe_timeout_s,
+            fanout=run.fanout,
+            deadline=deadline,
+            progress=progress,
+        )
+        ctx = CheckContext(
+            config=request.config, sessions=sessions, deadline=deadline, backend=request.backend
+        )
+        for check in request.checks:
+            progress.check_started(check.name)
+            found = _run_check(check, ctx)
+            ctx.earlier.extend(found)
+            results.extend(found)
+            progress.check_done(check.name, found)
+    except KeyboardInterrupt:
+        interrupted = True
+        for session in sessions:
+            if not session.report.reachable and session.report.error is None:
+                session.report = HostReport(
+                    name=session.spec.name,
+                    address=session.spec.address,
+                    error=HostError("interrupted", "the run was interrupted before this host was checked"),
+                )
+    finally:
+        close_all(sessions)
+        progress.close()
+    return RunReport.build(
+        tool_version=__version__,
+        started_at=started_at,
+        duration_s=time.monotonic() - started,
+        hosts=[s.report for s in sessions],
+        results=results,
+        interrupted=interrupted,
+    )

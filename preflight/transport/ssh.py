@@ -1,0 +1,355 @@
+"""The SSH transport: paramiko, strict host keys, explicit timeouts, nothing left running.
+
+One ``SSHClient`` per host, never shared across threads. Host keys come from
+known_hosts files parsed once per run (:class:`KnownHosts`); an unknown key is refused
+unless the operator accepts new keys, and a changed key is always refused.
+"""
+
+from __future__ import annotations
+
+import base64
+import errno
+import hashlib
+import random
+import select
+import socket
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import paramiko
+
+from preflight.deadline import Deadline
+from preflight.inventory import DEFAULT_SSH_PORT, HostSpec, default_user
+from preflight.model import HostError
+from preflight.transport import GRACE_S, CommandResult, HostUnavailable, Transport, split_pgid
+
+# CBC ciphers and SHA-1/MD5 MACs are weak; paramiko >= 3.4 already drops SHA-1 key exchange
+# and ssh-rsa signatures by default.
+DISABLED_ALGORITHMS: dict[str, list[str]] = {
+    "ciphers": ["3des-cbc", "aes128-cbc", "aes192-cbc", "aes256-cbc", "blowfish-cbc"],
+    "macs": ["hmac-sha1", "hmac-md5", "hmac-sha1-96", "hmac-md5-96"],
+    "kex": [
+        "diffie-hellman-group1-sha1",
+        "diffie-hellman-group14-sha1",
+        "diffie-hellman-group-exchange-sha1",
+    ],
+}
+# New handshakes at once through one jump host: below sshd's default MaxStartups (10).
+JUMP_HANDSHAKES = 8
+CONNECT_ATTEMPTS = 3
+_POLL_S = 0.05
+
+
+def fingerprint(key: paramiko.PKey) -> str:
+    """OpenSSH's SHA256 fingerprint, ``ssh-ed25519 SHA256:...``."""
+    digest = base64.b64encode(hashlib.sha256(key.asbytes()).digest()).decode().rstrip("=")
+    return f"{key.get_name()} SHA256:{digest}"
+
+
+class KnownHosts:
+    """known_hosts files parsed once per run and shared, read-only, by every host's client."""
+
+    def __init__(self, paths: Sequence[Path]) -> None:
+        self._keys = paramiko.HostKeys()
+        self.paths = [p for p in paths if p.exists()]
+        for path in self.paths:
+            self._keys.load(str(path))
+
+    @classmethod
+    def default_paths(cls) -> list[Path]:
+        return [Path("~/.ssh/known_hosts").expanduser(), Path("/etc/ssh/ssh_known_hosts")]
+
+    def lookup(self, key_name: str) -> dict[str, paramiko.PKey]:
+        found = self._keys.lookup(key_name)
+        return dict(found) if found else {}
+
+
+class HostKeyUnknown(paramiko.SSHException):
+    def __init__(self, key_name: str, key: paramiko.PKey) -> None:
+        super().__init__(f"{key_name} is not in known_hosts ({fingerprint(key)})")
+        self.key_name = key_name
+        self.key = key
+
+
+@dataclass
+class _NewKeyPolicy(paramiko.MissingHostKeyPolicy):
+    accept_new: bool
+    accepted: list[str] = field(default_factory=list)
+
+    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
+        if not self.accept_new:
+            raise HostKeyUnknown(hostname, key)
+        self.accepted.append(fingerprint(key))
+
+
+@dataclass
+class SshSettings:
+    """What every host's connection shares."""
+
+    known_hosts: KnownHosts
+    accept_new_host_keys: bool = False
+    identity_files: tuple[str, ...] = ()
+    connect_timeout_s: float = 10.0
+    default_user: str = field(default_factory=default_user)
+    # ProxyJump targets, resolved through the same inventory rules.
+    resolve_jump: dict[str, HostSpec] = field(default_factory=dict)
+    _jump_limits: dict[str, threading.Semaphore] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def jump_limit(self, jump: str) -> threading.Semaphore:
+        with self._lock:
+            return self._jump_limits.setdefault(jump, threading.Semaphore(JUMP_HANDSHAKES))
+
+
+def _classify(exc: BaseException, spec: HostSpec, timeout_s: float) -> HostError:
+    where = f"{spec.address}:{spec.port}"
+    if isinstance(exc, paramiko.BadHostKeyException):
+        return HostError(
+            "host_key_changed",
+            f"host key for {spec.key_name} CHANGED: got {fingerprint(exc.key)}, known_hosts has "
+            f"{fingerprint(exc.expected_key)}; refusing (someone may be intercepting the connection)",
+        )
+    if isinstance(exc, HostKeyUnknown):
+        return HostError(
+            "host_key_unknown",
+            f"host key of {exc.key_name} is not in known_hosts ({fingerprint(exc.key)}); "
+            "add it, or pass --accept-new-host-keys",
+        )
+    if isinstance(exc, paramiko.AuthenticationException):
+        return HostError("auth_refused", f"authentication refused by {where}: {exc}")
+    if isinstance(exc, paramiko.ssh_exception.NoValidConnectionsError):
+        errors = list(exc.errors.values())
+        if errors and all(isinstance(e, ConnectionRefusedError) for e in errors):
+            return HostError("unreachable", f"connection refused by {where} (is sshd running?)")
+        return HostError("unreachable", f"cannot connect to {where}: {exc}")
+    if isinstance(exc, socket.gaierror):
+        return HostError("unreachable", f"cannot resolve {spec.address}: {exc.strerror}")
+    if isinstance(exc, ConnectionRefusedError):
+        return HostError("unreachable", f"connection refused by {where} (is sshd running?)")
+    if isinstance(exc, TimeoutError | socket.timeout):
+        return HostError("timeout", f"no answer from {where} within {timeout_s:g} s")
+    if isinstance(exc, OSError) and exc.errno in (errno.EHOSTUNREACH, errno.ENETUNREACH):
+        return HostError("unreachable", f"no route to {where}")
+    if isinstance(exc, paramiko.SSHException) and "banner" in str(exc).lower():
+        return HostError("timeout", f"{where} accepted TCP but sent no SSH banner within {timeout_s:g} s")
+    return HostError("unreachable", f"cannot connect to {where}: {exc}")
+
+
+def _retryable(exc: BaseException) -> bool:
+    """Handshakes that sshd drops under load (MaxStartups) or that were reset are retried."""
+    if isinstance(exc, ConnectionResetError | ConnectionRefusedError):
+        return True
+    if isinstance(exc, paramiko.ssh_exception.NoValidConnectionsError):
+        return True
+    text = str(exc).lower()
+    return isinstance(exc, paramiko.SSHException) and (
+        "error reading ssh protocol banner" in text or "connection reset" in text
+    )
+
+
+class SshTransport(Transport):
+    def __init__(self, spec: HostSpec, settings: SshSettings) -> None:
+        super().__init__(spec)
+        self.settings = settings
+        self._client: paramiko.SSHClient | None = None
+        self._jump: SshTransport | None = None
+        self._policy = _NewKeyPolicy(settings.accept_new_host_keys)
+        self._pgids: set[int] = set()
+        self._lock = threading.Lock()
+
+    @property
+    def accepted_host_keys(self) -> list[str]:
+        return list(self._policy.accepted)
+
+    def open(self, deadline: Deadline) -> None:
+        timeout = deadline.cap(self.settings.connect_timeout_s)
+        last: BaseException | None = None
+        for attempt in range(CONNECT_ATTEMPTS):
+            if deadline.expired:
+                break
+            try:
+                self._connect(min(timeout, deadline.remaining()))
+                return
+            except HostUnavailable:
+                raise
+            except Exception as exc:
+                last = exc
+                self._discard()
+                if not _retryable(exc) or attempt == CONNECT_ATTEMPTS - 1:
+                    break
+                time.sleep(min(deadline.remaining(), random.uniform(0.2, 0.6) * 2**attempt))
+        if last is None:
+            last = TimeoutError()
+        raise HostUnavailable(_classify(last, self.spec, timeout)) from last
+
+    def _connect(self, timeout_s: float) -> None:
+        spec = self.spec
+        client = paramiko.SSHClient()
+        known = self.settings.known_hosts.lookup(spec.key_name)
+        for keytype, key in known.items():
+            client.get_host_keys().add(spec.key_name, keytype, key)
+        client.set_missing_host_key_policy(self._policy)
+        sock = self._jump_channel(timeout_s) if spec.proxy_jump else None
+        identities = list(spec.identity_files or self.settings.identity_files)
+        limit = self.settings.jump_limit(spec.proxy_jump) if spec.proxy_jump else None
+        if limit is not None:
+            limit.acquire()
+        try:
+            self._client = client
+            client.connect(
+                hostname=spec.address,
+                port=spec.port,
+                username=spec.user or self.settings.default_user,
+                # paramiko takes a list here too, whatever its stubs say
+                key_filename=[str(Path(p).expanduser()) for p in identities] or None,  # type: ignore[arg-type]
+                look_for_keys=not identities,
+                allow_agent=True,
+                timeout=timeout_s,
+                banner_timeout=timeout_s,
+                auth_timeout=timeout_s,
+                channel_timeout=timeout_s,
+                sock=sock,
+                disabled_algorithms=DISABLED_ALGORITHMS,
+            )
+        finally:
+            if limit is not None:
+                limit.release()
+        transport = client.get_transport()
+        if transport is not None:
+            transport.set_keepalive(15)
+
+    def _jump_channel(self, timeout_s: float) -> paramiko.Channel:
+        name = self.spec.proxy_jump or ""
+        jump_spec = self.settings.resolve_jump.get(name) or _parse_jump(name)
+        self._jump = SshTransport(jump_spec, self.settings)
+        try:
+            self._jump.open(Deadline.after(timeout_s))
+        except HostUnavailable as exc:
+            raise HostUnavailable(
+                HostError(exc.error.kind, f"via jump host {name}: {exc.error.message}")
+            ) from exc
+        jump_transport = self._jump.client.get_transport()
+        assert jump_transport is not None
+        return jump_transport.open_channel(
+            "direct-tcpip", (self.spec.address, self.spec.port), ("127.0.0.1", 0), timeout=timeout_s
+        )
+
+    @property
+    def client(self) -> paramiko.SSHClient:
+        if self._client is None:
+            raise RuntimeError(f"{self.spec.name}: not connected")
+        return self._client
+
+    def run(self, argv: Sequence[str], *, stdin: bytes | None = None, timeout_s: float) -> CommandResult:
+        from preflight.transport import wrap_command
+
+        started = time.monotonic()
+        transport = self.client.get_transport()
+        if transport is None or not transport.is_active():
+            raise HostUnavailable(HostError("unreachable", f"connection to {self.spec.name} was lost"))
+        end = started + timeout_s + GRACE_S
+        channel = transport.open_session(timeout=max(1.0, min(timeout_s, 15.0)))
+        out, err = bytearray(), bytearray()
+        timed_out = False
+        pgid: int | None = None
+        try:
+            channel.exec_command(wrap_command(argv, timeout_s))
+            if stdin:
+                channel.settimeout(max(0.1, end - time.monotonic()))
+                channel.sendall(stdin)
+            channel.shutdown_write()
+            while True:
+                got = _drain(channel, out, err)
+                if pgid is None and b"\n" in err:
+                    pgid, _ = split_pgid(bytes(err))
+                    if pgid is not None:
+                        with self._lock:
+                            self._pgids.add(pgid)
+                if channel.exit_status_ready() and not got:
+                    _drain(channel, out, err)
+                    break
+                if time.monotonic() > end or not transport.is_active():
+                    timed_out = True
+                    break
+                if not got:
+                    select.select([channel], [], [], _POLL_S)
+            status = channel.recv_exit_status() if channel.exit_status_ready() else None
+        except (OSError, paramiko.SSHException) as exc:
+            err += f"\n{exc}".encode()
+            status, timed_out = None, True
+        finally:
+            channel.close()
+        if timed_out and pgid is not None:
+            self._kill(pgid)
+        if pgid is not None:
+            with self._lock:
+                self._pgids.discard(pgid)
+        if status == 124:  # the host's `timeout` fired
+            timed_out = True
+        _, rest = split_pgid(bytes(err))
+        return CommandResult(
+            None if status in (None, -1) else status,
+            bytes(out),
+            rest,
+            timed_out,
+            time.monotonic() - started,
+        )
+
+    def _kill(self, pgid: int) -> None:
+        """End a process group on the host: TERM, then KILL; best effort, bounded."""
+        transport = self._client.get_transport() if self._client else None
+        if transport is None or not transport.is_active():
+            return
+        try:
+            channel = transport.open_session(timeout=5)
+            channel.settimeout(5)
+            channel.exec_command(
+                f"kill -TERM -- -{pgid} 2>/dev/null; sleep 1; kill -KILL -- -{pgid} 2>/dev/null; true"
+            )
+            channel.recv_exit_status()
+            channel.close()
+        except (OSError, paramiko.SSHException):
+            pass
+
+    def _discard(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+        if self._jump is not None:
+            self._jump.close()
+            self._jump = None
+
+    def close(self) -> None:
+        with self._lock:
+            pgids = list(self._pgids)
+        for pgid in pgids:
+            self._kill(pgid)
+        self._discard()
+
+
+def _drain(channel: paramiko.Channel, out: bytearray, err: bytearray) -> bool:
+    got = False
+    while channel.recv_ready():
+        out += channel.recv(65536)
+        got = True
+    while channel.recv_stderr_ready():
+        err += channel.recv_stderr(65536)
+        got = True
+    return got
+
+
+def _parse_jump(text: str) -> HostSpec:
+    """A ProxyJump value ``[user@]host[:port]`` (first hop only)."""
+    first = text.split(",", 1)[0]
+    user, _, hostport = first.rpartition("@")
+    host, _, port = hostport.partition(":")
+    return HostSpec(
+        name=host,
+        address=host,
+        user=user or None,
+        port=int(port) if port.isdigit() else DEFAULT_SSH_PORT,
+        source="ProxyJump",
+    )

@@ -1,0 +1,12 @@
+"""Renderers of a ``RunReport``: one module per format. ``FILE_FORMATS`` is the registry."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from preflight.model import RunReport
+from reports import json_report
+
+FILE_FORMATS: dict[str, Callable[[RunReport], str]] = {
+    "json": json_report.render,
+}

@@ -1,0 +1,29 @@
+"""The verdict as a person would say it, shared by every human-facing format."""
+
+from __future__ import annotations
+
+from preflight.model import CheckResult, RunReport
+
+_ORDER = {"fail": 0, "error": 1, "warn": 2, "skip": 3, "pass": 4}
+
+
+def ordered(results: tuple[CheckResult, ...] | list[CheckResult]) -> list[CheckResult]:
+    """Failures first, then errors, warnings, skips, passes; stable within each."""
+    return sorted(results, key=lambda r: _ORDER[r.status])
+
+
+def headline(report: RunReport, *, limit: int = 2) -> str:
+    """``FAIL — node3: torch 2.12.0 where node[1-2] have 2.13.0; ...``."""
+    if report.interrupted:
+        return "INTERRUPTED — the run was stopped before it finished; findings so far are below"
+    worst = "fail" if report.verdict == "fail" else "error"
+    culprits = [r for r in ordered(list(report.results)) if r.status == worst]
+    if report.verdict == "pass":
+        warnings = sum(1 for r in report.results if r.status == "warn")
+        hosts = sum(1 for h in report.hosts if h.reachable)
+        note = f" ({warnings} warning{'s' if warnings != 1 else ''})" if warnings else ""
+        return f"PASS — {hosts} host{'s' if hosts != 1 else ''} ready{note}"
+    label = "FAIL" if worst == "fail" else "ERROR"
+    shown = "; ".join(r.summary for r in culprits[:limit])
+    more = f"; and {len(culprits) - limit} more" if len(culprits) > limit else ""
+    return f"{label} — {shown}{more}"

@@ -1,0 +1,146 @@
+"""The terminal view: live per-host progress on stderr, then the findings table and the verdict.
+
+Everything a node sent is printed as plain text (never as markup) with escape sequences
+and control characters removed. ``NO_COLOR`` and non-terminals are honoured by rich.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Sequence
+
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
+from rich.progress_bar import ProgressBar
+from rich.spinner import Spinner
+from rich.table import Table
+from rich.text import Text
+
+from preflight.model import CheckResult, RunReport
+from preflight.nodeset import fold
+from reports.escape import printable
+from reports.summary import headline, ordered
+
+STYLES = {"pass": "green", "warn": "yellow", "fail": "bold red", "error": "bold magenta", "skip": "dim"}
+LABELS = {"pass": "pass", "warn": "warn", "fail": "FAIL", "error": "ERROR", "skip": "skip"}
+_SHOWN_ACTIVE_HOSTS = 6
+
+
+def _worst(results: Sequence[CheckResult]) -> str:
+    for status in ("fail", "error", "warn", "pass", "skip"):
+        if any(r.status == status for r in results):
+            return status
+    return "pass"
+
+
+class LiveProgress:
+    """Progress on a console: a live view on terminals, one plain line per event elsewhere."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self._lock = threading.Lock()
+        self._phases: dict[str, str] = {}
+        self._checks: list[tuple[str, list[CheckResult] | None]] = []
+        self._live: Live | None = None
+        if console.is_terminal:
+            self._live = Live(
+                console=console, get_renderable=self._render, refresh_per_second=8, transient=True
+            )
+            self._live.start()
+
+    def hosts_started(self, names: Sequence[str]) -> None:
+        with self._lock:
+            self._phases = dict.fromkeys(names, "waiting")
+        if self._live is None:
+            self.console.print(f"checking {len(names)} host{'s' if len(names) != 1 else ''}", highlight=False)
+
+    def host(self, name: str, phase: str, *, error: str | None = None) -> None:
+        with self._lock:
+            self._phases[name] = phase
+        if self._live is None and error:
+            self.console.print(Text(f"  {printable(name)}: {printable(error, keep_newlines=False)}"))
+
+    def check_started(self, name: str) -> None:
+        with self._lock:
+            self._checks.append((name, None))
+
+    def check_done(self, name: str, results: Sequence[CheckResult]) -> None:
+        with self._lock:
+            self._checks = [(n, list(results) if n == name else r) for n, r in self._checks]
+        if self._live is None:
+            status = _worst(results)
+            self.console.print(Text.assemble(f"  {name:<12} ", (LABELS[status], STYLES[status])))
+
+    def close(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+
+    def _render(self) -> RenderableType:
+        with self._lock:
+            phases = dict(self._phases)
+            checks = list(self._checks)
+        counts = Counter(phases.values())
+        finished = counts["done"] + counts["error"]
+        bar = Table.grid(padding=(0, 1))
+        bar.add_row(
+            Spinner("dots") if finished < len(phases) else Text("✔", "green"),
+            Text("facts", style="bold"),
+            ProgressBar(total=max(1, len(phases)), completed=finished, width=30),
+            Text(
+                f"{finished}/{len(phases)} hosts"
+                + (f", {counts['error']} unreachable" if counts["error"] else "")
+            ),
+        )
+        active = [n for n, p in phases.items() if p in ("connecting", "probing")][:_SHOWN_ACTIVE_HOSTS]
+        rows: list[RenderableType] = [bar]
+        if active and finished < len(phases):
+            rows.append(Text("  " + ", ".join(f"{printable(n)} {phases[n]}" for n in active), style="dim"))
+        for name, results in checks:
+            if results is None:
+                running = Table.grid()
+                running.add_row(Spinner("dots"), Text(f" {name}"))
+                rows.append(running)
+            else:
+                status = _worst(results)
+                rows.append(
+                    Text.assemble(
+                        ("✔ " if status == "pass" else "• "),
+                        (f"{name:<12}", "bold"),
+                        (LABELS[status], STYLES[status]),
+                    )
+                )
+        return Group(*rows)
+
+
+def findings_table(report: RunReport) -> Table:
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False, expand=False)
+    table.add_column("check", no_wrap=True)
+    table.add_column("status", no_wrap=True)
+    table.add_column("hosts", overflow="fold", max_width=28)
+    table.add_column("finding", overflow="fold")
+    for result in ordered(list(report.results)):
+        table.add_row(
+            result.check,
+            Text(LABELS[result.status], style=STYLES[result.status]),
+            Text(printable(fold(result.hosts), keep_newlines=False)),
+            Text(printable(result.summary, keep_newlines=False)),
+        )
+    return table
+
+
+def print_report(report: RunReport, console: Console) -> None:
+    reachable = sum(1 for h in report.hosts if h.reachable)
+    console.print(
+        Text(
+            f"preflight {report.tool_version} · {reachable}/{len(report.hosts)} hosts · "
+            f"{report.duration_s:.1f} s",
+            style="dim",
+        )
+    )
+    console.print(findings_table(report))
+    style = {"pass": "bold green", "fail": "bold red", "error": "bold magenta"}[report.verdict]
+    console.print()
+    console.print(Text(printable(headline(report), keep_newlines=False), style=style))
+    console.print(Text(f"exit {int(report.exit_code)}", style="dim"))

@@ -1,0 +1,56 @@
+"""Shared pytest fixtures."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import pytest
+
+# =============================================================================================
+# Lab cluster (tests/lab): SSH nodes built from Linux namespaces. Tests marked `lab` need root,
+# `ip netns`, sshd, tc and iptables; they fail on CI when those are missing, and skip elsewhere.
+
+from tests.lab import LabCluster, MakeLab, missing_requirements  # noqa: E402
+
+
+def _on_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def _require_lab() -> None:
+    missing = missing_requirements()
+    if not missing:
+        return
+    message = "lab cluster unavailable; missing: " + ", ".join(missing)
+    if _on_ci():
+        pytest.fail(message + " (CI must run the lab tests)", pytrace=False)
+    pytest.skip(message)
+
+
+@pytest.fixture(autouse=True)
+def _lab_requirements(request: pytest.FixtureRequest) -> None:
+    if request.node.get_closest_marker("lab") is not None:
+        _require_lab()
+
+
+@pytest.fixture
+def make_lab() -> Iterator[MakeLab]:
+    """make_lab(n, node_envs=None): a started lab of n nodes, each with the test environment
+    (which has torch) at /opt/pflab/env unless node_envs gives another; stopped at teardown."""
+    _require_lab()
+    labs: list[LabCluster] = []
+
+    def make(n_nodes: int, node_envs: Mapping[int, Path] | None = None) -> LabCluster:
+        lab = LabCluster(n_nodes, env=Path(sys.prefix), node_envs=node_envs)
+        labs.append(lab)
+        return lab.start()
+
+    yield make
+    for lab in labs:
+        lab.stop()
+
+
+# ============================================================================= end lab cluster
