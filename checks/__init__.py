@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from checks import connect, gpu_memory, versions  # noqa: I001
+from checks import connect, gpu_memory, versions
 
 __all__ = ["CHECKS", "connect", "gpu_memory", "versions"]
 from preflight.check import Check

@@ -115,7 +115,9 @@ def _section(cls: type[Any], data: Any, where: str) -> Any:
     values = {}
     for key, value in data.items():
         if key not in names:
-            raise ConfigError(f"unknown key {where}.{key} (known: {', '.join(sorted(names))})", key=f"{where}.{key}")
+            raise ConfigError(
+                f"unknown key {where}.{key} (known: {', '.join(sorted(names))})", key=f"{where}.{key}"
+            )
         try:
             values[key] = _coerce(value, hints[key], f"{where}.{key}")
         except ConfigError as exc:

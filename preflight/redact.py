@@ -1,41 +1,32 @@
-"""Secrets never reach a report: masking of secret-looking values, on the controller too.
+"""Secrets never reach a report: masking applied again on the controller.
 
-The node probe masks before anything leaves the node; this is the second line, applied
-to every fact a node sent, so a probe from an older or a modified script cannot leak.
+The node probe masks before anything leaves the node; this second line applies the same
+rules (one definition, the node script's own) to every fact a node sent, so a probe from
+an older or modified script cannot leak a token into a report.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
-MASK = "***"
-_SECRET_NAME_RE = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|PASS|KEY|CREDENTIAL|AUTH", re.IGNORECASE)
-# scheme://user:password@host -> scheme://user:***@host
-_URL_CREDENTIALS_RE = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:)[^/\s@]+(?P<tail>@)")
+from checks.node.facts import MASK, is_secret_name, mask_url_credentials
 
-
-def is_secret_name(name: str) -> bool:
-    return bool(_SECRET_NAME_RE.search(name))
-
-
-def mask_text(text: str) -> str:
-    return _URL_CREDENTIALS_RE.sub(lambda m: f"{m['head']}{MASK}{m['tail']}", text)
-
-
-def mask_env(env: Mapping[str, Any]) -> dict[str, Any]:
-    return {name: MASK if is_secret_name(str(name)) else redact(value) for name, value in env.items()}
+__all__ = ["MASK", "is_secret_name", "redact"]
 
 
 def redact(value: Any) -> Any:
     """Mask URL credentials in every string of a JSON-like value, and secret-named env entries."""
     if isinstance(value, str):
-        return mask_text(value)
+        return mask_url_credentials(value)
     if isinstance(value, Mapping):
         return {
-            key: (mask_env(item) if key == "env" and isinstance(item, Mapping) else redact(item))
-            for key, item in value.items()
+            key: (
+                {name: MASK if is_secret_name(str(name)) else redact(item) for name, item in inner.items()}
+                if key == "env" and isinstance(inner, Mapping)
+                else redact(inner)
+            )
+            for key, inner in value.items()
         }
     if isinstance(value, list | tuple):
         return [redact(item) for item in value]

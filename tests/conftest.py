@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.lab import LabCluster, MakeLab, missing_requirements
+
 # =============================================================================================
 # Lab cluster (tests/lab): SSH nodes built from Linux namespaces. Tests marked `lab` need root,
 # `ip netns`, sshd, tc and iptables; they fail on CI when those are missing, and skip elsewhere.
-
-from tests.lab import LabCluster, MakeLab, missing_requirements  # noqa: E402
 
 
 def _on_ci() -> bool:

@@ -47,10 +47,10 @@ def test_sections_and_expectations_are_read(tmp_path: Path) -> None:
     [
         ("[run]\nfanot = 8\n", "unknown key run.fanot"),
         ("[rnu]\n", "unknown section [rnu]"),
-        ("[run]\nfanout = \"many\"\n", "run.fanout must be a whole number"),
+        ('[run]\nfanout = "many"\n', "run.fanout must be a whole number"),
         ("[run]\nfanout = -1\n", "run.fanout must not be negative"),
-        ("[versions]\npackage_drift = \"loud\"\n", "versions.package_drift must be one of fail, warn, ignore"),
-        ("[versions]\nstack_packages = \"torch\"\n", "versions.stack_packages must be a list of strings"),
+        ('[versions]\npackage_drift = "loud"\n', "versions.package_drift must be one of fail, warn, ignore"),
+        ('[versions]\nstack_packages = "torch"\n', "versions.stack_packages must be a list of strings"),
         ("run = 3\n", "run must be a table"),
         ("[expect]\ntorch = true\n", "expect.torch must be a version string"),
     ],
@@ -73,12 +73,14 @@ def test_toml_syntax_errors_name_the_line(tmp_path: Path) -> None:
 
 
 def test_missing_config_file_is_named(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="nope.toml: no such config file"):
+    with pytest.raises(ConfigError, match=r"nope\.toml: no such config file"):
         load_config(tmp_path / "nope.toml")
 
 
 def test_command_line_beats_environment_beats_file(tmp_path: Path) -> None:
-    config = load_config(write(tmp_path, "[run]\nfanout = 8\ntimeout_s = 90\npython = \"/opt/env/bin/python\"\n"))
+    config = load_config(
+        write(tmp_path, '[run]\nfanout = 8\ntimeout_s = 90\npython = "/opt/env/bin/python"\n')
+    )
     environ = {"PREFLIGHT_FANOUT": "16", "PREFLIGHT_TIMEOUT": "45"}
     merged = with_overrides(config, {"fanout": 4, "timeout_s": None, "python": None}, environ)
     assert merged.run.fanout == 4  # command line

@@ -20,7 +20,8 @@ from preflight.inventory import (
 
 def parse(text: str) -> list[tuple[str, str, str | None, int, int | None]]:
     return [
-        (h.name, h.address, h.user, h.port, h.slots) for h in parse_hosts(text.splitlines(), source="hosts.txt")
+        (h.name, h.address, h.user, h.port, h.slots)
+        for h in parse_hosts(text.splitlines(), source="hosts.txt")
     ]
 
 
@@ -91,12 +92,12 @@ def test_same_host_on_another_port_is_another_host() -> None:
 def test_an_empty_hosts_file_is_an_error(tmp_path: Path) -> None:
     path = tmp_path / "hosts.txt"
     path.write_text("# nothing yet\n")
-    with pytest.raises(InputError, match="hosts.txt: the hosts file names no host"):
+    with pytest.raises(InputError, match=r"hosts\.txt: the hosts file names no host"):
         read_hosts_file(path)
 
 
 def test_a_missing_hosts_file_is_named(tmp_path: Path) -> None:
-    with pytest.raises(InputError, match="nope.txt: no such hosts file"):
+    with pytest.raises(InputError, match=r"nope\.txt: no such hosts file"):
         read_hosts_file(tmp_path / "nope.txt")
 
 

@@ -29,7 +29,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+    from collections.abc import Callable, Iterable, Mapping, Sequence
 
     JsonDict = dict[str, Any]
 
@@ -43,6 +43,8 @@ NVIDIA_SMI_TIMEOUT_S = 10.0
 PROC_DRIVER_VERSION = "/proc/driver/nvidia/version"
 SYS_CLASS_NET = "/sys/class/net"
 SYS_CLASS_INFINIBAND = "/sys/class/infiniband"
+# Where ip lives when the SSH session's PATH has no sbin directory in it.
+IP_FALLBACK_PATHS = ("/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip")
 
 # Environment variables worth comparing across nodes.
 ENV_PREFIXES = ("NCCL_", "CUDA_", "GLOO_", "TORCH_", "PYTORCH_")
@@ -53,16 +55,29 @@ ENV_NAMES = (
     "OMP_NUM_THREADS",
     "LD_LIBRARY_PATH",
 )
-# A variable whose name contains one of these (case-insensitive) has its value masked.
-SECRET_NAME_WORDS = (
-    "TOKEN",
-    "SECRET",
-    "PASSWORD",
-    "PASSWD",
-    "PASS",
-    "KEY",
-    "CREDENTIAL",
-    "AUTH",
+# A variable whose name has one of these words (case-insensitive, words split at "_", "-"
+# and ".") has its value masked: HF_TOKEN, WANDB_API_KEY, AWS_SECRET_ACCESS_KEY, DB_PASSWORD.
+# Whole words, so that NCCL_IB_PKEY or TORCH_PASSTHROUGH keep their values.
+SECRET_NAME_WORDS = frozenset(
+    {
+        "TOKEN",
+        "TOKENS",
+        "SECRET",
+        "SECRETS",
+        "PASSWORD",
+        "PASSWD",
+        "PASS",
+        "PASSPHRASE",
+        "KEY",
+        "KEYS",
+        "APIKEY",
+        "CREDENTIAL",
+        "CREDENTIALS",
+        "AUTH",
+        "PRIVATE",
+        "COOKIE",
+        "SESSION",
+    }
 )
 MASK = "***"
 
@@ -122,8 +137,7 @@ def mask_url_credentials(text: str) -> str:
 
 def is_secret_name(name: str) -> bool:
     """Whether an environment variable's name looks like it holds a secret."""
-    upper = name.upper()
-    return any(word in upper for word in SECRET_NAME_WORDS)
+    return any(word in SECRET_NAME_WORDS for word in re.split(r"[_\-.]+", name.upper()))
 
 
 def mask_env(env: Mapping[str, str]) -> dict[str, str]:
@@ -148,9 +162,7 @@ def scrub(value: Any) -> Any:
 def select_env(environ: Mapping[str, str]) -> dict[str, str]:
     """The variables that matter to a distributed run, sorted by name (not yet masked)."""
     return {
-        name: environ[name]
-        for name in sorted(environ)
-        if name.startswith(ENV_PREFIXES) or name in ENV_NAMES
+        name: environ[name] for name in sorted(environ) if name.startswith(ENV_PREFIXES) or name in ENV_NAMES
     }
 
 
@@ -379,9 +391,7 @@ def gpus_from_smi(gpu_text: str, apps_text: str | None, header: bool = False) ->
     gpu_rows = parse_smi_csv(gpu_text, None if header else SMI_GPU_FIELDS)
     gpus = [gpu_from_smi_row(row) for row in gpu_rows]
     if apps_text is not None:
-        by_gpu = processes_from_smi_rows(
-            parse_smi_csv(apps_text, None if header else SMI_APP_FIELDS)
-        )
+        by_gpu = processes_from_smi_rows(parse_smi_csv(apps_text, None if header else SMI_APP_FIELDS))
         for gpu in gpus:
             gpu["processes"] = by_gpu.get(gpu["uuid"], [])
     return gpus
@@ -514,7 +524,7 @@ def _gather_hostname(sink: Sink) -> None:
 
 
 def _gather_os(sink: Sink) -> None:
-    uname = platform.uname()
+    uname = os.uname()  # not platform.uname(): on 3.8 that runs `uname -p` in a subprocess
     text = _read_text("/etc/os-release") or _read_text("/usr/lib/os-release")
     release = parse_os_release(text) if text else {}
     sink.facts["os"] = {
@@ -651,9 +661,7 @@ def ib_devices(ib_root: str = SYS_CLASS_INFINIBAND) -> list[JsonDict]:
 def net_facts(net_root: str = SYS_CLASS_NET, ib_root: str = SYS_CLASS_INFINIBAND) -> JsonDict:
     """Interfaces from ``ip -j addr show`` (or sysfs without ``ip``) and IB ports."""
     interfaces: list[JsonDict] | None = None
-    ip = shutil.which("ip") or next(
-        (p for p in ("/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip") if os.access(p, os.X_OK)), None
-    )
+    ip = shutil.which("ip") or next((p for p in IP_FALLBACK_PATHS if os.access(p, os.X_OK)), None)
     if ip is not None:
         try:
             interfaces = parse_ip_addr_json(_run([ip, "-j", "addr", "show"]))
@@ -705,7 +713,7 @@ def _process_name(nv: Any, pid: int) -> str | None:
         name = ""
     if not name:
         name = (_read_text(f"/proc/{pid}/comm") or "").strip()
-    return os.path.basename(name) if name else None
+    return name or None
 
 
 def _nvml_gpu(nv: Any, index: int, problems: dict[str, str]) -> JsonDict:
@@ -738,9 +746,7 @@ def _nvml_gpu(nv: Any, index: int, problems: dict[str, str]) -> JsonDict:
     retired_pending = None
     if not (isinstance(arch, int) and ampere <= arch < 0xFFFFFFFF):
         retired_pending = call("retired_pages_pending", "nvmlDeviceGetRetiredPagesPendingStatus")
-    temperature = call(
-        "temperature_c", "nvmlDeviceGetTemperature", getattr(nv, "NVML_TEMPERATURE_GPU", 0)
-    )
+    temperature = call("temperature_c", "nvmlDeviceGetTemperature", getattr(nv, "NVML_TEMPERATURE_GPU", 0))
     power_mw = call("power_w", "nvmlDeviceGetPowerUsage")
     procs = call("processes", "nvmlDeviceGetComputeRunningProcesses")
 
@@ -884,9 +890,7 @@ def _gather_nvidia(sink: Sink) -> None:
     source = "proc"
     if version is None and smi is not None:
         try:
-            out = _run(
-                [smi, "--query-gpu=driver_version", "--format=csv,noheader"], NVIDIA_SMI_TIMEOUT_S
-            )
+            out = _run([smi, "--query-gpu=driver_version", "--format=csv,noheader"], NVIDIA_SMI_TIMEOUT_S)
             version = next((line.strip() for line in out.splitlines() if line.strip()), None)
             source = "nvidia-smi"
         except Unavailable:
@@ -930,13 +934,18 @@ def torch_facts(torch: Any) -> JsonDict:
             nccl = format_nccl_version(torch.cuda.nccl.version())
         except Exception:
             nccl = None
-    cuda_available = bool(torch.cuda.is_available())
-    device_count = int(torch.cuda.device_count()) if cuda_available else 0
+    cuda_available: bool | None
+    device_count: int | None
+    try:
+        cuda_available = bool(torch.cuda.is_available())
+        device_count = int(torch.cuda.device_count()) if cuda_available else 0
+    except Exception:
+        cuda_available = device_count = None  # torch could not tell: not the same as "no"
     dist_available = False
     nccl_available = False
     gloo_available = False
     try:
-        dist = importlib.import_module("torch.distributed")
+        dist = getattr(torch, "distributed", None) or importlib.import_module("torch.distributed")
         dist_available = bool(dist.is_available())
         if dist_available:
             nccl_available = bool(getattr(dist, "is_nccl_available", lambda: False)())
@@ -1013,7 +1022,8 @@ class _StdoutToStderr:
     """Send anything written to fd 1 (Python or C code) to stderr; keep the real stdout."""
 
     def __enter__(self) -> int:
-        sys.stdout.flush()
+        if sys.stdout is not None:
+            sys.stdout.flush()
         self.saved = os.dup(1)
         os.dup2(2, 1)
         self.python_stdout = sys.stdout
@@ -1022,16 +1032,12 @@ class _StdoutToStderr:
 
     def __exit__(self, *exc_info: object) -> None:
         try:
-            sys.stdout.flush()
+            if sys.stdout is not None:
+                sys.stdout.flush()
         finally:
             sys.stdout = self.python_stdout
             os.dup2(self.saved, 1)
             os.close(self.saved)
-
-
-def _iter_chunks(data: bytes, size: int = 65536) -> Iterator[bytes]:
-    for start in range(0, len(data), size):
-        yield data[start : start + size]
 
 
 def main() -> int:
@@ -1047,11 +1053,10 @@ def main() -> int:
     finally:
         if redirected:
             redirect.__exit__(None, None, None)
-    data = (json.dumps(document, default=str) + "\n").encode("utf-8")
-    for chunk in _iter_chunks(data):
-        written = 0
-        while written < len(chunk):
-            written += os.write(1, chunk[written:])
+    # ASCII JSON (non-ASCII escaped) reads the same whatever the node's locale is.
+    pending = memoryview((json.dumps(document, default=str) + "\n").encode("ascii"))
+    while pending:
+        pending = pending[os.write(1, pending) :]
     return 0
 
 

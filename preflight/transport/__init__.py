@@ -1,13 +1,15 @@
 """How preflight runs a command on a host: one small interface, local and SSH behind it.
 
 Every command gets a deadline that is enforced on the host too (``timeout`` wraps it
-there), and every command runs in its own process group so that it can be ended,
-children and all, when the controller gives up on it.
+there), and runs in its own process group so that it can be ended, children and all,
+when the controller gives up on it. :meth:`Transport.start` gives a live process to talk
+to line by line; :meth:`Transport.run` is start, feed stdin, wait.
 """
 
 from __future__ import annotations
 
 import shlex
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,6 +24,8 @@ GRACE_S = 5.0
 # Seconds between the host's TERM and KILL when a command outlives its deadline.
 KILL_AFTER_S = 3
 PGID_MARKER = b"preflight-pgid="
+# `timeout` exits with 124 when the command ran out of time.
+TIMEOUT_STATUS = 124
 
 
 class HostUnavailable(Exception):
@@ -74,6 +78,76 @@ def split_pgid(stderr: bytes) -> tuple[int | None, bytes]:
     return None, stderr
 
 
+class RemoteProcess(ABC):
+    """A command running on a host: write to its stdin, read its stdout by lines, wait for it."""
+
+    # How long past its own deadline the controller waits for the process to report.
+    grace_s = GRACE_S
+
+    def __init__(self, timeout_s: float) -> None:
+        self.started = time.monotonic()
+        self.timeout_s = timeout_s
+        self.deadline = Deadline.after(timeout_s + self.grace_s)
+        self._stdout = bytearray()
+        self._stderr = bytearray()
+        self._consumed = 0  # bytes of stdout already returned by readline
+
+    @abstractmethod
+    def write(self, data: bytes) -> None: ...
+
+    @abstractmethod
+    def close_stdin(self) -> None: ...
+
+    @abstractmethod
+    def _pump(self, wait_s: float) -> bool:
+        """Move whatever output is ready into the buffers, waiting up to ``wait_s`` for some.
+
+        Returns False once the process has exited and its output is drained."""
+
+    @abstractmethod
+    def _exit_status(self) -> int | None: ...
+
+    @abstractmethod
+    def kill(self) -> None:
+        """End the process group on the host (TERM, then KILL); best effort, bounded."""
+
+    def readline(self, deadline: Deadline) -> bytes | None:
+        """The next stdout line (without its newline), or None at end of output or deadline."""
+        while True:
+            end = self._stdout.find(b"\n", self._consumed)
+            if end >= 0:
+                line = bytes(self._stdout[self._consumed : end])
+                self._consumed = end + 1
+                return line
+            if deadline.expired or self.deadline.expired or not self._pump(min(0.2, deadline.remaining())):
+                return None
+
+    def wait(self, deadline: Deadline | None = None) -> CommandResult:
+        """Wait for the end (killing the process at the deadline) and return all of its output."""
+        deadline = deadline or self.deadline
+        timed_out = False
+        while self._pump(min(0.2, max(0.01, deadline.remaining()))):
+            if deadline.expired:
+                timed_out = True
+                self.kill()
+                break
+        status = self._exit_status()
+        self._release()
+        if status == TIMEOUT_STATUS:
+            timed_out = True
+        _, stderr = split_pgid(bytes(self._stderr))
+        return CommandResult(
+            None if timed_out and status is None else status,
+            bytes(self._stdout),
+            stderr,
+            timed_out,
+            time.monotonic() - self.started,
+        )
+
+    def _release(self) -> None:  # noqa: B027 - most processes have nothing to free
+        """Free the channel or pipes once the process is over."""
+
+
 class Transport(ABC):
     """Runs commands on one host. Not shared across threads."""
 
@@ -85,8 +159,19 @@ class Transport(ABC):
         """Connect (and authenticate). Raises :class:`HostUnavailable`."""
 
     @abstractmethod
+    def start(self, argv: Sequence[str], *, timeout_s: float) -> RemoteProcess:
+        """Start ``argv`` (no shell) on the host, to end by itself within ``timeout_s``."""
+
     def run(self, argv: Sequence[str], *, stdin: bytes | None = None, timeout_s: float) -> CommandResult:
-        """Run ``argv`` (no shell) with ``stdin``; never blocks past ``timeout_s`` + grace."""
+        """Run ``argv`` with ``stdin``; never blocks past ``timeout_s`` + grace."""
+        process = self.start(argv, timeout_s=timeout_s)
+        try:
+            if stdin:
+                process.write(stdin)
+            process.close_stdin()
+        except OSError:
+            pass  # the process ended without reading its input: its status says why
+        return process.wait()
 
     @abstractmethod
     def close(self) -> None:

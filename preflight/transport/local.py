@@ -2,61 +2,118 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import selectors
 import signal
 import subprocess
-import time
 from collections.abc import Sequence
 
 from preflight.deadline import Deadline
-from preflight.transport import GRACE_S, CommandResult, Transport
+from preflight.transport import RemoteProcess, Transport
+
+_NOT_FOUND = 127
 
 
-class LocalTransport(Transport):
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        self._running: set[subprocess.Popen[bytes]] = set()
+class LocalProcess(RemoteProcess):
+    grace_s = 0.0  # the controller itself ends a local command at its deadline
 
-    def open(self, deadline: Deadline) -> None:
-        return None
-
-    def run(self, argv: Sequence[str], *, stdin: bytes | None = None, timeout_s: float) -> CommandResult:
-        started = time.monotonic()
+    def __init__(self, argv: Sequence[str], timeout_s: float) -> None:
+        super().__init__(timeout_s)
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._status: int | None = None
         try:
-            proc = subprocess.Popen(
+            self._proc = subprocess.Popen(
                 list(argv),
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 start_new_session=True,  # its own process group, to end it with its children
             )
-        except FileNotFoundError as exc:
-            return CommandResult(127, b"", str(exc).encode(), False, time.monotonic() - started)
-        self._running.add(proc)
-        timed_out = False
+        except OSError as exc:
+            self._status = _NOT_FOUND
+            self._stderr += f"{argv[0]}: {exc.strerror}\n".encode()
+            return
+        self._selector = selectors.DefaultSelector()
+        assert self._proc.stdout is not None and self._proc.stderr is not None
+        for pipe, buffer in ((self._proc.stdout, self._stdout), (self._proc.stderr, self._stderr)):
+            os.set_blocking(pipe.fileno(), False)
+            self._selector.register(pipe, selectors.EVENT_READ, buffer)
+
+    def write(self, data: bytes) -> None:
+        if self._proc is not None and self._proc.stdin is not None:
+            self._proc.stdin.write(data)
+            self._proc.stdin.flush()
+
+    def close_stdin(self) -> None:
+        if self._proc is not None and self._proc.stdin is not None and not self._proc.stdin.closed:
+            self._proc.stdin.close()
+
+    def _pump(self, wait_s: float) -> bool:
+        if self._proc is None:
+            return False
+        if not self._selector.get_map():
+            if self._proc.poll() is not None:
+                return False
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._proc.wait(timeout=wait_s)
+            return self._proc.poll() is None
+        for key, _ in self._selector.select(timeout=wait_s):
+            chunk = os.read(key.fd, 65536)
+            if chunk:
+                key.data.extend(chunk)
+            else:
+                self._selector.unregister(key.fileobj)
+        return True
+
+    def _exit_status(self) -> int | None:
+        if self._proc is None:
+            return self._status
         try:
-            out, err = proc.communicate(stdin, timeout=timeout_s)
+            return self._proc.wait(timeout=1)
         except subprocess.TimeoutExpired:
-            timed_out = True
-            _kill_group(proc)
-            out, err = proc.communicate(timeout=GRACE_S)
-        finally:
-            self._running.discard(proc)
-        return CommandResult(proc.returncode, out, err, timed_out, time.monotonic() - started)
+            return None
+
+    def _exit_status_now(self) -> int | None:
+        return self._status if self._proc is None else self._proc.poll()
+
+    def kill(self) -> None:
+        if self._proc is None:
+            return
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(self._proc.pid, sig)
+            except ProcessLookupError:
+                return
+            try:
+                self._proc.wait(timeout=2)
+                return
+            except subprocess.TimeoutExpired:
+                continue
+
+    def _release(self) -> None:
+        if self._proc is not None:
+            self.close_stdin()
+            self._selector.close()
+            for pipe in (self._proc.stdout, self._proc.stderr):
+                if pipe is not None:
+                    pipe.close()
+
+
+class LocalTransport(Transport):
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self._running: list[LocalProcess] = []
+
+    def open(self, deadline: Deadline) -> None:
+        return None
+
+    def start(self, argv: Sequence[str], *, timeout_s: float) -> LocalProcess:
+        process = LocalProcess(argv, timeout_s)
+        self._running = [p for p in self._running if p._exit_status_now() is None] + [process]
+        return process
 
     def close(self) -> None:
-        for proc in list(self._running):
-            _kill_group(proc)
-
-
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=2)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+        for process in self._running:
+            process.kill()
+        self._running = []

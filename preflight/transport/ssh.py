@@ -24,7 +24,7 @@ import paramiko
 from preflight.deadline import Deadline
 from preflight.inventory import DEFAULT_SSH_PORT, HostSpec, default_user
 from preflight.model import HostError
-from preflight.transport import GRACE_S, CommandResult, HostUnavailable, Transport, split_pgid
+from preflight.transport import HostUnavailable, RemoteProcess, Transport, split_pgid, wrap_command
 
 # CBC ciphers and SHA-1/MD5 MACs are weak; paramiko >= 3.4 already drops SHA-1 key exchange
 # and ssh-rsa signatures by default.
@@ -243,63 +243,30 @@ class SshTransport(Transport):
             raise RuntimeError(f"{self.spec.name}: not connected")
         return self._client
 
-    def run(self, argv: Sequence[str], *, stdin: bytes | None = None, timeout_s: float) -> CommandResult:
-        from preflight.transport import wrap_command
-
-        started = time.monotonic()
-        transport = self.client.get_transport()
+    def start(self, argv: Sequence[str], *, timeout_s: float) -> SshProcess:
+        transport = self._client.get_transport() if self._client else None
         if transport is None or not transport.is_active():
             raise HostUnavailable(HostError("unreachable", f"connection to {self.spec.name} was lost"))
-        end = started + timeout_s + GRACE_S
-        channel = transport.open_session(timeout=max(1.0, min(timeout_s, 15.0)))
-        out, err = bytearray(), bytearray()
-        timed_out = False
-        pgid: int | None = None
         try:
+            channel = transport.open_session(timeout=max(1.0, min(timeout_s, 15.0)))
             channel.exec_command(wrap_command(argv, timeout_s))
-            if stdin:
-                channel.settimeout(max(0.1, end - time.monotonic()))
-                channel.sendall(stdin)
-            channel.shutdown_write()
-            while True:
-                got = _drain(channel, out, err)
-                if pgid is None and b"\n" in err:
-                    pgid, _ = split_pgid(bytes(err))
-                    if pgid is not None:
-                        with self._lock:
-                            self._pgids.add(pgid)
-                if channel.exit_status_ready() and not got:
-                    _drain(channel, out, err)
-                    break
-                if time.monotonic() > end or not transport.is_active():
-                    timed_out = True
-                    break
-                if not got:
-                    select.select([channel], [], [], _POLL_S)
-            status = channel.recv_exit_status() if channel.exit_status_ready() else None
         except (OSError, paramiko.SSHException) as exc:
-            err += f"\n{exc}".encode()
-            status, timed_out = None, True
-        finally:
-            channel.close()
-        if timed_out and pgid is not None:
-            self._kill(pgid)
-        if pgid is not None:
-            with self._lock:
-                self._pgids.discard(pgid)
-        if status == 124:  # the host's `timeout` fired
-            timed_out = True
-        _, rest = split_pgid(bytes(err))
-        return CommandResult(
-            None if status in (None, -1) else status,
-            bytes(out),
-            rest,
-            timed_out,
-            time.monotonic() - started,
-        )
+            raise HostUnavailable(
+                HostError("unreachable", f"{self.spec.name}: cannot start a command: {exc}")
+            ) from exc
+        return SshProcess(self, channel, timeout_s)
+
+    def _track(self, pgid: int) -> None:
+        with self._lock:
+            self._pgids.add(pgid)
+
+    def _untrack(self, pgid: int) -> None:
+        with self._lock:
+            self._pgids.discard(pgid)
 
     def _kill(self, pgid: int) -> None:
         """End a process group on the host: TERM, then KILL; best effort, bounded."""
+        self._untrack(pgid)
         transport = self._client.get_transport() if self._client else None
         if transport is None or not transport.is_active():
             return
@@ -328,6 +295,59 @@ class SshTransport(Transport):
         for pgid in pgids:
             self._kill(pgid)
         self._discard()
+
+
+class SshProcess(RemoteProcess):
+    """A command on an SSH channel; its process group id arrives first on stderr."""
+
+    def __init__(self, owner: SshTransport, channel: paramiko.Channel, timeout_s: float) -> None:
+        super().__init__(timeout_s)
+        self._owner = owner
+        self._channel = channel
+        self.pgid: int | None = None
+
+    def write(self, data: bytes) -> None:
+        self._channel.settimeout(max(0.1, self.deadline.remaining()))
+        try:
+            self._channel.sendall(data)
+        except (TimeoutError, paramiko.SSHException) as exc:
+            raise OSError(f"cannot send to {self._owner.spec.name}: {exc}") from exc
+
+    def close_stdin(self) -> None:
+        if not self._channel.closed:
+            self._channel.shutdown_write()
+
+    def _pump(self, wait_s: float) -> bool:
+        got = _drain(self._channel, self._stdout, self._stderr)
+        if self.pgid is None and b"\n" in self._stderr:
+            self.pgid, _ = split_pgid(bytes(self._stderr))
+            if self.pgid is not None:
+                self._owner._track(self.pgid)
+        if got:
+            return True
+        if self._channel.exit_status_ready() or self._channel.closed:
+            _drain(self._channel, self._stdout, self._stderr)
+            return False
+        transport = self._channel.get_transport()
+        if transport is None or not transport.is_active():
+            return False
+        select.select([self._channel], [], [], min(wait_s, _POLL_S))
+        return True
+
+    def _exit_status(self) -> int | None:
+        if not self._channel.exit_status_ready():
+            return None
+        status = self._channel.recv_exit_status()
+        return None if status == -1 else status
+
+    def kill(self) -> None:
+        if self.pgid is not None:
+            self._owner._kill(self.pgid)
+
+    def _release(self) -> None:
+        self._channel.close()
+        if self.pgid is not None:
+            self._owner._untrack(self.pgid)
 
 
 def _drain(channel: paramiko.Channel, out: bytearray, err: bytearray) -> bool:

@@ -41,6 +41,8 @@ FIRST_HOST = 11  # node i gets 10.199.k.(10 + i); the bridge is .1
 UNUSED_HOST = 250  # beyond the last node: nothing ever answers there
 NODE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 SHELL_DOTFILES = ("/root/.bashrc", "/root/.profile", "/root/.bash_profile", "/root/.bash_login")
+# Nothing listens on the node's own port 53, so lookups beyond /etc/hosts fail at once.
+RESOLV_CONF = "nameserver 127.0.0.1\noptions timeout:1 attempts:1\n"
 REQUIRED_TOOLS = ("ip", "tc", "iptables", "unshare", "nsenter", "ssh-keygen", "sleep")
 
 _NAME_RE = re.compile(r"^pflab(\d+)(?:[nv]\d+)?$")
@@ -83,9 +85,7 @@ NodeRef: TypeAlias = LabNode | str | int
 class MakeLab(Protocol):
     """The `make_lab` fixture: builds and starts a lab, stopped at teardown."""
 
-    def __call__(
-        self, n_nodes: int, node_envs: Mapping[int, Path] | None = None
-    ) -> LabCluster: ...
+    def __call__(self, n_nodes: int, node_envs: Mapping[int, Path] | None = None) -> LabCluster: ...
 
 
 @dataclass
@@ -366,7 +366,8 @@ _RUNNING: set[LabCluster] = set()
 @atexit.register
 def _stop_running_labs() -> None:
     for lab in list(_RUNNING):
-        lab.stop()
+        if lab.owner_pid == os.getpid():  # not in a forked child that inherited the set
+            lab.stop()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -397,6 +398,7 @@ class LabCluster:
         self.nodes: list[LabNode] = []
         self._shaping: dict[int, _Shaping] = {}
         self._spawned: list[subprocess.Popen[bytes]] = []
+        self.owner_pid = os.getpid()
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -419,6 +421,7 @@ class LabCluster:
         for i, env in self._envs.items():
             if not (env / "bin" / "python").exists():
                 raise LabError(f"environment for node{i} has no bin/python: {env}")
+        self.owner_pid = os.getpid()
         _RUNNING.add(self)
         try:
             self._allocate()
@@ -487,6 +490,7 @@ class LabCluster:
         self._authorized_keys.write_bytes(self.key_path.with_suffix(".pub").read_bytes())
         self._etc_hosts.write_text(self._etc_hosts_text())
         self._empty_file.write_text("")
+        self._resolv_conf.write_text(RESOLV_CONF)
         known = []
         for node in self.nodes:
             node.node_dir.mkdir()
@@ -545,6 +549,7 @@ class LabCluster:
             "mount -t tmpfs -o mode=1777 pflab-tmp /tmp",
             "mount -t tmpfs -o mode=1777 pflab-shm /dev/shm",
             f"mount --bind {q(str(self._etc_hosts))} /etc/hosts",
+            *self._no_dns(),
             f"hostname {node.name}",
             *self._clean_dotfiles(),
             "exec sleep infinity",
@@ -552,6 +557,13 @@ class LabCluster:
         argv = ["ip", "netns", "exec", node.netns,
                 "unshare", "--mount", "--uts", "--propagation", "private", "sh", "-c", script]  # fmt: skip
         node.holder = self._popen_logged(argv, node.node_dir / "holder.log")
+
+    def _no_dns(self) -> list[str]:
+        # The nodes cannot reach the machine's DNS servers: a lookup of a name that is not in
+        # the lab's /etc/hosts would hang for 10 s on timeouts instead of failing at once.
+        if not Path("/etc/resolv.conf").exists():
+            return []
+        return [f"mount --bind {shlex.quote(str(self._resolv_conf))} /etc/resolv.conf"]
 
     def _clean_dotfiles(self) -> list[str]:
         # A node is a fresh machine: the shell startup files of the machine the lab runs on
@@ -587,18 +599,20 @@ class LabCluster:
 
     def _await_sshd(self, nodes: Sequence[LabNode]) -> None:
         deadline = time.monotonic() + START_TIMEOUT_S
-        waiting = list(nodes)
-        while waiting:
-            node = waiting[0]
-            if _accepts_tcp(node.address, SSH_PORT, timeout_s=0.2):
-                waiting.pop(0)
-                continue
-            exited = node.sshd is None or node.sshd.poll() is not None
-            if exited or time.monotonic() > deadline:
-                log = (node.node_dir / "sshd.log").read_text(errors="replace")
-                state = "exited" if exited else f"not listening after {START_TIMEOUT_S:g} s"
-                raise LabError(f"{node.name}: sshd {state}; its stderr:\n{log}")
-            time.sleep(0.02)
+        for node in nodes:
+            while not _answers_ssh(node.address, SSH_PORT, timeout_s=1):
+                exited = node.sshd is None or node.sshd.poll() is not None
+                if exited or time.monotonic() > deadline:
+                    log = (node.node_dir / "sshd.log").read_text(errors="replace")
+                    state = "exited" if exited else f"not answering after {START_TIMEOUT_S:g} s"
+                    raise LabError(f"{node.name}: sshd {state}; its stderr:\n{log}")
+                time.sleep(0.02)
+        # Each probe above made sshd fork a session process (it sent the banner, so it exists
+        # by now); let those end, so that a fresh lab shows no processes.
+        for node in nodes:
+            assert node.sshd is not None
+            while _descendants(node.sshd.pid) and time.monotonic() < deadline:
+                time.sleep(0.01)
 
     # -- facts -----------------------------------------------------------------------------
 
@@ -648,6 +662,10 @@ class LabCluster:
     def _empty_file(self) -> Path:
         return self.root / "empty"
 
+    @property
+    def _resolv_conf(self) -> Path:
+        return self.root / "resolv.conf"
+
     def node(self, name_or_index: NodeRef) -> LabNode:
         """A node by LabNode, 1-based index, name or address."""
         if isinstance(name_or_index, LabNode):
@@ -660,12 +678,12 @@ class LabCluster:
     def hosts_file(
         self,
         path: Path,
-        nodes: Sequence[LabNode] | None = None,
+        nodes: Sequence[NodeRef] | None = None,
         *,
         extra_lines: Sequence[str] = (),
     ) -> Path:
         """Writes a preflight hosts file: root@ADDRESS per node (all by default), then extras."""
-        chosen = self.nodes if nodes is None else nodes
+        chosen = self.nodes if nodes is None else [self.node(ref) for ref in nodes]
         lines = [f"root@{node.address}" for node in chosen] + list(extra_lines)
         path.write_text("".join(line + "\n" for line in lines))
         return path
@@ -674,14 +692,16 @@ class LabCluster:
         """An address in the lab subnet where nothing answers."""
         return f"10.199.{self.index}.{UNUSED_HOST}"
 
-    def ssh_argv(self, node: NodeRef, command: Sequence[str] = ()) -> list[str]:
+    def ssh_argv(
+        self, node: NodeRef, command: Sequence[str] = (), *, connect_timeout_s: int = 5
+    ) -> list[str]:
         """An OpenSSH client command line to the node, trusting only the lab's host keys."""
         return [
             "ssh", "-F", "/dev/null", "-i", str(self.key_path),
             "-o", f"UserKnownHostsFile={self.known_hosts_path}",
             "-o", "GlobalKnownHostsFile=/dev/null",
             "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes",
-            "-o", "ConnectTimeout=5", "-o", "LogLevel=ERROR",
+            "-o", f"ConnectTimeout={connect_timeout_s}", "-o", "LogLevel=ERROR",
             f"root@{self.node(node).address}", *command,
         ]  # fmt: skip
 
@@ -747,6 +767,14 @@ class LabCluster:
             cmdline = _cmdline(pid)
             if pid not in own and cmdline is not None:
                 found.append((pid, cmdline))
+        return found
+
+    def lingering_processes(self, node: NodeRef, *, grace_s: float = 5.0) -> list[tuple[int, str]]:
+        """processes(node), once it is empty or grace_s has passed: an SSH session's processes
+        take a moment to exit after its client has gone."""
+        deadline = time.monotonic() + grace_s
+        while (found := self.processes(node)) and time.monotonic() < deadline:
+            time.sleep(0.02)
         return found
 
     def tmp_entries(self, node: NodeRef) -> list[str]:
@@ -876,9 +904,10 @@ def _tc_htb(tc: list[str], dev: str, all_mbit: float | None, peers: Mapping[str,
               "u32", "match", "ip", "dst", f"{address}/32", "flowid", f"1:{n}"])  # fmt: skip
 
 
-def _accepts_tcp(address: str, port: int, *, timeout_s: float) -> bool:
+def _answers_ssh(address: str, port: int, *, timeout_s: float) -> bool:
+    """Whether an SSH server accepts a TCP connection there and sends its banner."""
     try:
-        with socket.create_connection((address, port), timeout=timeout_s):
-            return True
+        with socket.create_connection((address, port), timeout=timeout_s) as sock:
+            return sock.recv(4).startswith(b"SSH-")
     except OSError:
         return False

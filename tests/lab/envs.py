@@ -77,9 +77,7 @@ def _write_dist_info(site: Path, name: str, version: str) -> None:
     # The directory name escapes '-' as '_' (the wheel spec); the METADATA keeps the name.
     dist_info = site / f"{re.sub(r'[-_.]+', '_', name)}-{version}.dist-info"
     dist_info.mkdir()
-    (dist_info / "METADATA").write_text(
-        f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
-    )
+    (dist_info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
     (dist_info / "INSTALLER").write_text("pflab\n")
     (dist_info / "RECORD").write_text("")
 

@@ -1,0 +1,405 @@
+"""``gpu_memory``: every node has its GPUs, with their full memory free and no memory faults.
+
+Names the node and the GPU: missing GPUs, a smaller GPU than its siblings, memory held by
+someone else's process (with its pid), uncorrected ECC errors, pending row remaps.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from preflight.check import Check, CheckContext
+from preflight.config import Config
+from preflight.model import CheckResult, Status
+from preflight.nodeset import fold, group_by_value, minority
+
+NAME = "gpu_memory"
+
+GIB = 1024**3
+
+# How many processes a summary names before "and N more" (details list them all).
+_LISTED_PROCESSES = 3
+
+
+def gib(size_bytes: float) -> str:
+    return f"{size_bytes / GIB:.1f}"
+
+
+def _int(value: Any) -> int | None:
+    # NVML answers "not supported" for some fields on some GPUs; the probe writes null.
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return int(value)
+
+
+def _count(value: Any) -> str:
+    number = _int(value)
+    return "n/a" if number is None else str(number)
+
+
+@dataclass(frozen=True)
+class _Gpu:
+    host: str
+    index: int
+    name: str
+    total: int | None
+    used: int | None
+    free: int | None
+    raw: Mapping[str, Any]
+
+    @classmethod
+    def parse(cls, host: str, position: int, raw: Mapping[str, Any]) -> _Gpu:
+        total = _int(raw.get("memory_total_bytes"))
+        used = _int(raw.get("memory_used_bytes"))
+        free = _int(raw.get("memory_free_bytes"))
+        if free is None and total is not None and used is not None:
+            free = total - used
+        if used is None and total is not None and free is not None:
+            used = total - free
+        index = _int(raw.get("index"))
+        return cls(
+            host=host,
+            index=position if index is None else index,
+            name=str(raw.get("name") or "unknown GPU"),
+            total=total,
+            used=used,
+            free=free,
+            raw=raw,
+        )
+
+    def row(self) -> dict[str, Any]:
+        """The numbers a report charts per node and GPU."""
+        return {
+            "index": self.index,
+            "name": self.name,
+            "uuid": self.raw.get("uuid"),
+            "total_bytes": self.total,
+            "used_bytes": self.used,
+            "free_bytes": self.free,
+        }
+
+
+def _gpus_of(host: str, facts: Mapping[str, Any]) -> tuple[list[_Gpu], str | None]:
+    """The node's GPUs, and why there are none when there are none."""
+    listed = facts.get("gpus")
+    unavailable = facts.get("unavailable")
+    reason = unavailable.get("gpus") if isinstance(unavailable, Mapping) else None
+    if not isinstance(listed, list):
+        return [], str(reason or "GPUs not reported")
+    gpus = [_Gpu.parse(host, i, g) for i, g in enumerate(listed) if isinstance(g, Mapping)]
+    return gpus, (None if gpus else str(reason or "no GPUs listed"))
+
+
+def fold_indices(indices: Iterable[int]) -> str:
+    """``[0, 1, 2, 5]`` -> ``"0-2,5"``."""
+    ordered = sorted(set(indices))
+    spans: list[str] = []
+    start = previous = None
+    for i in ordered:
+        if previous is not None and i == previous + 1:
+            previous = i
+            continue
+        if start is not None:
+            spans.append(str(start) if start == previous else f"{start}-{previous}")
+        start = previous = i
+    if start is not None:
+        spans.append(str(start) if start == previous else f"{start}-{previous}")
+    return ",".join(spans)
+
+
+def _which(gpus: Sequence[_Gpu]) -> str:
+    indices = [g.index for g in gpus]
+    return f"GPU {indices[0]}" if len(indices) == 1 else f"GPUs {fold_indices(indices)}"
+
+
+def _per_gpu(gpus: Sequence[_Gpu], describe: Callable[[_Gpu], str]) -> str:
+    """One GPU's description as is; several, each prefixed with its index."""
+    if len(gpus) == 1:
+        return describe(gpus[0])
+    return "; ".join(f"GPU {g.index}: {describe(g)}" for g in gpus)
+
+
+def _rows(gpus: Iterable[_Gpu]) -> dict[str, list[dict[str, Any]]]:
+    rows: dict[str, list[dict[str, Any]]] = {}
+    for gpu in gpus:
+        rows.setdefault(gpu.host, []).append(gpu.row())
+    return rows
+
+
+def _finding(status: Status, summary: str, hosts: Iterable[str], details: dict[str, Any]) -> CheckResult:
+    return CheckResult(NAME, status, summary, tuple(dict.fromkeys(hosts)), details)
+
+
+def _has(count: int) -> str:
+    return "has" if count == 1 else "have"
+
+
+def _count_findings(
+    counts: Mapping[str, int], reasons: Mapping[str, str], by_host: Mapping[str, list[_Gpu]], config: Config
+) -> list[CheckResult]:
+    """Nodes with fewer GPUs than ``gpus_per_node`` or, when it is not set, than the others."""
+    stated = config.gpu_memory.gpus_per_node
+    if stated:
+        expected, why = stated, "per node (gpus_per_node)"
+    elif len(counts) >= 2:
+        majority, _ = minority(counts)
+        # On a tie the node with fewer GPUs is still the one that cannot run the job's ranks.
+        expected = majority if majority is not None else max(counts.values())
+        why = "like the other nodes"
+    else:
+        return []
+    short = {h: c for h, c in counts.items() if c < expected}
+    results: list[CheckResult] = []
+    for count, hosts in sorted(group_by_value(short), key=lambda item: item[0]):
+        details: dict[str, Any] = {
+            "item": "gpu_count",
+            "expected": expected,
+            "counts": {h: count for h in hosts},
+        }
+        if count == 0:
+            why_none = "; ".join(f"{r}" for r, _ in group_by_value({h: reasons.get(h, "") for h in hosts}))
+            details["reasons"] = {h: reasons.get(h) for h in hosts}
+            summary = f"{fold(hosts)}: no GPUs, expected {expected} {why}: {why_none}"
+        else:
+            details["gpus"] = _rows(g for h in hosts for g in by_host[h])
+            summary = f"{fold(hosts)} {_has(len(hosts))} {count} GPUs, expected {expected} {why}"
+        results.append(_finding("fail", summary, hosts, details))
+    return results
+
+
+def _model_findings(by_host: Mapping[str, list[_Gpu]]) -> list[CheckResult]:
+    """A node whose GPUs are another model: the job runs at the pace of the slowest."""
+    models = {h: " + ".join(sorted({g.name for g in gpus})) for h, gpus in by_host.items() if gpus}
+    if len(models) < 2:
+        return []
+    majority, culprits = minority(models)
+    if not culprits:
+        return []
+    odd = group_by_value({h: models[h] for h in culprits})
+    shown = "; ".join(f"{fold(hosts)}: {model}" for model, hosts in odd)
+    if majority is not None:
+        shown += f" (majority {majority})"
+    details = {"item": "gpu_model", "majority": majority, "values": dict(group_by_value(models))}
+    return [_finding("warn", f"GPU models differ: {shown}", culprits, details)]
+
+
+def _total_findings(gpus: Sequence[_Gpu], tolerance: float) -> list[CheckResult]:
+    """GPUs whose total memory differs from the majority of the same model by more than ``tolerance``."""
+    per_model: dict[str, Counter[int]] = {}
+    for gpu in gpus:
+        if gpu.total is not None:
+            per_model.setdefault(gpu.name, Counter())[gpu.total] += 1
+    reference: dict[str, int | None] = {}
+    for model, totals in per_model.items():
+        common = totals.most_common(2)
+        tie = len(common) == 2 and common[0][1] == common[1][1]
+        reference[model] = None if tie else common[0][0]
+    odd: dict[tuple[str, int, int], list[_Gpu]] = {}  # (model, total, the majority's total)
+    tied: dict[str, list[_Gpu]] = {}
+    for gpu in gpus:
+        if gpu.total is None:
+            continue
+        ref = reference[gpu.name]
+        if ref is None:
+            tied.setdefault(gpu.name, []).append(gpu)
+        elif abs(gpu.total - ref) > tolerance * ref:
+            odd.setdefault((gpu.name, gpu.total, ref), []).append(gpu)
+    results: list[CheckResult] = []
+    for (model, total, ref), group in odd.items():
+        hosts = list(dict.fromkeys(g.host for g in group))
+        where = f"{hosts[0]} {_which(group)}" if len(hosts) == 1 else f"{fold(hosts)} ({len(group)} GPUs)"
+        summary = (
+            f"{where}: {gib(total)} GiB total, the other {model} GPUs have {gib(ref)} GiB"
+            f" (tolerance {tolerance:.0%})"
+        )
+        details = {"item": "memory_total", "model": model, "expected_bytes": ref, "gpus": _rows(group)}
+        results.append(_finding("fail", summary, hosts, details))
+    for model, group in tied.items():
+        smallest = min(g.total for g in group if g.total is not None)
+        largest = max(g.total for g in group if g.total is not None)
+        if largest - smallest <= tolerance * largest:
+            continue
+        per_host = {g.host: gib(g.total or 0) + " GiB" for g in group}
+        shown = "; ".join(f"{fold(h)}: {v}" for v, h in group_by_value(per_host))
+        details = {"item": "memory_total", "model": model, "expected_bytes": None, "gpus": _rows(group)}
+        summary = f"{model} total memory differs, no majority: {shown}"
+        results.append(_finding("fail", summary, per_host, details))
+    return results
+
+
+def _processes(gpus: Sequence[_Gpu]) -> str:
+    listed: dict[Any, str] = {}
+    unknown = False
+    for gpu in gpus:
+        processes = gpu.raw.get("processes")
+        if not isinstance(processes, list):
+            unknown = True
+            continue
+        for process in processes:
+            if isinstance(process, Mapping):
+                pid = process.get("pid")
+                name = process.get("name") or "?"
+                listed.setdefault(pid, f"pid {pid} ({name})")
+    if not listed:
+        # Processes of another container or PID namespace hold memory but are not listed.
+        return "processes not reported" if unknown else "no process listed (another container or user?)"
+    shown = list(listed.values())
+    more = f" and {len(shown) - _LISTED_PROCESSES} more" if len(shown) > _LISTED_PROCESSES else ""
+    return "by " + ", ".join(shown[:_LISTED_PROCESSES]) + more
+
+
+def _busy_findings(by_host: Mapping[str, list[_Gpu]], min_free_fraction: float) -> list[CheckResult]:
+    results: list[CheckResult] = []
+    for host, gpus in by_host.items():
+        busy = [g for g in gpus if g.total and g.free is not None and g.free < min_free_fraction * g.total]
+        if not busy:
+            continue
+        # parse() fills used from total and free, so every busy GPU has both.
+        used = sorted({g.used or 0 for g in busy})
+        totals = {gib(g.total or 0) for g in busy}
+        of_total = f" of {totals.pop()} GiB" if len(totals) == 1 else ""
+        if len(used) == 1:
+            amount = f"{gib(used[0])} GiB{of_total} in use" + (" on each" if len(busy) > 1 else "")
+        else:
+            amount = f"{gib(used[0])}-{gib(used[-1])} GiB{of_total} in use"
+        processes = _processes(busy)
+        joiner = " " if processes.startswith("by ") else ", "
+        summary = f"{host} {_which(busy)}: {amount}{joiner}{processes}"
+        details = {
+            "item": "memory_free",
+            "min_free_fraction": min_free_fraction,
+            "gpus": _rows(busy),
+            "processes": {str(g.index): g.raw.get("processes") for g in busy},
+        }
+        results.append(_finding("fail", summary, [host], details))
+    return results
+
+
+def _health_findings(by_host: Mapping[str, list[_Gpu]]) -> list[CheckResult]:
+    results: list[CheckResult] = []
+    for host, gpus in by_host.items():
+        ecc = [
+            g
+            for g in gpus
+            if (_int(g.raw.get("ecc_uncorrected_volatile")) or 0) > 0
+            or (_int(g.raw.get("ecc_uncorrected_aggregate")) or 0) > 0
+        ]
+        if ecc:
+            counts = _per_gpu(
+                ecc,
+                lambda g: (
+                    f"{_count(g.raw.get('ecc_uncorrected_volatile'))} since the driver loaded, "
+                    f"{_count(g.raw.get('ecc_uncorrected_aggregate'))} lifetime"
+                ),
+            )
+            summary = (
+                f"{host} {_which(ecc)}: uncorrected ECC errors ({counts}): drain the node, reset the GPU"
+            )
+            details = {
+                "item": "ecc_errors",
+                "gpus": _rows(ecc),
+                "errors": {
+                    str(g.index): {
+                        "volatile": g.raw.get("ecc_uncorrected_volatile"),
+                        "aggregate": g.raw.get("ecc_uncorrected_aggregate"),
+                    }
+                    for g in ecc
+                },
+            }
+            results.append(_finding("fail", summary, [host], details))
+        remap = [g for g in gpus if _remap_state(g) is not None]
+        if remap:
+            states = _per_gpu(remap, lambda g: _remap_state(g) or "")
+            failed = any("failed" in (_remap_state(g) or "") for g in remap)
+            action = "replace the GPU" if failed else "reset the GPU or reboot the node before the run"
+            summary = f"{host} {_which(remap)}: {states}: {action}"
+            details = {
+                "item": "remapped_rows",
+                "gpus": _rows(remap),
+                "remapped_rows": {str(g.index): g.raw.get("remapped_rows") for g in remap},
+            }
+            results.append(_finding("fail", summary, [host], details))
+        retired = [g for g in gpus if g.raw.get("retired_pages_pending") is True]
+        if retired:
+            summary = f"{host} {_which(retired)}: retired memory pages pending: reboot before the run"
+            details = {"item": "retired_pages", "gpus": _rows(retired)}
+            results.append(_finding("fail", summary, [host], details))
+    return results
+
+
+def _remap_state(gpu: _Gpu) -> str | None:
+    rows = gpu.raw.get("remapped_rows")
+    if not isinstance(rows, Mapping):
+        return None
+    uncorrectable = _int(rows.get("uncorrectable")) or 0
+    if rows.get("failure"):
+        return f"row remapping failed ({uncorrectable} rows remapped for uncorrectable errors)"
+    if rows.get("pending"):
+        return f"row remapping pending ({uncorrectable} rows remapped for uncorrectable errors)"
+    return None
+
+
+def _ecc_mode_findings(by_host: Mapping[str, list[_Gpu]]) -> list[CheckResult]:
+    """ECC off on some GPUs while on elsewhere: the same model then has more memory and no error checks."""
+    enabled = {h for h, gpus in by_host.items() for g in gpus if g.raw.get("ecc_mode") == "enabled"}
+    disabled = {h: [g for g in gpus if g.raw.get("ecc_mode") == "disabled"] for h, gpus in by_host.items()}
+    disabled = {h: gpus for h, gpus in disabled.items() if gpus}
+    if not enabled or not disabled:
+        return []
+    where = "; ".join(f"{h} {_which(gpus)}" for h, gpus in list(disabled.items())[:4])
+    if len(disabled) > 4:
+        where += f" and {len(disabled) - 4} more nodes"
+    summary = f"ECC disabled on {where}, enabled on {fold(sorted(enabled - set(disabled)) or enabled)}"
+    details = {"item": "ecc_mode", "gpus": _rows(g for gpus in disabled.values() for g in gpus)}
+    return [_finding("warn", summary, disabled, details)]
+
+
+def judge_gpu_memory(facts: Mapping[str, Mapping[str, Any]], config: Config) -> list[CheckResult]:
+    """Findings for GPU count, memory size, free memory and memory health across ``facts``."""
+    if not facts:
+        return [CheckResult(NAME, "skip", "no reachable hosts: no GPUs to check")]
+    by_host: dict[str, list[_Gpu]] = {}
+    reasons: dict[str, str] = {}
+    for host, host_facts in facts.items():
+        gpus, reason = _gpus_of(host, host_facts)
+        by_host[host] = gpus
+        if reason is not None:
+            reasons[host] = reason
+    counts = {h: len(g) for h, g in by_host.items()}
+    all_gpus = [g for gpus in by_host.values() for g in gpus]
+    settings = config.gpu_memory
+    if not all_gpus and not settings.gpus_per_node:
+        details = {"item": "gpu_count", "reasons": reasons}
+        return [CheckResult(NAME, "skip", "no GPUs on any node: CPU-only cluster", (), details)]
+    results = _count_findings(counts, reasons, by_host, config)
+    results += _model_findings(by_host)
+    results += _total_findings(all_gpus, settings.total_tolerance)
+    results += _busy_findings(by_host, settings.min_free_fraction)
+    results += _health_findings(by_host)
+    results += _ecc_mode_findings(by_host)
+    if results:
+        return results
+    models = Counter(f"{g.name} {gib(g.total)} GiB" for g in all_gpus if g.total is not None)
+    fewest, most = min(counts.values()), max(counts.values())
+    layout = f"{fewest} per node" if fewest == most else f"{fewest}-{most} per node"
+    alone = "; nothing compared (only one node reachable)" if len(facts) < 2 else ""
+    summary = (
+        f"{len(all_gpus)} GPUs on {len(facts)} node{'s' if len(facts) != 1 else ''} ({layout}, "
+        f"{', '.join(models)}): free and healthy{alone}"
+    )
+    details = {"item": "gpus", "gpus": _rows(all_gpus), "counts": counts}
+    return [CheckResult(NAME, "pass", summary, (), details)]
+
+
+def _run(ctx: CheckContext) -> list[CheckResult]:
+    return judge_gpu_memory(ctx.facts(), ctx.config)
+
+
+CHECK = Check(
+    name=NAME,
+    title="every node has its GPUs, their memory free and without ECC or row-remap faults",
+    run=_run,
+)

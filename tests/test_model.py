@@ -1,0 +1,75 @@
+"""The run model: exit codes as DESIGN.md states them, and JSON that round-trips."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from preflight.errors import ExitCode
+from preflight.model import CheckResult, HostError, HostReport, RunReport, exit_code_for
+from reports.json_report import render
+
+
+def result(status: str, check: str = "versions") -> CheckResult:
+    return CheckResult(check=check, status=status, summary=f"{check} {status}")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("statuses", "code"),
+    [
+        ([], ExitCode.OK),
+        (["pass", "skip"], ExitCode.OK),
+        (["pass", "warn", "warn"], ExitCode.OK),  # warnings are allowed
+        (["pass", "fail"], ExitCode.CHECK_FAILED),
+        (["error", "pass"], ExitCode.HOSTS_UNCHECKED),  # a host could not be checked, nothing failed
+        (["error", "fail", "warn"], ExitCode.CHECK_FAILED),  # a failure wins over unchecked hosts
+    ],
+)
+def test_exit_codes(statuses: list[str], code: ExitCode) -> None:
+    assert exit_code_for([result(s) for s in statuses]) == code
+
+
+def sample_report(**kwargs: object) -> RunReport:
+    return RunReport.build(
+        tool_version="0.1.0",
+        started_at="2026-11-22T10:00:00Z",
+        duration_s=12.3456,
+        hosts=[
+            HostReport("gpu01", "10.0.0.11", "gpu01", True, None, {"python": {"version": "3.11.7"}}),
+            HostReport("gpu02", "10.0.0.12", None, False, HostError("timeout", "no answer within 10 s")),
+        ],
+        results=[
+            result("pass", "connect"),
+            CheckResult("connect", "error", "gpu02: no answer", ("gpu02",), {"cause": "timeout"}),
+        ],
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+def test_json_follows_the_schema_of_design() -> None:
+    data = json.loads(render(sample_report()))
+    assert data["schema_version"] == 1
+    assert data["verdict"] == "error"
+    assert data["exit_code"] == 3
+    assert data["duration_s"] == 12.346
+    assert {"name", "address", "hostname", "reachable", "error", "facts"} <= set(data["hosts"][0])
+    assert data["hosts"][1]["error"] == {"kind": "timeout", "message": "no answer within 10 s"}
+    assert data["results"][1] == {
+        "check": "connect",
+        "status": "error",
+        "hosts": ["gpu02"],
+        "summary": "gpu02: no answer",
+        "details": {"cause": "timeout"},
+    }
+
+
+def test_json_round_trips() -> None:
+    report = sample_report()
+    assert RunReport.from_dict(json.loads(render(report))) == report
+
+
+def test_an_interrupted_run_exits_130_whatever_it_found() -> None:
+    report = sample_report(interrupted=True)
+    assert report.exit_code == ExitCode.INTERRUPTED
+    assert report.verdict == "error"

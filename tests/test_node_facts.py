@@ -1,0 +1,869 @@
+"""The node facts probe: parsers on recorded outputs, gatherers on fakes, the real script."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from checks.node import facts
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "checks" / "node" / "facts.py"
+DATA = Path(__file__).resolve().parent / "data" / "facts"
+MIB = 1024 * 1024
+
+
+def data(name: str) -> str:
+    return (DATA / name).read_text(encoding="utf-8")
+
+
+# ------------------------------------------------------------------ system files (this machine)
+
+
+def test_os_release_pretty_name() -> None:
+    release = facts.parse_os_release(data("os-release.txt"))
+    assert release["PRETTY_NAME"] == "Debian GNU/Linux 12 (bookworm)"
+    assert release["ID"] == "debian"
+    assert release["VERSION_ID"] == "12"
+
+
+def test_os_release_quoting() -> None:
+    text = '# comment\nNAME=\'Rocky Linux\'\nPRETTY_NAME="Ubuntu \\"22.04\\" LTS"\nID=ubuntu\n\n'
+    release = facts.parse_os_release(text)
+    assert release == {"NAME": "Rocky Linux", "PRETTY_NAME": 'Ubuntu "22.04" LTS', "ID": "ubuntu"}
+
+
+def test_meminfo_in_bytes() -> None:
+    info = facts.parse_meminfo(data("meminfo.txt"))
+    assert info["MemTotal"] == 24683656 * 1024
+    assert info["MemAvailable"] == 24209224 * 1024
+    assert info["MemAvailable"] <= info["MemTotal"]
+    # Counters without a unit are kept as they are.
+    assert info["HugePages_Total"] == 0
+
+
+def test_cpuinfo_model_name() -> None:
+    assert facts.parse_cpuinfo_model(data("cpuinfo.txt")) == "AMD EPYC"
+    assert facts.parse_cpuinfo_model("processor\t: 0\nBogoMIPS\t: 50.00\n") is None
+
+
+def test_ip_addr_json_recorded() -> None:
+    interfaces = facts.parse_ip_addr_json(data("ip_addr_show.json"))
+    assert [i["name"] for i in interfaces] == ["ifb0", "ifb1", "eth0"]  # lo left out
+    eth0 = interfaces[2]
+    assert eth0 == {
+        "name": "eth0",
+        "addresses": ["192.0.2.2/24", "fd00::2/64", "fe80::fc:ff:fe00:1/64"],
+        "mtu": 1400,
+        "state": "up",
+    }
+    assert interfaces[0]["addresses"] == []
+    assert interfaces[0]["state"] == "down"
+
+
+def test_link_speed() -> None:
+    assert facts.parse_link_speed("10000\n") == 10000
+    assert facts.parse_link_speed("-1\n") is None
+    assert facts.parse_link_speed("4294967295\n") is None
+    assert facts.parse_link_speed("") is None
+    assert facts.parse_link_speed(None) is None
+
+
+# ------------------------------------------------------------------ driver, nvcc, versions
+
+
+@pytest.mark.parametrize(
+    ("name", "version"),
+    [
+        ("nvidia_version_proprietary_384.98.txt", "384.98"),
+        ("nvidia_version_open_565.57.01.txt", "565.57.01"),
+        ("nvidia_version_open_525.60.11.txt", "525.60.11"),
+        ("nvidia_version_open_aarch64_35.3.1.txt", "35.3.1"),
+    ],
+)
+def test_proc_driver_version(name: str, version: str) -> None:
+    assert facts.parse_nvidia_driver_version(data(name)) == version
+
+
+def test_proc_driver_version_garbage() -> None:
+    assert facts.parse_nvidia_driver_version("") is None
+    assert facts.parse_nvidia_driver_version("GCC version:  gcc version 12.2.0\n") is None
+
+
+@pytest.mark.parametrize(
+    ("name", "version"),
+    [
+        ("nvcc_version_13.0.txt", "13.0.88"),
+        ("nvcc_version_11.5.txt", "11.5.119"),
+        ("nvcc_version_11.1.txt", "11.1.105"),
+        ("nvcc_version_11.0.txt", "11.0.221"),
+        ("nvcc_version_10.1.txt", "10.1.243"),
+    ],
+)
+def test_nvcc_version(name: str, version: str) -> None:
+    assert facts.parse_nvcc_version(data(name)) == version
+
+
+def test_nvcc_version_without_v_part() -> None:
+    assert facts.parse_nvcc_version("Cuda compilation tools, release 12.4\n") == "12.4"
+    assert facts.parse_nvcc_version("command not found") is None
+
+
+def test_nccl_versions() -> None:
+    assert facts.decode_nccl_version(22105) == "2.21.5"  # >= 2.9: X*10000 + Y*100 + Z
+    assert facts.decode_nccl_version(21805) == "2.18.5"
+    assert facts.decode_nccl_version(20901) == "2.9.1"
+    assert facts.decode_nccl_version(2708) == "2.7.8"  # before 2.9: X*1000 + Y*100 + Z
+    assert facts.format_nccl_version((2, 21, 5)) == "2.21.5"
+    assert facts.format_nccl_version(2708) == "2.7.8"
+    assert facts.format_nccl_version(None) is None
+
+
+def test_cudnn_and_cuda_versions() -> None:
+    assert facts.decode_cudnn_version(90100) == "9.1.0"
+    assert facts.decode_cudnn_version(91002) == "9.10.2"
+    assert facts.decode_cudnn_version(8902) == "8.9.2"
+    assert facts.decode_cudnn_version(7605) == "7.6.5"
+    assert facts.decode_cuda_version(12040) == "12.4"
+    assert facts.decode_cuda_version(11080) == "11.8"
+    assert facts.decode_cuda_version(13010) == "13.1"
+
+
+def test_package_names_normalised() -> None:
+    assert facts.normalize_package_name("Foo_Bar.baz--Qux") == "foo-bar-baz-qux"
+    assert facts.normalize_package_name("nvidia_ml_py") == "nvidia-ml-py"
+
+
+# ------------------------------------------------------------------ nvidia-smi outputs
+
+
+def test_smi_h100_idle() -> None:
+    gpus = facts.gpus_from_smi(
+        data("smi_query_gpu_h100_590.48.01_idle.csv"),
+        data("smi_compute_apps_h100_590.48.01_idle.csv"),
+        header=True,
+    )
+    assert gpus == [
+        {
+            "index": 0,
+            "name": "NVIDIA H100 80GB HBM3",
+            "uuid": "GPU-00000000-0000-0000-0000-000000000000",
+            "pci_bus_id": "00000000:00:09.0",
+            "memory_total_bytes": 81559 * MIB,
+            "memory_used_bytes": 0,
+            "memory_free_bytes": 81081 * MIB,
+            "ecc_mode": "enabled",
+            "ecc_uncorrected_volatile": 0,
+            "ecc_uncorrected_aggregate": 0,
+            "remapped_rows": {
+                "correctable": 0,
+                "uncorrectable": 0,
+                "pending": False,
+                "failure": False,
+            },
+            "retired_pages_pending": None,  # [N/A] on Hopper: it remaps rows instead
+            "processes": [],
+            "temperature_c": 41,
+            "power_w": 69.85,
+        }
+    ]
+
+
+def test_smi_h100_under_load_with_processes() -> None:
+    (gpu,) = facts.gpus_from_smi(
+        data("smi_query_gpu_h100_590.48.01_load.csv"),
+        data("smi_compute_apps_h100_590.48.01_load.csv"),
+        header=True,
+    )
+    assert gpu["memory_used_bytes"] == 19818 * MIB
+    assert gpu["memory_free_bytes"] == 61263 * MIB
+    assert gpu["temperature_c"] == 59
+    assert gpu["power_w"] == 631.95
+    assert gpu["processes"] == [
+        {"pid": 11327, "used_memory_bytes": 2566 * MIB, "name": "/root/tools/memhog"},
+        {"pid": 11328, "used_memory_bytes": 1542 * MIB, "name": "/root/tools/memhog"},
+        {"pid": 11345, "used_memory_bytes": 15690 * MIB, "name": "./gpu_burn"},
+    ]
+
+
+def test_smi_consumer_card_without_ecc() -> None:
+    (gpu,) = facts.gpus_from_smi(data("smi_query_gpu_rtx2080super_471.11_windows.csv"), None, header=True)
+    assert gpu["name"] == "NVIDIA GeForce RTX 2080 SUPER"
+    assert gpu["uuid"] == "GPU-df6e7a7c-7314-46f8-abc4-b88b36dcf3aa"
+    assert gpu["pci_bus_id"] == "00000000:0C:00.0"
+    assert gpu["memory_total_bytes"] == 8192 * MIB
+    assert gpu["ecc_mode"] is None
+    assert gpu["ecc_uncorrected_volatile"] is None
+    assert gpu["ecc_uncorrected_aggregate"] is None
+    assert gpu["remapped_rows"] is None  # this driver has no remapped_rows fields
+    assert gpu["retired_pages_pending"] is None
+    assert gpu["temperature_c"] == 36
+    assert gpu["power_w"] == 32.7
+
+
+# The --query-gpu list of the recorded smi_noheader_rtx2080_440.64.txt (see SOURCES.md).
+RTX2080_QUERY = (
+    "power.limit,power.min_limit,power.max_limit,memory.total,vbios_version,driver_version,"
+    "name,gpu_uuid,power.draw,temperature.gpu,temperature.memory,clocks.current.graphics,"
+    "clocks.sm,clocks.mem,utilization.gpu,utilization.memory,fan.speed,"
+    "pcie.link.width.current,pstate"
+)
+
+
+def test_smi_noheader_with_bare_na() -> None:
+    fields = RTX2080_QUERY.split(",")
+    (row,) = facts.parse_smi_csv(data("smi_noheader_rtx2080_440.64.txt"), fields)
+    assert row["name"] == "GeForce RTX 2080"
+    assert row["gpu_uuid"] == "GPU-22b2c6ac-2d49-4863-197c-9c469071178a"
+    assert facts.smi_number(row["power.draw"]) == 176.98
+    assert facts.smi_number(row["memory.total"]) == 7979
+    assert facts.smi_value(row["temperature.memory"]) is None  # "N/A"
+    assert facts.smi_value(row["pstate"]) == "P2"
+
+
+@pytest.mark.parametrize("name", ["smi_noheader_na_new.txt", "smi_noheader_na_old.txt"])
+def test_smi_unsupported_markers(name: str) -> None:
+    fields = [
+        "memory.total",
+        "memory.free",
+        "memory.used",
+        "temperature.gpu",
+        "fan.speed",
+        "utilization.gpu",
+        "utilization.memory",
+    ]
+    (row,) = facts.parse_smi_csv(data(name), fields)
+    assert facts.smi_number(row["memory.total"]) == 2004
+    assert facts.smi_number(row["fan.speed"]) is None  # [N/A] or [Not Supported]
+    assert facts.smi_number(row["temperature.gpu"]) == 44
+
+
+def test_smi_noheader_in_probe_field_order() -> None:
+    # What the probe's own nvidia-smi fallback query returns (noheader,nounits).
+    line = (
+        "0, NVIDIA H100 80GB HBM3, GPU-00000000-0000-0000-0000-000000000000, 00000000:00:09.0, "
+        "81559, 19818, 61263, Enabled, 0, 0, 59, 631.95"
+    )
+    apps = "GPU-00000000-0000-0000-0000-000000000000, 11345, 15690, ./gpu_burn, extra args\n"
+    (gpu,) = facts.gpus_from_smi(line + "\n", apps)
+    assert gpu["memory_total_bytes"] == 81559 * MIB
+    assert gpu["ecc_mode"] == "enabled"
+    assert gpu["remapped_rows"] is None
+    # A process name with a comma in it is put back together.
+    assert gpu["processes"] == [
+        {"pid": 11345, "used_memory_bytes": 15690 * MIB, "name": "./gpu_burn, extra args"}
+    ]
+
+
+def test_smi_short_rows_are_skipped() -> None:
+    assert facts.parse_smi_csv("1, 2\n", ["a", "b", "c"]) == []
+    assert facts.parse_smi_csv("", None) == []
+
+
+# ------------------------------------------------------------------ masking
+
+
+def test_mask_env_by_name() -> None:
+    env = {
+        "HF_TOKEN": "hf_abcdef",
+        "WANDB_API_KEY": "0123456789",
+        "db_password": "hunter2",
+        "MY_PASSWD": "x",
+        "AWS_SECRET_ACCESS_KEY": "y",
+        "GCP_CREDENTIALS": "z",
+        "PROXY_AUTH": "basic",
+        "NCCL_DEBUG": "INFO",
+        "CUDA_VISIBLE_DEVICES": "0,1",
+        "MASTER_ADDR": "10.0.0.11",
+        "LD_LIBRARY_PATH": "/usr/local/cuda/lib64:/opt/lib",
+    }
+    masked = facts.mask_env(env)
+    for name in (
+        "HF_TOKEN",
+        "WANDB_API_KEY",
+        "db_password",
+        "MY_PASSWD",
+        "AWS_SECRET_ACCESS_KEY",
+        "GCP_CREDENTIALS",
+        "PROXY_AUTH",
+    ):
+        assert masked[name] == "***", name
+    for name in ("NCCL_DEBUG", "CUDA_VISIBLE_DEVICES", "MASTER_ADDR", "LD_LIBRARY_PATH"):
+        assert masked[name] == env[name], name
+    assert env["HF_TOKEN"] == "hf_abcdef"  # the input is left alone
+
+
+def test_mask_env_url_credentials() -> None:
+    env = {
+        "TORCH_HOME_URL": "https://alice:s3cr3t@mirror.example:8443/torch",
+        "PYTORCH_INDEX": "https://ghp_abc123@github.com/org/repo.git",
+        "NCCL_URLS": "http://u1:p1@h1:1,http://u2:p2@h2:2/x",
+        "TORCH_PLAIN_URL": "http://mirror.example:8080/path?q=1",
+        "NCCL_EMAIL": "ops@example.com",
+    }
+    masked = facts.mask_env(env)
+    assert masked["TORCH_HOME_URL"] == "https://alice:***@mirror.example:8443/torch"
+    assert masked["PYTORCH_INDEX"] == "https://***@github.com/org/repo.git"
+    assert masked["NCCL_URLS"] == "http://u1:***@h1:1,http://u2:***@h2:2/x"
+    assert masked["TORCH_PLAIN_URL"] == env["TORCH_PLAIN_URL"]
+    assert masked["NCCL_EMAIL"] == "ops@example.com"
+    for value in masked.values():
+        assert "s3cr3t" not in value and "ghp_abc123" not in value
+        assert "p1" not in value and "p2" not in value
+
+
+def test_select_env() -> None:
+    environ = {
+        "NCCL_IB_HCA": "mlx5",
+        "CUDA_HOME": "/usr/local/cuda",
+        "GLOO_SOCKET_IFNAME": "eth0",
+        "TORCH_DISTRIBUTED_DEBUG": "DETAIL",
+        "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
+        "MASTER_PORT": "29500",
+        "WORLD_SIZE": "16",
+        "OMP_NUM_THREADS": "8",
+        "HOME": "/root",
+        "PATH": "/usr/bin",
+        "MY_NCCL_THING": "no",
+    }
+    assert list(facts.select_env(environ)) == [
+        "CUDA_HOME",
+        "GLOO_SOCKET_IFNAME",
+        "MASTER_PORT",
+        "NCCL_IB_HCA",
+        "OMP_NUM_THREADS",
+        "PYTORCH_CUDA_ALLOC_CONF",
+        "TORCH_DISTRIBUTED_DEBUG",
+        "WORLD_SIZE",
+    ]
+
+
+def test_scrub_masks_urls_everywhere() -> None:
+    doc = {"a": ["x", {"b": "git+https://u:pw@host/r"}], "n": 3, "none": None}
+    assert facts.scrub(doc) == {"a": ["x", {"b": "git+https://u:***@host/r"}], "n": 3, "none": None}
+
+
+def test_collect_masks_secret_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NCCL_SECRET_THING", "do-not-leak")
+    monkeypatch.setenv("TORCH_MIRROR", "https://bob:do-not-leak@mirror.example/")
+    monkeypatch.setattr(facts, "_gatherers", lambda: [(("env",), facts._gather_env)])
+    document = facts.collect()
+    assert "do-not-leak" not in json.dumps(document)
+    assert document["facts"]["env"]["NCCL_SECRET_THING"] == "***"
+
+
+# ------------------------------------------------------------------ collect and gatherers
+
+
+def test_one_failing_gatherer_does_not_stop_the_others(monkeypatch: pytest.MonkeyPatch) -> None:
+    def boom(sink: facts.Sink) -> None:
+        raise RuntimeError("boom")
+
+    def unavailable(sink: facts.Sink) -> None:
+        raise facts.Unavailable("nvcc not found on PATH")
+
+    monkeypatch.setattr(
+        facts,
+        "_gatherers",
+        lambda: [
+            (("memory",), boom),
+            (("nvcc",), unavailable),
+            (("hostname",), facts._gather_hostname),
+        ],
+    )
+    document = facts.collect()
+    assert document["probe_version"] == 1
+    assert document["facts"]["hostname"] == socket.gethostname()
+    assert document["facts"]["unavailable"] == {
+        "memory": "memory gatherer failed: RuntimeError: boom",
+        "nvcc": "nvcc not found on PATH",
+    }
+
+
+def test_packages_first_on_sys_path_wins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for folder, version in (("first", "1.0"), ("second", "2.0")):
+        info = tmp_path / folder / f"Foo_Bar-{version}.dist-info"
+        info.mkdir(parents=True)
+        (info / "METADATA").write_text(
+            f"Metadata-Version: 2.1\nName: Foo_Bar\nVersion: {version}\n", encoding="utf-8"
+        )
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "first"), str(tmp_path / "second")])
+    sink = facts.Sink()
+    facts._gather_packages(sink)
+    assert sink.facts["packages"] == {"foo-bar": "1.0"}
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+def test_ib_devices_from_sysfs(tmp_path: Path) -> None:
+    port = tmp_path / "mlx5_0" / "ports" / "1"
+    _write(port / "state", "4: ACTIVE\n")
+    _write(port / "rate", "400 Gb/sec (4X NDR)\n")
+    _write(port / "link_layer", "InfiniBand\n")
+    down = tmp_path / "mlx5_1" / "ports" / "1"
+    _write(down / "state", "1: DOWN\n")
+    _write(down / "rate", "10 Gb/sec (4X SDR)\n")
+    _write(down / "link_layer", "Ethernet\n")
+    assert facts.ib_devices(str(tmp_path)) == [
+        {
+            "name": "mlx5_0",
+            "port": 1,
+            "state": "ACTIVE",
+            "rate": "400 Gb/sec (4X NDR)",
+            "link_layer": "InfiniBand",
+        },
+        {
+            "name": "mlx5_1",
+            "port": 1,
+            "state": "DOWN",
+            "rate": "10 Gb/sec (4X SDR)",
+            "link_layer": "Ethernet",
+        },
+    ]
+    assert facts.ib_devices(str(tmp_path / "missing")) == []
+
+
+def test_net_without_ip_reads_sysfs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    net = tmp_path / "net"
+    for name, mtu, state, speed in (
+        ("eth0", "9000", "up", "100000"),
+        ("lo", "65536", "unknown", None),
+        ("veth1", "1500", "down", "-1"),
+    ):
+        _write(net / name / "mtu", mtu + "\n")
+        _write(net / name / "operstate", state + "\n")
+        if speed is not None:
+            _write(net / name / "speed", speed + "\n")
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    monkeypatch.setattr(facts, "IP_FALLBACK_PATHS", ())
+    assert facts.net_facts(str(net), str(tmp_path / "no-ib")) == {
+        "interfaces": [
+            {"name": "eth0", "addresses": [], "mtu": 9000, "state": "up", "speed_mbps": 100000},
+            {"name": "veth1", "addresses": [], "mtu": 1500, "state": "down", "speed_mbps": None},
+        ],
+        "ib_devices": [],
+    }
+
+
+# ------------------------------------------------------------------ NVML through a fake pynvml
+
+
+class FakeNVMLError(Exception):
+    pass
+
+
+class FakeNotSupported(FakeNVMLError):
+    def __str__(self) -> str:
+        return "Not Supported"
+
+
+class FakeUnknownError(FakeNVMLError):
+    def __str__(self) -> str:
+        return "Unknown Error"
+
+
+def fake_pynvml(*, init_error: Exception | None = None) -> Any:
+    """Two GPUs: a Hopper with a process, and a Volta with one failing sensor."""
+    hopper = {
+        "name": b"NVIDIA H100 80GB HBM3",  # older pynvml returns bytes
+        "uuid": "GPU-11111111-2222-3333-4444-555555555555",
+        "bus": "00000000:18:00.0",
+        "arch": 9,
+        "memory": SimpleNamespace(total=85520809984, used=553648128, free=84967161856),
+        "ecc": [1, 1],
+        "ecc_counts": {0: 0, 1: 2},
+        "remapped": (0, 1, 1, 0),
+        "temperature": 31,
+        "power": 70500,
+        "procs": [SimpleNamespace(pid=1234, usedGpuMemory=1048576000)],
+    }
+    volta = {
+        "name": "Tesla V100-SXM2-16GB",
+        "uuid": "GPU-66666666-7777-8888-9999-000000000000",
+        "bus": b"00000000:86:00.0",
+        "arch": 5,
+        "memory": SimpleNamespace(total=17179869184, used=0, free=17179869184),
+        "ecc": [0, 0],
+        "ecc_counts": None,
+        "remapped": None,
+        "temperature": 40,
+        "power": FakeUnknownError(),
+        "procs": [],
+    }
+    devices = [hopper, volta]
+    calls: list[str] = []
+
+    def value(key: str) -> Any:
+        def get(handle: dict[str, Any], *args: Any) -> Any:
+            result = handle[key]
+            if isinstance(result, Exception):
+                raise result
+            if result is None:
+                raise FakeNotSupported()
+            return result
+
+        return get
+
+    def ecc_errors(handle: dict[str, Any], error_type: int, counter: int) -> int:
+        if handle["ecc_counts"] is None:
+            raise FakeNotSupported()
+        return int(handle["ecc_counts"][counter])
+
+    def init() -> None:
+        calls.append("init")
+        if init_error is not None:
+            raise init_error
+
+    return SimpleNamespace(
+        calls=calls,
+        NVMLError=FakeNVMLError,
+        NVMLError_NotSupported=FakeNotSupported,
+        NVML_MEMORY_ERROR_TYPE_UNCORRECTED=1,
+        NVML_VOLATILE_ECC=0,
+        NVML_AGGREGATE_ECC=1,
+        NVML_TEMPERATURE_GPU=0,
+        NVML_DEVICE_ARCH_AMPERE=7,
+        nvmlInit=init,
+        nvmlShutdown=lambda: calls.append("shutdown"),
+        nvmlSystemGetDriverVersion=lambda: "550.54.15",
+        nvmlSystemGetCudaDriverVersion_v2=lambda: 12040,
+        nvmlDeviceGetCount=lambda: len(devices),
+        nvmlDeviceGetHandleByIndex=lambda i: devices[i],
+        nvmlDeviceGetName=value("name"),
+        nvmlDeviceGetUUID=value("uuid"),
+        nvmlDeviceGetPciInfo=lambda h: SimpleNamespace(busId=h["bus"]),
+        nvmlDeviceGetMemoryInfo=value("memory"),
+        nvmlDeviceGetEccMode=value("ecc"),
+        nvmlDeviceGetTotalEccErrors=ecc_errors,
+        nvmlDeviceGetRemappedRows=value("remapped"),
+        nvmlDeviceGetArchitecture=value("arch"),
+        nvmlDeviceGetRetiredPagesPendingStatus=lambda h: 1,
+        nvmlDeviceGetTemperature=value("temperature"),
+        nvmlDeviceGetPowerUsage=value("power"),
+        nvmlDeviceGetComputeRunningProcesses=value("procs"),
+        nvmlSystemGetProcessName=lambda pid: b"python",
+    )
+
+
+def test_nvml_snapshot() -> None:
+    nv = fake_pynvml()
+    driver, gpus, problems = facts.nvml_snapshot(nv)
+    assert driver == {"version": "550.54.15", "cuda": "12.4", "source": "nvml"}
+    hopper, volta = gpus
+    assert hopper == {
+        "index": 0,
+        "name": "NVIDIA H100 80GB HBM3",
+        "uuid": "GPU-11111111-2222-3333-4444-555555555555",
+        "pci_bus_id": "00000000:18:00.0",
+        "memory_total_bytes": 85520809984,
+        "memory_used_bytes": 553648128,
+        "memory_free_bytes": 84967161856,
+        "ecc_mode": "enabled",
+        "ecc_uncorrected_volatile": 0,
+        "ecc_uncorrected_aggregate": 2,
+        "remapped_rows": {"correctable": 0, "uncorrectable": 1, "pending": True, "failure": False},
+        "retired_pages_pending": None,  # Ampere and later: not asked
+        "processes": [{"pid": 1234, "used_memory_bytes": 1048576000, "name": "python"}],
+        "temperature_c": 31,
+        "power_w": 70.5,
+    }
+    assert volta["pci_bus_id"] == "00000000:86:00.0"
+    assert volta["ecc_mode"] == "disabled"
+    assert volta["ecc_uncorrected_volatile"] is None  # NotSupported -> null
+    assert volta["remapped_rows"] is None
+    assert volta["retired_pages_pending"] is True  # pre-Ampere: page retirement
+    assert volta["power_w"] is None
+    assert problems == {"gpus[1].power_w": "NVML: Unknown Error"}
+    assert nv.calls == ["init", "shutdown"]
+
+
+def test_nvml_init_failure_is_a_reason() -> None:
+    nv = fake_pynvml(init_error=FakeNVMLError("Driver Not Loaded"))
+    with pytest.raises(facts.Unavailable, match="NVML: Driver Not Loaded"):
+        facts.nvml_snapshot(nv)
+    assert nv.calls == ["init"]
+
+
+def test_gather_nvidia_through_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
+    nv = fake_pynvml()
+    monkeypatch.setitem(sys.modules, "pynvml", nv)
+    sink = facts.Sink()
+    facts._gather_nvidia(sink)
+    assert sink.facts["driver"]["source"] == "nvml"
+    assert len(sink.facts["gpus"]) == 2
+    assert sink.unavailable == {"gpus[1].power_w": "NVML: Unknown Error"}
+
+
+def _projected_smi(capture: str, fields: list[str], rename: dict[str, str]) -> str:
+    """A recorded --format=csv capture as the probe's noheader,nounits query would print it."""
+    lines = []
+    for row in facts.parse_smi_csv(capture):
+        values = [row[rename.get(field, field)] for field in fields]
+        lines.append(", ".join(re.sub(r" (MiB|W|%)$", "", value) for value in values))
+    return "\n".join(lines) + "\n"
+
+
+def test_gather_nvidia_without_pynvml(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    gpu_out = tmp_path / "gpus.csv"
+    gpu_out.write_text(
+        _projected_smi(data("smi_query_gpu_h100_590.48.01_load.csv"), list(facts.SMI_GPU_FIELDS), {}),
+        encoding="utf-8",
+    )
+    apps_out = tmp_path / "apps.csv"
+    apps_out.write_text(
+        _projected_smi(
+            data("smi_compute_apps_h100_590.48.01_load.csv"),
+            list(facts.SMI_APP_FIELDS),
+            {"used_memory": "used_gpu_memory"},
+        ),
+        encoding="utf-8",
+    )
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text(
+        "#!/bin/sh\n"
+        'case "$1" in\n'
+        f'  --query-gpu=index*) cat "{gpu_out}" ;;\n'
+        f'  --query-compute-apps=*) cat "{apps_out}" ;;\n'
+        "  *) echo 'unexpected query' >&2; exit 2 ;;\n"
+        "esac\n",
+        encoding="utf-8",
+    )
+    smi.chmod(0o755)
+    proc_version = tmp_path / "version"
+    proc_version.write_text(data("nvidia_version_open_565.57.01.txt"), encoding="utf-8")
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}/usr/bin{os.pathsep}/bin")
+    monkeypatch.setattr(facts, "PROC_DRIVER_VERSION", str(proc_version))
+
+    sink = facts.Sink()
+    facts._gather_nvidia(sink)
+    assert sink.unavailable == {}
+    assert sink.facts["driver"]["version"] == "565.57.01"
+    assert sink.facts["driver"]["source"] == "proc"
+    (gpu,) = sink.facts["gpus"]
+    expected = facts.gpus_from_smi(
+        data("smi_query_gpu_h100_590.48.01_load.csv"),
+        data("smi_compute_apps_h100_590.48.01_load.csv"),
+        header=True,
+    )[0]
+    # The noheader query carries no remapped-rows or retired-pages fields.
+    expected.update(remapped_rows=None, retired_pages_pending=None)
+    assert gpu == expected
+
+
+def test_gather_nvidia_no_driver_at_all(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(facts, "PROC_DRIVER_VERSION", str(tmp_path / "missing"))
+    sink = facts.Sink()
+    facts._gather_nvidia(sink)
+    assert "driver" not in sink.facts and "gpus" not in sink.facts
+    assert sink.unavailable["driver"].startswith("no NVIDIA driver: ")
+    assert "pynvml not importable" in sink.unavailable["driver"]
+    assert sink.unavailable["gpus"] == sink.unavailable["driver"]
+
+
+# ------------------------------------------------------------------ torch through a fake module
+
+
+def fake_torch(*, nccl: Any = (2, 21, 5), cudnn: int | None = 90100) -> Any:
+    return SimpleNamespace(
+        __version__="2.5.1+cu124",
+        version=SimpleNamespace(cuda="12.4", hip=None),
+        backends=SimpleNamespace(cudnn=SimpleNamespace(version=lambda: cudnn)),
+        cuda=SimpleNamespace(
+            is_available=lambda: True,
+            device_count=lambda: 8,
+            nccl=SimpleNamespace(version=lambda: nccl),
+        ),
+        distributed=SimpleNamespace(
+            is_available=lambda: True,
+            is_nccl_available=lambda: True,
+            is_gloo_available=lambda: True,
+        ),
+    )
+
+
+def test_torch_facts_cuda_build() -> None:
+    assert facts.torch_facts(fake_torch()) == {
+        "version": "2.5.1+cu124",
+        "cuda": "12.4",
+        "cudnn": "9.1.0",
+        "nccl": "2.21.5",
+        "cuda_available": True,
+        "device_count": 8,
+        "distributed_available": True,
+        "nccl_available": True,
+        "gloo_available": True,
+    }
+
+
+def test_torch_facts_old_int_nccl_and_cudnn8() -> None:
+    got = facts.torch_facts(fake_torch(nccl=2708, cudnn=8902))
+    assert (got["nccl"], got["cudnn"]) == ("2.7.8", "8.9.2")
+
+
+# ------------------------------------------------------------------ the real script
+
+
+def run_probe(argv: list[str], env: dict[str, str] | None = None) -> tuple[dict[str, Any], float]:
+    """Run facts.py as the controller does (stdin of `python -`); one JSON document or fail."""
+    started = time.monotonic()
+    proc = subprocess.run(
+        [*argv, "-"],
+        input=SCRIPT.read_bytes(),
+        capture_output=True,
+        timeout=120,
+        env=env,
+        check=False,
+    )
+    elapsed = time.monotonic() - started
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")
+    out = proc.stdout.decode("utf-8")
+    assert out.endswith("\n") and out.count("\n") == 1, out[:2000]
+    document = json.loads(out)
+    assert document["probe_version"] == 1
+    assert set(document) == {"probe_version", "facts"}
+    return document, elapsed
+
+
+def _check_common(found: dict[str, Any]) -> None:
+    assert found["hostname"] == socket.gethostname()
+    assert found["os"]["kernel"] == platform.release()
+    assert found["cpu"]["count"] == os.cpu_count()
+    assert found["memory"]["total_bytes"] > 0
+    assert isinstance(found["unavailable"], dict)
+    if os.path.exists("/proc/driver/nvidia/version"):
+        assert "driver" in found
+    else:
+        assert "driver" not in found and "gpus" not in found
+        assert found["unavailable"]["driver"].startswith("no NVIDIA driver")
+        assert found["unavailable"]["gpus"]
+
+
+def test_script_with_this_python() -> None:
+    document, elapsed = run_probe([sys.executable])
+    found = document["facts"]
+    _check_common(found)
+    assert found["python"]["version"] == platform.python_version()
+    assert found["python"]["executable"] == sys.executable
+    assert found["packages"]["pytest"] == metadata.version("pytest")
+    try:
+        torch_version = metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        assert found["unavailable"]["torch"].startswith("torch not importable")
+    else:
+        assert found["torch"]["version"] == torch_version
+        assert found["packages"]["torch"] == torch_version
+    try:
+        metadata.version("nvidia-ml-py")
+    except metadata.PackageNotFoundError:
+        pass
+    else:
+        if not os.path.exists("/proc/driver/nvidia/version"):
+            assert "NVML" in found["unavailable"]["gpus"]
+    assert elapsed < 60
+
+
+def test_script_isolated_without_site_packages() -> None:
+    document, _ = run_probe([sys.executable, "-I", "-S"])
+    found = document["facts"]
+    _check_common(found)
+    assert "torch" not in found
+    assert found["unavailable"]["torch"] == "torch not importable: No module named 'torch'"
+
+
+def _runnable(candidates: list[str]) -> str | None:
+    for candidate in candidates:
+        path = shutil.which(candidate)
+        if path is None:
+            continue
+        check = subprocess.run([path, "-c", "pass"], capture_output=True, check=False)
+        if check.returncode == 0:
+            return path
+    return None
+
+
+def _python38_candidates() -> list[str]:
+    pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
+    return ["python3.8", *(str(p) for p in sorted(pyenv.glob("3.8*/bin/python3.8")))]
+
+
+@pytest.mark.parametrize("which", ["oldest supported (3.8)", "system"])
+def test_script_with_other_interpreters(which: str) -> None:
+    """No torch, maybe no pynvml, and on 3.8 the oldest syntax and library the probe allows."""
+    candidates = _python38_candidates() if which.startswith("oldest") else ["/usr/bin/python3"]
+    path = _runnable(candidates)
+    if path is None:
+        pytest.skip(f"no {which} interpreter here")
+    document, _ = run_probe([path, "-I"])
+    found = document["facts"]
+    _check_common(found)
+    assert ("torch" in found) != ("torch" in found["unavailable"])
+    if which.startswith("oldest"):
+        assert found["python"]["version"].startswith("3.8.")
+
+
+def test_script_keeps_stray_output_off_stdout(tmp_path: Path) -> None:
+    # A torch that prints, from Python and straight to fd 1, while it is imported.
+    package = tmp_path / "torch"
+    package.mkdir()
+    (package / "__init__.py").write_text(
+        "import os, sys, types\n"
+        "print('noise from python')\n"
+        "os.write(1, b'noise from C\\n')\n"
+        "__version__ = '9.9.9+fake'\n"
+        "version = types.SimpleNamespace(cuda=None, hip=None)\n"
+        "backends = types.SimpleNamespace(cudnn=types.SimpleNamespace(version=lambda: None))\n"
+        "cuda = types.SimpleNamespace(is_available=lambda: False, device_count=lambda: 0)\n"
+        "distributed = types.SimpleNamespace(is_available=lambda: False)\n",
+        encoding="utf-8",
+    )
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    document, _ = run_probe([sys.executable, "-S"], env=env)
+    assert document["facts"]["torch"] == {
+        "version": "9.9.9+fake",
+        "cuda": None,
+        "cudnn": None,
+        "nccl": None,
+        "cuda_available": False,
+        "device_count": 0,
+        "distributed_available": False,
+        "nccl_available": False,
+        "gloo_available": False,
+    }
+
+
+def test_script_masks_secrets_in_env() -> None:
+    env = dict(
+        os.environ,
+        NCCL_IB_TOKEN_FILE="tok-do-not-leak",
+        TORCH_MIRROR="https://bob:pw-do-not-leak@mirror.example/simple",
+        NCCL_DEBUG="INFO",
+    )
+    document, _ = run_probe([sys.executable, "-I", "-S"], env=env)
+    assert "do-not-leak" not in json.dumps(document)
+    found_env = document["facts"]["env"]
+    assert found_env["NCCL_IB_TOKEN_FILE"] == "***"
+    assert found_env["TORCH_MIRROR"] == "https://bob:***@mirror.example/simple"
+    assert found_env["NCCL_DEBUG"] == "INFO"

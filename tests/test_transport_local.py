@@ -1,0 +1,57 @@
+"""The transport contract, shown on the local transport: deadlines hold and nothing outlives them."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+import time
+
+import psutil
+
+from preflight.inventory import local_host
+from preflight.transport import split_pgid, wrap_command
+from preflight.transport.local import LocalTransport
+
+
+def test_output_and_exit_status_come_back() -> None:
+    with LocalTransport(local_host()) as transport:
+        result = transport.run(
+            [sys.executable, "-c", "import sys; print(sys.stdin.read().upper()); sys.exit(3)"],
+            stdin=b"hello",
+            timeout_s=20,
+        )
+    assert (result.exit_status, result.stdout.strip(), result.timed_out) == (3, b"HELLO", False)
+
+
+def test_a_command_past_its_deadline_is_ended_with_its_children() -> None:
+    script = "import subprocess, time; subprocess.Popen(['sleep', '300']); time.sleep(300)"
+    with LocalTransport(local_host()) as transport:
+        started = time.monotonic()
+        result = transport.run([sys.executable, "-c", script, "pf-deadline-marker"], timeout_s=1)
+    assert result.timed_out
+    assert time.monotonic() - started < 10
+    time.sleep(0.2)
+    leftovers = [
+        p for p in psutil.process_iter(["cmdline"]) if "pf-deadline-marker" in (p.info["cmdline"] or [])
+    ]
+    assert leftovers == []
+
+
+def test_a_missing_program_is_exit_127() -> None:
+    with LocalTransport(local_host()) as transport:
+        assert transport.run(["/nonexistent/python3", "-"], timeout_s=5).exit_status == 127
+
+
+def test_the_remote_command_line_quotes_every_word_and_reports_its_process_group() -> None:
+    hostile = "x'; touch /tmp/pwned; echo '"
+    line = wrap_command(["python3", "-", hostile, "$(reboot)"], timeout_s=7.2)
+    run = subprocess.run(
+        ["sh", "-c", line.replace("python3 -", "printf %s\\\\n", 1)], capture_output=True, timeout=20
+    )
+    assert run.stdout.decode().splitlines() == [hostile, "$(reboot)"]
+    pgid, rest = split_pgid(run.stderr)
+    assert pgid is not None and pgid > 1
+    assert rest == b""
+    assert "timeout -k 3 8 " in line  # the host enforces the deadline, rounded up
+    assert shlex.split(line)[0] == "sh"
