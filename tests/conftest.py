@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.lab import LabCluster, MakeLab, missing_requirements
+from tests.lab import LabCluster, MakeLab, missing_requirements  # the lab cluster block, below
 
 # =============================================================================================
 # Lab cluster (tests/lab): SSH nodes built from Linux namespaces. Tests marked `lab` need root,

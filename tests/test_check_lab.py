@@ -99,13 +99,16 @@ def test_package_drift_on_one_node_is_named_with_the_packages(make_lab: MakeLab,
 
 
 def test_training_stack_drift_fails_the_run(make_lab: MakeLab, tmp_path: Path) -> None:
-    drifted = derive_env(tmp_path / "old-torch", Path(sys.prefix), packages={"torch": "2.12.0"})
-    lab = make_lab(3, node_envs={2: drifted})
+    base = Path(sys.prefix)
+    ours = derive_env(tmp_path / "nccl-2.21", base, packages={"nvidia-nccl-cu12": "2.21.5"})
+    theirs = derive_env(tmp_path / "nccl-2.20", base, packages={"nvidia-nccl-cu12": "2.20.5"})
+    lab = make_lab(3, node_envs={1: ours, 2: theirs, 3: ours})
     run, data = run_check(lab, tmp_path)
     assert run.returncode == 1, run.stdout + run.stderr
     failing = [r for r in results(data, "versions") if r["status"] == "fail"]
     assert [r["hosts"] for r in failing] == [[lab.nodes[1].address]]
-    assert "2.12.0" in failing[0]["summary"]
+    assert "nvidia-nccl-cu12" in failing[0]["summary"]
+    assert "2.20.5" in failing[0]["summary"] and "2.21.5" in failing[0]["summary"]
     assert "FAIL" in run.stdout
 
 

@@ -76,7 +76,7 @@ class LabNode:
     # A process that only sleeps in the node's namespaces, so that they outlive sshd (a stopped
     # sshd must not take the node's /tmp and hostname with it) and can be entered with nsenter.
     holder: subprocess.Popen[bytes] | None = None
-    node_dir: Path = field(default=Path())
+    node_dir: Path = field(default=Path())  # its sshd config, host key and logs, in the lab root
 
 
 NodeRef: TypeAlias = LabNode | str | int
