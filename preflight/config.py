@@ -59,10 +59,67 @@ class GpuMemorySection:
 
 
 @dataclass(frozen=True)
+class PortsSection:
+    """Node-to-node reachability of the ports a job needs."""
+
+    # The job's master (rendezvous) address; empty means the first host of the inventory.
+    master_addr: str = ""
+    # More TCP ports the job needs between nodes, besides the rendezvous port.
+    extra_ports: tuple[int, ...] = ()
+    # Seconds one connect attempt may take before the port counts as dropped.
+    connect_timeout_s: float = 2.0
+    # Also probe one random ephemeral port per node: NCCL and gloo connect on such ports.
+    probe_ephemeral: bool = True
+
+
+@dataclass(frozen=True)
+class AllreduceSection:
+    """All-reduce bandwidth, measured as nccl-tests does, and how slow is too slow."""
+
+    # Seconds the whole-world sweep of message sizes may take; sizes stop growing past it.
+    sweep_budget_s: float = 6.0
+    # Largest message of the sweep in bytes; 0 picks by device (64 MiB on CPU, 1 GiB on GPU).
+    max_bytes: int = 0
+    # Message size of the pairwise tests; 0 picks by device (4 MiB on CPU, 256 MiB on GPU).
+    pair_bytes: int = 0
+    # Seconds one pair test may take (a 100x slow link is named, not waited out).
+    pair_budget_s: float = 2.0
+    warmup_iters: int = 5
+    iters: int = 20
+    # A pair below this fraction of the median pair's busbw is slow (confirmed by a re-test).
+    slow_ratio: float = 0.5
+    # Absolute floors, GB/s of busbw at the largest size; 0 means none.
+    min_busbw_gbps: float = 0.0
+    min_pair_busbw_gbps: float = 0.0
+    # "auto": pairwise tests when there are 3 or more nodes; "always"; "never".
+    pairwise: Literal["auto", "always", "never"] = "auto"
+    # The network NCCL must use between nodes: "auto" (IB where the nodes have IB devices), "ib", "socket".
+    expect_transport: Literal["auto", "ib", "socket"] = "auto"
+    # Interface for NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME; empty: the route to the master.
+    socket_ifname: str = ""
+
+
+@dataclass(frozen=True)
+class DdpSection:
+    """The DDP smoke-training job."""
+
+    steps: int = 30
+    # A rank whose compute step takes longer than this multiple of the median is a straggler...
+    straggler_ratio: float = 1.5
+    # ...and only when it is also slower by at least this many seconds per step (noise floor).
+    straggler_min_excess_s: float = 0.005
+    # The global loss must end below this fraction of where it started.
+    max_final_loss_ratio: float = 0.9
+
+
+@dataclass(frozen=True)
 class Config:
     run: RunSection = field(default_factory=RunSection)
     versions: VersionsSection = field(default_factory=VersionsSection)
     gpu_memory: GpuMemorySection = field(default_factory=GpuMemorySection)
+    ports: PortsSection = field(default_factory=PortsSection)
+    allreduce: AllreduceSection = field(default_factory=AllreduceSection)
+    ddp: DdpSection = field(default_factory=DdpSection)
     # Expected versions: fact name or package name -> "2.4.0", "2.4" (prefix) or ">=2.4,<2.6".
     expect: Mapping[str, str] = field(default_factory=dict)
     source: str | None = None
@@ -72,6 +129,9 @@ _SECTIONS: dict[str, type[Any]] = {
     "run": RunSection,
     "versions": VersionsSection,
     "gpu_memory": GpuMemorySection,
+    "ports": PortsSection,
+    "allreduce": AllreduceSection,
+    "ddp": DdpSection,
 }
 
 _TOML_LINE_RE = re.compile(r"\(at line (\d+), column \d+\)")
@@ -85,9 +145,20 @@ def _coerce(value: Any, annotation: Any, where: str) -> Any:
             raise ConfigError(f"{where} must be one of {', '.join(map(str, choices))}, not {value!r}")
         return value
     if origin is tuple:
+        item = get_args(annotation)[0]
+        if item is int:
+            if not isinstance(value, list) or not all(
+                isinstance(v, int) and not isinstance(v, bool) and 0 < v < 65536 for v in value
+            ):
+                raise ConfigError(f"{where} must be a list of port numbers")
+            return tuple(value)
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise ConfigError(f"{where} must be a list of strings")
         return tuple(value)
+    if annotation is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where} must be true or false, not {value!r}")
+        return value
     if annotation is float:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ConfigError(f"{where} must be a number, not {value!r}")
