@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from checks import connect, gpu_memory, versions
-
-__all__ = ["CHECKS", "connect", "gpu_memory", "versions"]
+from checks import connect, gpu_memory, ports, versions
 from preflight.check import Check
 
-CHECKS: tuple[Check, ...] = (connect.CHECK, versions.CHECK, gpu_memory.CHECK)
+__all__ = ["CHECKS"]
+
+CHECKS: tuple[Check, ...] = (connect.CHECK, versions.CHECK, gpu_memory.CHECK, ports.CHECK)

@@ -8,9 +8,22 @@ joins ends the job on all the others, and is named.
 
 from __future__ import annotations
 
+import base64
+import concurrent.futures as cf
+import json
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from checks.ports import master_of
+from preflight.check import CheckContext, HostSession
+from preflight.deadline import Deadline
+from preflight.model import CheckResult
+from preflight.nodeset import fold
+from preflight.probes import node_script, start_node_script
+from preflight.redact import MASK, is_secret_name
+from preflight.transport import HostUnavailable, RemoteProcess
 
 
 @dataclass(frozen=True)
@@ -49,3 +62,320 @@ class JobOutcome:
 
     def failed_nodes(self) -> Sequence[NodeOutcome]:
         return [n for n in self.nodes if not n.ok]
+
+
+JOB_PHASES = ("allreduce", "ddp")
+RESULT_MARKER = b"PREFLIGHT-JOB-RESULT "
+# Every rank runs the job script from the environment: nothing is written to the node.
+JOB_BOOTSTRAP = (
+    "import base64,os;exec(compile(base64.b64decode(os.environ['PREFLIGHT_JOB']),'preflight-job','exec'))"
+)
+# torchrun's agent leaves torchelastic_* directories in $TMPDIR: give it a private one and
+# remove it however the job ends (the host's `timeout` sends TERM before KILL).
+TMPDIR_WRAPPER = (
+    'd=$(mktemp -d "${TMPDIR:-/tmp}/preflight.XXXXXX") || '
+    '{ echo "preflight: cannot create a temporary directory in ${TMPDIR:-/tmp}" >&2; exit 70; }; '
+    "trap 'rm -rf \"$d\"' EXIT; trap 'rm -rf \"$d\"; exit 143' HUP INT TERM; "
+    'TMPDIR="$d" "$@"'
+)
+TMPDIR_FAILED = 70
+# Seconds, on this lab's 2 cores, for torchrun and the workers to start and import torch;
+# real nodes are faster, and the deadline only bounds a job that hangs.
+STARTUP_S = 40.0
+DDP_S = 20.0
+# After the first node fails, the others get this long to fail (and say why) on their own.
+FAILURE_GRACE_S = 3.0
+STDERR_HEAD = 48_000
+STDERR_TAIL = 16_000
+CPU_MAX_BYTES = 64 << 20
+GPU_MAX_BYTES = 1 << 30
+CPU_PAIR_BYTES = 4 << 20
+GPU_PAIR_BYTES = 256 << 20
+
+
+def _skip(summary: str, **details: Any) -> CheckResult:
+    return CheckResult(check="", status="skip", summary=summary, details=details)
+
+
+def _blocked_by_ports(ctx: CheckContext) -> CheckResult | None:
+    for result in ctx.earlier:
+        if result.check == "ports" and result.details.get("blocks_job"):
+            return _skip(f"not launched: {result.summary}", blocked_by="ports")
+    return None
+
+
+def _uses_gpus(facts: Mapping[str, Mapping[str, Any]]) -> bool:
+    return bool(facts) and all(
+        (f.get("gpus") or []) and (f.get("torch") or {}).get("cuda_available") for f in facts.values()
+    )
+
+
+def _interface_of(facts: Mapping[str, Any], address: str) -> str | None:
+    for interface in (facts.get("net") or {}).get("interfaces") or []:
+        if any(str(a).split("/")[0] == address for a in interface.get("addresses") or []):
+            return str(interface.get("name"))
+    return None
+
+
+def _routes(ctx: CheckContext, sessions: Sequence[HostSession], master_address: str) -> dict[str, Any]:
+    """The route to the master from every node: from the ports check, or asked now."""
+    known: dict[str, Any] = dict(ctx.shared.get("routes") or {})
+    missing = [s for s in sessions if s.spec.name not in known]
+    python = ctx.config.run.python
+    setup = json.dumps({"mode": "route", "master": master_address})
+
+    def ask(session: HostSession) -> tuple[str, Any]:
+        assert session.transport is not None
+        try:
+            process = start_node_script(
+                session.transport, "ports", python=python, args=(setup,), timeout_s=15
+            )
+            process.close_stdin()
+            line = process.readline(ctx.deadline.sooner(15))
+            process.wait(Deadline.after(5))
+        except (HostUnavailable, OSError):
+            return session.spec.name, None
+        if line and line.startswith(b"ROUTE "):
+            return session.spec.name, json.loads(line[len(b"ROUTE ") :])
+        return session.spec.name, None
+
+    if missing:
+        with cf.ThreadPoolExecutor(max_workers=min(ctx.config.run.fanout, len(missing))) as pool:
+            known.update(dict(pool.map(ask, missing)))
+    return known
+
+
+def _job_args(ctx: CheckContext, phases: tuple[str, ...], names: list[str], gpu: bool) -> dict[str, Any]:
+    from checks.culprits import plan_rounds
+
+    cfg = ctx.config.allreduce
+    n = len(names)
+    pairwise = cfg.pairwise == "always" or (cfg.pairwise == "auto" and n >= 3)
+    return {
+        "phases": list(phases),
+        "backend": "nccl" if gpu else "gloo",
+        "device": "cuda" if gpu else "cpu",
+        "timeout_s": cfg.collective_timeout_s,
+        "nodes": names,
+        "allreduce": {
+            "sweep_budget_s": cfg.sweep_budget_s,
+            "max_bytes": cfg.max_bytes or (GPU_MAX_BYTES if gpu else CPU_MAX_BYTES),
+            "pair_bytes": cfg.pair_bytes or (GPU_PAIR_BYTES if gpu else CPU_PAIR_BYTES),
+            "pair_budget_s": cfg.pair_budget_s,
+            "warmup_iters": cfg.warmup_iters,
+            "iters": cfg.iters,
+            "slow_ratio": cfg.slow_ratio,
+            "pairwise": pairwise and n >= 2,
+            "rounds": plan_rounds(n, "full" if n <= 16 else "sparse") if pairwise and n >= 2 else [],
+        },
+        "ddp": {"steps": ctx.config.ddp.steps},
+    }
+
+
+def _budget_s(args: Mapping[str, Any]) -> float:
+    allreduce = args["allreduce"]
+    rounds = len(allreduce["rounds"])
+    budget = STARTUP_S + float(args["timeout_s"])
+    if "allreduce" in args["phases"]:
+        # Every pair round may be tested again (re-tests of suspects), each pair within its budget.
+        budget += allreduce["sweep_budget_s"] * 1.5 + 2 * rounds * (allreduce["pair_budget_s"] + 1)
+    if "ddp" in args["phases"]:
+        budget += DDP_S
+    return budget
+
+
+def _cap(stderr: bytes) -> str:
+    text = stderr.decode("utf-8", "replace")
+    if len(text) <= STDERR_HEAD + STDERR_TAIL:
+        return text
+    cut = len(text) - STDERR_HEAD - STDERR_TAIL
+    return f"{text[:STDERR_HEAD]}\n[... {cut} characters cut ...]\n{text[-STDERR_TAIL:]}"
+
+
+def _document(stdout: bytes) -> dict[str, Any] | None:
+    for line in stdout.splitlines():
+        if line.startswith(RESULT_MARKER):
+            try:
+                found = json.loads(line[len(RESULT_MARKER) :])
+            except json.JSONDecodeError:
+                return None
+            return found if isinstance(found, dict) else None
+    return None
+
+
+def launch(ctx: CheckContext, phases: tuple[str, ...]) -> JobOutcome | CheckResult:
+    """Start torchrun on every reachable node at once and watch the job to its end."""
+    sessions = ctx.live_sessions
+    if not sessions:
+        return _skip("no reachable host to run the job on")
+    blocked = _blocked_by_ports(ctx)
+    if blocked is not None:
+        return blocked
+    facts = {s.spec.name: s.report.facts for s in sessions}
+    no_torch = {
+        n: (f.get("unavailable") or {}).get("torch", "not importable")
+        for n, f in facts.items()
+        if not f.get("torch")
+    }
+    if no_torch:
+        first = next(iter(no_torch.values()))
+        return CheckResult(
+            check="",
+            status="fail",
+            summary=f"torch is not importable on {fold(no_torch)} ({first}): the job cannot run there",
+            hosts=tuple(no_torch),
+            details={"item": "torch", "unavailable": no_torch},
+        )
+    master_name, master_address = master_of(ctx)
+    if master_name not in facts:
+        return _skip(f"not launched: the master {master_name or master_address} could not be checked")
+    gpu = _uses_gpus(facts) if ctx.backend is None else ctx.backend == "nccl"
+    names = [s.spec.name for s in sessions]
+    # The master first: node rank 0 hosts global rank 0 and the rendezvous store.
+    ordered = sorted(sessions, key=lambda s: s.spec.name != master_name)
+    names = [s.spec.name for s in ordered]
+    args = _job_args(ctx, phases, names, gpu)
+    budget = ctx.deadline.cap(_budget_s(args))
+    routes = {} if ctx.config.allreduce.socket_ifname else _routes(ctx, ordered, master_address)
+    source = base64.b64encode(node_script("distributed")).decode()
+    python = ctx.config.run.python
+    port = ctx.config.run.port
+
+    environments: dict[str, dict[str, str]] = {}
+    commands: dict[str, list[str]] = {}
+    for rank, session in enumerate(ordered):
+        name = session.spec.name
+        route = routes.get(name) or {}
+        ifname = ctx.config.allreduce.socket_ifname or (
+            _interface_of(facts[name], master_address) if route.get("local") else route.get("dev")
+        )
+        env = {"OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+        if ifname:
+            env["GLOO_SOCKET_IFNAME"] = env["NCCL_SOCKET_IFNAME"] = ifname
+        if gpu:
+            # Which network NCCL really used is read from its INIT/NET log lines; Ring because
+            # Tree on two nodes can exceed one NIC's rate and hide a slow link.
+            env.update(
+                NCCL_DEBUG="INFO",
+                NCCL_DEBUG_SUBSYS="INIT,NET",
+                NCCL_ALGO="Ring",
+                TORCH_NCCL_ASYNC_ERROR_HANDLING="1",
+            )
+        environments[name] = dict(env)
+        nproc = session.spec.slots or (len(facts[name].get("gpus") or []) if gpu else 1)
+        commands[name] = [
+            "sh", "-c", TMPDIR_WRAPPER, "preflight-job",
+            "env", f"PREFLIGHT_JOB={source}", *(f"{k}={v}" for k, v in env.items()),
+            python, "-m", "torch.distributed.run",
+            "--nnodes", str(len(ordered)), "--nproc-per-node", str(max(1, nproc)),
+            "--node-rank", str(rank), "--master-addr", master_address, "--master-port", str(port),
+            "--max-restarts", "0", "--rdzv-conf", f"timeout={int(args['timeout_s'])}",
+            "--no-python", "--", python, "-c", JOB_BOOTSTRAP, json.dumps(args),
+        ]  # fmt: skip
+
+    started = time.monotonic()
+    processes: dict[str, RemoteProcess] = {}
+    failures: dict[str, str] = {}
+
+    def start(session: HostSession) -> None:
+        assert session.transport is not None
+        try:
+            processes[session.spec.name] = session.transport.start(
+                commands[session.spec.name], timeout_s=budget
+            )
+        except HostUnavailable as exc:
+            failures[session.spec.name] = exc.error.message
+
+    with cf.ThreadPoolExecutor(max_workers=min(ctx.config.run.fanout, len(ordered))) as pool:
+        list(pool.map(start, ordered))
+        outcomes = _watch(ctx, ordered, processes, failures, budget, pool)
+    return JobOutcome(
+        phases=phases,
+        backend="nccl" if gpu else "gloo",
+        master=master_address,
+        port=port,
+        nodes=tuple(outcomes[s.spec.name] for s in ordered),
+        duration_s=round(time.monotonic() - started, 3),
+        document=next((d for n in outcomes.values() if (d := _document(n.stdout))), None),
+        launch_error="; ".join(failures.values()) or None,
+        environment={
+            n: {k: MASK if is_secret_name(k) else v for k, v in env.items()}
+            for n, env in environments.items()
+        },
+    )
+
+
+@dataclass(frozen=True)
+class _Watched(NodeOutcome):
+    stdout: bytes = b""
+
+
+def _watch(
+    ctx: CheckContext,
+    sessions: Sequence[HostSession],
+    processes: dict[str, RemoteProcess],
+    failures: dict[str, str],
+    budget: float,
+    pool: cf.ThreadPoolExecutor,
+) -> dict[str, _Watched]:
+    """Wait for every node; once one fails, give the others a moment, then end them."""
+    deadline = Deadline.after(budget).sooner(ctx.deadline.remaining())
+    running = dict(processes)
+    first_failure: float | None = time.monotonic() if failures else None
+    finished: dict[str, Any] = {}
+    while running and not deadline.expired:
+        for name, process in list(running.items()):
+            if not process.running(0.02):
+                result = process.wait(Deadline.after(5))
+                finished[name] = result
+                del running[name]
+                if not result.ok and first_failure is None:
+                    first_failure = time.monotonic()
+        if first_failure is not None and time.monotonic() - first_failure > FAILURE_GRACE_S:
+            break
+        time.sleep(0.05)
+    timed_out = deadline.expired
+    # End what is still running, all at once: a lost node's kill may take a while to give up.
+    sessions_by_name = {s.spec.name: s for s in sessions}
+    lost = set(
+        pool.map(
+            lambda name: (
+                name
+                if not (sessions_by_name[name].transport and sessions_by_name[name].transport.responsive(3))  # type: ignore[union-attr]
+                else ""
+            ),
+            list(running),
+        )
+    ) - {""}
+    for name, result in zip(
+        running, pool.map(lambda p: p.wait(Deadline.after(0)), running.values()), strict=True
+    ):
+        finished[name] = result
+    outcomes: dict[str, _Watched] = {}
+    for rank, session in enumerate(sessions):
+        name = session.spec.name
+        if name in failures:
+            outcomes[name] = _Watched(name, rank, None, False, True, False, failures[name])
+            continue
+        result = finished[name]
+        killed = name in running
+        outcomes[name] = _Watched(
+            host=name,
+            node_rank=rank,
+            exit_status=result.exit_status,
+            timed_out=killed and timed_out,
+            lost=name in lost or (result.exit_status is None and not killed),
+            killed=killed and not timed_out and name not in lost,
+            stderr=_cap(result.stderr),
+            stdout=result.stdout,
+        )
+    return outcomes
+
+
+def distributed_job(ctx: CheckContext) -> JobOutcome | CheckResult:
+    """The one job that ``allreduce`` and ``ddp`` share: launched on first use, then reused."""
+    if "job" not in ctx.shared:
+        phases = tuple(p for p in JOB_PHASES if p in ctx.selected) or JOB_PHASES
+        ctx.shared["job"] = launch(ctx, phases)
+    job: JobOutcome | CheckResult = ctx.shared["job"]
+    return job

@@ -35,6 +35,10 @@ class CheckContext:
     deadline: Deadline
     backend: Backend | None = None  # None: NCCL where the nodes have GPUs, gloo otherwise
     earlier: list[CheckResult] = field(default_factory=list)  # findings of checks already run
+    selected: tuple[str, ...] = ()  # names of the checks this run runs
+    # What one check measured that a later one reuses (the ports check's routes, the one
+    # torchrun job that allreduce and ddp share), by key.
+    shared: dict[str, Any] = field(default_factory=dict)
 
     @property
     def hosts(self) -> list[HostReport]:
@@ -43,6 +47,11 @@ class CheckContext:
     @property
     def reachable(self) -> list[HostReport]:
         return [s.report for s in self.sessions if s.report.reachable]
+
+    @property
+    def live_sessions(self) -> list[HostSession]:
+        """Reachable hosts with an open transport, in inventory order."""
+        return [s for s in self.sessions if s.report.reachable and s.transport is not None]
 
     def facts(self) -> Mapping[str, Mapping[str, Any]]:
         """Facts of every reachable host, by host name."""

@@ -97,6 +97,9 @@ class AllreduceSection:
     expect_transport: Literal["auto", "ib", "socket"] = "auto"
     # Interface for NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME; empty: the route to the master.
     socket_ifname: str = ""
+    # Seconds a collective (or joining the job) may wait for a peer before the job gives up on
+    # it: how soon a dead node is noticed. torchrun's own defaults are many minutes.
+    collective_timeout_s: float = 20.0
 
 
 @dataclass(frozen=True)

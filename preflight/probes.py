@@ -13,7 +13,7 @@ from importlib import resources
 from typing import Any
 
 from preflight.model import HostError
-from preflight.transport import CommandResult, HostUnavailable, Transport
+from preflight.transport import CommandResult, HostUnavailable, RemoteProcess, Transport
 
 # Exit status of a command the shell (or `timeout`) could not find or run.
 _NOT_FOUND = 127
@@ -75,3 +75,27 @@ def parse_script_output(result: CommandResult, *, python: str, host: str, timeou
             HostError("probe_failed", f"{host}: the probe printed {type(document).__name__}")
         )
     return document
+
+
+# Reads exactly LENGTH bytes of script from stdin and runs them as __main__, leaving the rest of
+# stdin to the script: a conversation by lines, still without a file on the node.
+STREAM_BOOTSTRAP = (
+    "import sys;exec(compile(sys.stdin.buffer.read(int(sys.argv[1])),sys.argv[2],'exec'))"
+)
+
+
+def start_node_script(
+    transport: Transport,
+    name: str,
+    *,
+    python: str,
+    args: tuple[str, ...] = (),
+    timeout_s: float,
+) -> RemoteProcess:
+    """Start a node script that talks by lines (its stdin stays open after the source)."""
+    source = node_script(name)
+    process = transport.start(
+        [python, "-c", STREAM_BOOTSTRAP, str(len(source)), f"preflight-{name}", *args], timeout_s=timeout_s
+    )
+    process.write(source)
+    return process

@@ -78,7 +78,11 @@ def execute(request: RunRequest, progress: Progress | None = None) -> RunReport:
             progress=progress,
         )
         ctx = CheckContext(
-            config=request.config, sessions=sessions, deadline=deadline, backend=request.backend
+            config=request.config,
+            sessions=sessions,
+            deadline=deadline,
+            backend=request.backend,
+            selected=tuple(c.name for c in request.checks),
         )
         for check in request.checks:
             progress.check_started(check.name)

@@ -111,6 +111,10 @@ class RemoteProcess(ABC):
     def kill(self) -> None:
         """End the process group on the host (TERM, then KILL); best effort, bounded."""
 
+    def running(self, wait_s: float = 0.0) -> bool:
+        """Collect output that is ready (waiting up to ``wait_s``); False once the process is over."""
+        return self._pump(wait_s)
+
     def readline(self, deadline: Deadline) -> bytes | None:
         """The next stdout line (without its newline), or None at end of output or deadline."""
         while True:
@@ -172,6 +176,10 @@ class Transport(ABC):
         except OSError:
             pass  # the process ended without reading its input: its status says why
         return process.wait()
+
+    def responsive(self, timeout_s: float) -> bool:
+        """Whether the host still answers on this connection within ``timeout_s``."""
+        return True
 
     @abstractmethod
     def close(self) -> None:

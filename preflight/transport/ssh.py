@@ -8,6 +8,7 @@ unless the operator accepts new keys, and a changed key is always refused.
 from __future__ import annotations
 
 import base64
+import contextlib
 import errno
 import hashlib
 import random
@@ -255,6 +256,22 @@ class SshTransport(Transport):
                 HostError("unreachable", f"{self.spec.name}: cannot start a command: {exc}")
             ) from exc
         return SshProcess(self, channel, timeout_s)
+
+    def responsive(self, timeout_s: float) -> bool:
+        """An OpenSSH keepalive request answered within ``timeout_s`` (paramiko's own wait has no
+        deadline, so it runs in a helper thread that is abandoned if the host never answers)."""
+        transport = self._client.get_transport() if self._client else None
+        if transport is None or not transport.is_active():
+            return False
+        answered = threading.Event()
+
+        def ask() -> None:
+            with contextlib.suppress(Exception):
+                transport.global_request("keepalive@openssh.com", wait=True)
+                answered.set()
+
+        threading.Thread(target=ask, daemon=True, name=f"keepalive-{self.spec.name}").start()
+        return answered.wait(timeout_s) and transport.is_active()
 
     def _track(self, pgid: int) -> None:
         with self._lock:

@@ -1,0 +1,182 @@
+"""Node side of the ``ports`` check: listen on the job's ports, then probe the other nodes.
+
+Self-contained (standard library only, Python 3.8+), never imports preflight. The
+controller sends this file on stdin after a length prefix and then talks to it by lines:
+
+    -> (script)                 <- READY {"listening": ..., "ephemeral": port, "route": ...}
+    -> GO {"targets": [...]}    <- RESULT {"probes": [...]}
+    -> (end of input)           listeners close, the script exits
+
+With ``{"mode": "route"}`` it only prints the route to the master and exits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+LISTEN_BACKLOG = 128
+PROBE_THREADS = 64
+
+
+def route_to(master: str) -> dict[str, Any]:
+    """How this node reaches the master: resolved address, interface, source address, MTU."""
+    info: dict[str, Any] = {"master": master}
+    try:
+        infos = socket.getaddrinfo(master, None, proto=socket.IPPROTO_TCP)
+    except socket.gaierror as exc:
+        info["error"] = f"cannot resolve {master}: {exc.strerror}"
+        return info
+    address = str(infos[0][4][0])
+    info["address"] = address
+    try:
+        out = subprocess.run(
+            ["ip", "-j", "route", "get", address], capture_output=True, timeout=5, check=True
+        ).stdout
+        routes = json.loads(out.decode() or "[]")
+    except (OSError, subprocess.SubprocessError, ValueError) as exc:
+        info["error"] = f"no route to {address}: {exc}"
+        return info
+    if not routes:
+        info["error"] = f"no route to {address}"
+        return info
+    route = routes[0]
+    dev = route.get("dev")
+    info["dev"] = dev
+    info["src"] = route.get("prefsrc")
+    info["local"] = route.get("type") == "local" or dev == "lo"
+    try:
+        with open(f"/sys/class/net/{dev}/mtu") as handle:
+            info["mtu"] = int(handle.read().strip())
+    except (OSError, ValueError):
+        info["mtu"] = None
+    return info
+
+
+def listen(port: int) -> tuple[socket.socket | None, str]:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(("0.0.0.0", port))
+        sock.listen(LISTEN_BACKLOG)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            return None, "in_use"
+        if exc.errno == errno.EACCES:
+            return None, "denied"
+        return None, f"error: {exc.strerror}"
+    return sock, "ok"
+
+
+def accept_forever(sock: socket.socket) -> None:
+    while True:
+        try:
+            conn, _ = sock.accept()
+        except OSError:
+            return
+        # Let the prober close first, so that TIME_WAIT lands on its ephemeral port and not on
+        # the job's port (a job binding it without SO_REUSEADDR would fail for a minute);
+        # one that lingers is reset.
+        conn.settimeout(1.0)
+        with contextlib.suppress(OSError):
+            conn.recv(1)
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        conn.close()
+
+
+def probe(address: str, port: int, timeout_s: float) -> dict[str, Any]:
+    started = time.monotonic()
+    sock = socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET, socket.SOCK_STREAM)
+    sock.settimeout(timeout_s)
+    try:
+        sock.connect((address, port))
+        status = "open"
+    except socket.timeout:  # noqa: UP041 - not yet TimeoutError on the nodes' Python 3.8/3.9
+        status = "dropped"
+    except ConnectionRefusedError:
+        status = "refused"
+    except ConnectionResetError:
+        status = "open"  # the handshake completed: something listens there
+    except OSError as exc:
+        status = "unreachable" if exc.errno in (errno.EHOSTUNREACH, errno.ENETUNREACH) else "error"
+    finally:
+        sock.close()
+    return {"status": status, "seconds": round(time.monotonic() - started, 4)}
+
+
+def probe_all(targets: list[dict[str, Any]], timeout_s: float) -> list[dict[str, Any]]:
+    """Probe every (target, port) with a bounded pool of threads: a thousand peers is fine."""
+    work = [(target, port) for target in targets for port in target["ports"]]
+    results: list[dict[str, Any]] = []
+    lock = threading.Lock()
+
+    def worker() -> None:
+        while True:
+            with lock:
+                if not work:
+                    return
+                target, port = work.pop()
+            found = probe(target["address"], port, timeout_s)
+            found.update({"node": target["node"], "port": port})
+            with lock:
+                results.append(found)
+
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(min(PROBE_THREADS, len(work)))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results
+
+
+def emit(tag: str, document: dict[str, Any]) -> None:
+    sys.stdout.write(f"{tag} {json.dumps(document)}\n")
+    sys.stdout.flush()
+
+
+def main(argv: list[str]) -> int:
+    args = json.loads(argv[0]) if argv else {}
+    if args.get("mode") == "route":
+        emit("ROUTE", route_to(args["master"]))
+        return 0
+    listeners: dict[str, str] = {}
+    sockets: list[socket.socket] = []
+    for port in args.get("ports", []):
+        sock, status = listen(int(port))
+        listeners[str(port)] = status
+        if sock is not None:
+            sockets.append(sock)
+    ephemeral = None
+    if args.get("ephemeral"):
+        sock, status = listen(0)
+        if sock is not None:
+            ephemeral = sock.getsockname()[1]
+            sockets.append(sock)
+    for sock in sockets:
+        threading.Thread(target=accept_forever, args=(sock,), daemon=True).start()
+    ready: dict[str, Any] = {"listening": listeners, "ephemeral": ephemeral, "hostname": socket.gethostname()}
+    if args.get("master"):
+        ready["route"] = route_to(args["master"])
+    emit("READY", ready)
+    for line in sys.stdin:
+        tag, _, payload = line.strip().partition(" ")
+        if tag == "GO":
+            go = json.loads(payload)
+            emit("RESULT", {"probes": probe_all(go["targets"], float(go["timeout_s"]))})
+    for sock in sockets:
+        sock.close()
+    return 0
+
+
+if __name__ == "__main__":
+    # Started by the controller as `python -c BOOTSTRAP LENGTH NAME ARGS...` (preflight.probes).
+    sys.exit(main(sys.argv[3:] if sys.argv[0] == "-c" else sys.argv[1:]))

@@ -1,0 +1,80 @@
+"""The ports judge on observations recorded from the lab cluster (real listeners, real iptables)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from checks.ports import PortsObservation, judge_ports
+
+DATA = Path(__file__).parent / "data" / "ports"
+
+
+def load(name: str) -> PortsObservation:
+    data = json.loads((DATA / f"{name}.json").read_text())
+    return PortsObservation(**{**data, "extra_ports": tuple(data["extra_ports"])})
+
+
+def test_open_ports_everywhere_pass_with_the_matrix() -> None:
+    (result,) = judge_ports(load("healthy"))
+    assert result.status == "pass"
+    assert result.summary == "port 29500 and an ephemeral port open between all 3 nodes (12 probes)"
+    matrix = result.details["matrix"]
+    assert set(matrix) == {"node1", "node2", "node3"}
+    assert matrix["node2"]["node1"] == {"rendezvous": "open", "ephemeral": "open"}
+
+
+def test_a_dropped_master_port_is_named_with_its_sources_and_blocks_the_job() -> None:
+    findings = judge_ports(load("master_rendezvous_dropped"))
+    (blocked,) = [f for f in findings if f.status == "fail"]
+    assert blocked.hosts == ("node1",)
+    assert blocked.summary.startswith("node1:29500 (the master's rendezvous port) is dropped")
+    assert blocked.summary.endswith("from every other node")
+    assert blocked.details["sources"] == ["node2", "node3"]
+    assert blocked.details["blocks_job"] is True
+
+
+def test_one_rejecting_pair_on_a_worker_is_a_warning_naming_both_ends() -> None:
+    (finding,) = judge_ports(load("rendezvous_rejected_one_pair"))
+    assert finding.status == "warn"
+    assert finding.hosts == ("node3",)
+    assert "node3:29500 (the rendezvous port) is refused" in finding.summary
+    assert finding.summary.endswith("from node2")
+    assert finding.details["blocks_job"] is False
+
+
+def test_the_master_port_already_in_use_fails_and_blocks_the_job() -> None:
+    (finding,) = judge_ports(load("master_port_in_use"))
+    assert finding.status == "fail"
+    assert finding.hosts == ("node1",)
+    assert finding.summary.startswith("the master's rendezvous port is already in use on node1")
+    assert finding.details["blocks_job"] is True
+
+
+@pytest.mark.parametrize(("key", "what"), [("dev", "interfaces"), ("mtu", "MTUs")])
+def test_routes_to_the_master_that_differ_are_named(key: str, what: str) -> None:
+    obs = load("healthy")
+    nodes = {name: dict(node) for name, node in obs.nodes.items()}
+    odd = {"dev": "ib0", "mtu": 9000}[key]
+    nodes["node3"]["route"] = {**nodes["node3"]["route"], key: odd}
+    findings = judge_ports(PortsObservation(**{**obs.__dict__, "nodes": nodes}))
+    (finding,) = [f for f in findings if f.status == "warn"]
+    assert finding.hosts == ("node3",)
+    assert f"different {what}" in finding.summary
+    assert f"node3: {odd}" in finding.summary
+
+
+def test_a_master_that_does_not_resolve_fails_on_the_nodes_that_tried() -> None:
+    obs = load("healthy")
+    nodes = {name: dict(node) for name, node in obs.nodes.items()}
+    for name in ("node2", "node3"):
+        nodes[name]["route"] = {
+            "master": "gpu-master",
+            "error": "cannot resolve gpu-master: Name or service not known",
+        }
+    findings = judge_ports(PortsObservation(**{**obs.__dict__, "nodes": nodes}))
+    (finding,) = [f for f in findings if f.status == "fail"]
+    assert finding.hosts == ("node2", "node3")
+    assert finding.summary == "node[2-3]: cannot resolve gpu-master: Name or service not known"
