@@ -13,7 +13,7 @@ from typing import Any, Literal
 from preflight.config import Config
 from preflight.deadline import Deadline
 from preflight.inventory import HostSpec
-from preflight.model import CheckResult, HostReport
+from preflight.model import CheckResult, HostReport, RunReport
 from preflight.transport import Transport
 
 Backend = Literal["nccl", "gloo"]
@@ -36,6 +36,7 @@ class CheckContext:
     backend: Backend | None = None  # None: NCCL where the nodes have GPUs, gloo otherwise
     earlier: list[CheckResult] = field(default_factory=list)  # findings of checks already run
     selected: tuple[str, ...] = ()  # names of the checks this run runs
+    baseline: RunReport | None = None  # a previous known-good run to compare with
     # What one check measured that a later one reuses (the ports check's routes, the one
     # torchrun job that allreduce and ddp share), by key.
     shared: dict[str, Any] = field(default_factory=dict)

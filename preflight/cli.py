@@ -89,6 +89,18 @@ def _parser() -> argparse.ArgumentParser:
         "--connect-timeout", type=float, metavar="S", help="deadline to connect to one host (default 10)"
     )
     check.add_argument("--fanout", type=int, metavar="N", help="hosts worked on at once (default 64)")
+    check.add_argument("--port", type=int, metavar="P", help="the job's rendezvous port (default 29500)")
+    check.add_argument(
+        "--backend",
+        choices=("nccl", "gloo"),
+        help="all-reduce and DDP backend (default: NCCL where the nodes have GPUs, gloo otherwise)",
+    )
+    check.add_argument(
+        "--baseline",
+        type=Path,
+        metavar="RUN.json",
+        help="compare with a previous known-good run (nodes, versions, GPUs, bandwidth)",
+    )
     _add_outputs(check)
 
     report = commands.add_parser("report", help="re-render a saved run (no SSH)")
@@ -101,6 +113,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _add_outputs(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", metavar="PATH", help="write the JSON report ('-' for stdout)")
+    parser.add_argument("--junit", metavar="PATH", help="write JUnit XML (one testcase per check and host)")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress and no summary table")
 
 
@@ -149,11 +162,20 @@ def _check(args: argparse.Namespace) -> ExitCode:
             "timeout_s": args.timeout,
             "connect_timeout_s": args.connect_timeout,
             "fanout": args.fanout,
+            "port": args.port,
         },
     )
     if config.run.fanout < 1:
         raise UsageError("--fanout must be at least 1")
-    checks = select_checks(args.only, args.skip)
+    baseline = None
+    if args.baseline is not None:
+        from reports.json_report import load
+
+        baseline = load(args.baseline)
+    # The baseline comparison runs only when there is a baseline to compare with.
+    skip = [*(args.skip or ()), *([] if baseline else ["baseline"])]
+    only = [*args.only, "baseline"] if args.only and baseline else args.only
+    checks = select_checks(only, skip)
     hosts = _inventory(args)
     ssh = None
     if any(not h.local for h in hosts):
@@ -166,7 +188,10 @@ def _check(args: argparse.Namespace) -> ExitCode:
         )
     progress_console, summary = _consoles(args.json == "-")
     progress = None if args.quiet else LiveProgress(progress_console)
-    report = execute(RunRequest(hosts=hosts, config=config, checks=checks, ssh=ssh), progress)
+    request = RunRequest(
+        hosts=hosts, config=config, checks=checks, ssh=ssh, backend=args.backend, baseline=baseline
+    )
+    report = execute(request, progress)
     _write_outputs(report, args, summary)
     return report.exit_code
 

@@ -116,6 +116,18 @@ class DdpSection:
 
 
 @dataclass(frozen=True)
+class BaselineSection:
+    """Comparing a run with a previous known-good one (``--baseline RUN.json``)."""
+
+    # A busbw below (1 - this) of the baseline's, at the same message size or pair, fails.
+    max_busbw_drop: float = 0.2
+    # What a version that changed since the baseline is: an upgrade may be intended.
+    version_change: DriftPolicy = "warn"
+    # What a node that was not in the baseline is.
+    new_node: DriftPolicy = "warn"
+
+
+@dataclass(frozen=True)
 class Config:
     run: RunSection = field(default_factory=RunSection)
     versions: VersionsSection = field(default_factory=VersionsSection)
@@ -123,6 +135,7 @@ class Config:
     ports: PortsSection = field(default_factory=PortsSection)
     allreduce: AllreduceSection = field(default_factory=AllreduceSection)
     ddp: DdpSection = field(default_factory=DdpSection)
+    baseline: BaselineSection = field(default_factory=BaselineSection)
     # Expected versions: fact name or package name -> "2.4.0", "2.4" (prefix) or ">=2.4,<2.6".
     expect: Mapping[str, str] = field(default_factory=dict)
     source: str | None = None
@@ -135,6 +148,7 @@ _SECTIONS: dict[str, type[Any]] = {
     "ports": PortsSection,
     "allreduce": AllreduceSection,
     "ddp": DdpSection,
+    "baseline": BaselineSection,
 }
 
 _TOML_LINE_RE = re.compile(r"\(at line (\d+), column \d+\)")

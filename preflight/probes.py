@@ -79,9 +79,7 @@ def parse_script_output(result: CommandResult, *, python: str, host: str, timeou
 
 # Reads exactly LENGTH bytes of script from stdin and runs them as __main__, leaving the rest of
 # stdin to the script: a conversation by lines, still without a file on the node.
-STREAM_BOOTSTRAP = (
-    "import sys;exec(compile(sys.stdin.buffer.read(int(sys.argv[1])),sys.argv[2],'exec'))"
-)
+STREAM_BOOTSTRAP = "import sys;exec(compile(sys.stdin.buffer.read(int(sys.argv[1])),sys.argv[2],'exec'))"
 
 
 def start_node_script(

@@ -32,6 +32,7 @@ class RunRequest:
     checks: Sequence[Check]
     ssh: SshSettings | None = None
     backend: Backend | None = None
+    baseline: RunReport | None = None
 
 
 def _make_transport(request: RunRequest, spec: HostSpec) -> Transport:
@@ -83,6 +84,7 @@ def execute(request: RunRequest, progress: Progress | None = None) -> RunReport:
             deadline=deadline,
             backend=request.backend,
             selected=tuple(c.name for c in request.checks),
+            baseline=request.baseline,
         )
         for check in request.checks:
             progress.check_started(check.name)

@@ -1,0 +1,188 @@
+"""``baseline``: is the cluster at least as good as in a previous known-good run?
+
+The gate after maintenance. Compared with the run given by ``--baseline``: nodes gone or
+new, versions that changed, GPUs that disappeared, and bandwidth that dropped (full-world
+sweep by message size, and each pair of nodes) beyond ``[baseline] max_busbw_drop``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from checks.versions import ITEMS, lookup
+from preflight.check import Check, CheckContext
+from preflight.config import Config
+from preflight.model import CheckResult, HostReport, RunReport, Status
+from preflight.nodeset import fold
+
+
+def _result(status: Status, summary: str, hosts: Sequence[str], **details: Any) -> CheckResult:
+    return CheckResult("baseline", status, summary, tuple(hosts), details)
+
+
+def _policy(value: str) -> Status | None:
+    return None if value == "ignore" else ("fail" if value == "fail" else "warn")
+
+
+def _sweep(results: Sequence[CheckResult]) -> dict[int, float]:
+    """busbw (GB/s) by message size of the full-world all-reduce sweep."""
+    for result in results:
+        if result.check == "allreduce":
+            rows = result.details.get("sweep") or []
+            if rows:
+                return {int(r["size_bytes"]): float(r["busbw_gbps"]) for r in rows if r.get("busbw_gbps")}
+    return {}
+
+
+def _pairs(results: Sequence[CheckResult]) -> dict[tuple[str, str], float]:
+    """The best busbw measured for each pair of nodes (first test or re-test)."""
+    found: dict[tuple[str, str], float] = {}
+    for result in results:
+        if result.check != "allreduce":
+            continue
+        for pair in result.details.get("pairs") or []:
+            a, b = sorted(str(n) for n in pair["nodes"])
+            found[(a, b)] = max(found.get((a, b), 0.0), float(pair.get("busbw_gbps") or 0.0))
+    return found
+
+
+def _nodes(baseline: RunReport, hosts: Sequence[HostReport], config: Config) -> list[CheckResult]:
+    before = {h.name for h in baseline.hosts}
+    now = {h.name for h in hosts}
+    findings = []
+    if gone := sorted(before - now, key=[h.name for h in baseline.hosts].index):
+        findings.append(
+            _result(
+                "fail",
+                f"{fold(gone)}: in the baseline run, gone from this one",
+                gone,
+                item="nodes",
+                gone=gone,
+            )
+        )
+    status = _policy(config.baseline.new_node)
+    if status and (new := [h.name for h in hosts if h.name not in before]):
+        findings.append(_result(status, f"{fold(new)}: not in the baseline run", new, item="nodes", new=new))
+    return findings
+
+
+def _versions(baseline: RunReport, hosts: Sequence[HostReport], config: Config) -> list[CheckResult]:
+    status = _policy(config.baseline.version_change)
+    if status is None:
+        return []
+    old_facts = {h.name: h.facts for h in baseline.hosts if h.reachable}
+    changes: dict[tuple[str, str, str], list[str]] = {}
+    for host in hosts:
+        old = old_facts.get(host.name)
+        if not host.reachable or old is None:
+            continue
+        for item in ITEMS:
+            before, after = lookup(old, item)[0], lookup(host.facts, item)[0]
+            if before is not None and after is not None and before != after:
+                changes.setdefault((item.label, str(before), str(after)), []).append(host.name)
+        old_packages = old.get("packages") or {}
+        for name, after in (host.facts.get("packages") or {}).items():
+            before = old_packages.get(name)
+            if before is not None and before != after:
+                changes.setdefault((f"package {name}", str(before), str(after)), []).append(host.name)
+    return [
+        _result(
+            status,
+            f"{label} changed on {fold(names)}: {before} -> {after}",
+            names,
+            item="version",
+            label=label,
+            before=before,
+            after=after,
+        )
+        for (label, before, after), names in changes.items()
+    ]
+
+
+def _gpus(baseline: RunReport, hosts: Sequence[HostReport]) -> list[CheckResult]:
+    old_counts = {h.name: len(h.facts.get("gpus") or []) for h in baseline.hosts if h.reachable}
+    findings = []
+    for host in hosts:
+        before = old_counts.get(host.name)
+        after = len(host.facts.get("gpus") or [])
+        if host.reachable and before and after < before:
+            summary = f"{host.name} has {after} GPUs, {before} in the baseline run"
+            findings.append(_result("fail", summary, [host.name], item="gpus", before=before, after=after))
+    return findings
+
+
+def _bandwidth(baseline: RunReport, results: Sequence[CheckResult], config: Config) -> list[CheckResult]:
+    floor = 1.0 - config.baseline.max_busbw_drop
+    findings = []
+    old_sweep, new_sweep = _sweep(baseline.results), _sweep(results)
+    common = sorted(set(old_sweep) & set(new_sweep))
+    if common:
+        size = common[-1]  # gate on the largest common size only: small sizes measure latency
+        before, after = old_sweep[size], new_sweep[size]
+        if after < floor * before:
+            summary = (
+                f"all-reduce busbw at {_size(size)} dropped to {after / before:.2f}x the baseline "
+                f"({after:.2f} vs {before:.2f} GB/s)"
+            )
+            findings.append(
+                _result(
+                    "fail", summary, [], item="sweep", size_bytes=size, before_gbps=before, after_gbps=after
+                )
+            )
+    old_pairs, new_pairs = _pairs(baseline.results), _pairs(results)
+    for pair in sorted(set(old_pairs) & set(new_pairs)):
+        before, after = old_pairs[pair], new_pairs[pair]
+        if before > 0 and after < floor * before:
+            summary = (
+                f"the link {pair[0]}-{pair[1]} dropped to {after / before:.2f}x its baseline busbw "
+                f"({after:.2f} vs {before:.2f} GB/s)"
+            )
+            findings.append(
+                _result(
+                    "fail", summary, pair, item="pair", nodes=list(pair), before_gbps=before, after_gbps=after
+                )
+            )
+    return findings
+
+
+def _size(size: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= scale:
+            return f"{size / scale:g} {unit}"
+    return f"{size} B"
+
+
+def compare(
+    baseline: RunReport, hosts: Sequence[HostReport], results: Sequence[CheckResult], config: Config
+) -> list[CheckResult]:
+    findings = [
+        *_nodes(baseline, hosts, config),
+        *_gpus(baseline, hosts),
+        *_versions(baseline, hosts, config),
+        *_bandwidth(baseline, results, config),
+    ]
+    if findings:
+        return findings
+    compared = "bandwidth, " if _sweep(baseline.results) and _sweep(results) else ""
+    return [
+        _result(
+            "pass",
+            f"as good as the baseline run of {baseline.started_at}: same nodes, {compared}versions and GPUs",
+            [],
+            baseline_started_at=baseline.started_at,
+        )
+    ]
+
+
+def run(ctx: CheckContext) -> list[CheckResult]:
+    if ctx.baseline is None:
+        return [_result("skip", "no baseline run given (--baseline RUN.json)", [])]
+    return compare(ctx.baseline, ctx.hosts, ctx.earlier, ctx.config)
+
+
+CHECK = Check(
+    name="baseline",
+    title="at least as good as a previous known-good run (--baseline): nodes, versions, GPUs, bandwidth",
+    run=run,
+)
