@@ -21,32 +21,33 @@ from tests.lab import NODE_PYTHON, LabCluster, MakeLab, derive_env
 pytestmark = pytest.mark.lab
 
 
+def check_argv(
+    lab: LabCluster, hosts: Path, report: Path, *extra: str, identity: Path | None = None
+) -> list[str]:
+    """``preflight check`` as an operator runs it against the lab: its key, its known_hosts."""
+    argv = [
+        sys.executable, "-m", "preflight", "check", str(hosts),
+        "--python", NODE_PYTHON,
+        "-i", str(identity or lab.key_path),
+        "--ssh-config", os.devnull,
+        "--json", str(report),
+        *extra,
+    ]  # fmt: skip
+    if "--known-hosts" not in extra:
+        argv += ["--known-hosts", str(lab.known_hosts_path)]
+    return argv
+
+
 def run_check(
     lab: LabCluster, tmp_path: Path, *extra: str, hosts: Path | None = None, timeout_s: float = 180
 ) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
     hosts = hosts or lab.hosts_file(tmp_path / "hosts.txt")
     report = tmp_path / "run.json"
     report.unlink(missing_ok=True)
-    args = [
-        sys.executable,
-        "-m",
-        "preflight",
-        "check",
-        str(hosts),
-        "--python",
-        NODE_PYTHON,
-        "-i",
-        str(lab.key_path),
-        "--ssh-config",
-        os.devnull,
-        "--json",
-        str(report),
-        *extra,
-    ]
-    if "--known-hosts" not in extra:
-        args += ["--known-hosts", str(lab.known_hosts_path)]
     env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "200"}
-    run = subprocess.run(args, capture_output=True, text=True, timeout=timeout_s, env=env)
+    run = subprocess.run(
+        check_argv(lab, hosts, report, *extra), capture_output=True, text=True, timeout=timeout_s, env=env
+    )
     assert report.exists(), run.stdout + run.stderr
     return run, json.loads(report.read_text())
 
