@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import selectors
 import socket
 import struct
 import subprocess
@@ -23,8 +24,10 @@ import threading
 import time
 from typing import Any
 
-LISTEN_BACKLOG = 128
-PROBE_THREADS = 64
+LISTEN_BACKLOG = 1024
+# Connections each node opens at once: with every node probing every other, the whole
+# cluster has nodes x this in flight.
+PROBE_THREADS = 16
 
 
 def route_to(master: str) -> dict[str, Any]:
@@ -77,20 +80,56 @@ def listen(port: int) -> tuple[socket.socket | None, str]:
     return sock, "ok"
 
 
-def accept_forever(sock: socket.socket) -> None:
-    while True:
-        try:
-            conn, _ = sock.accept()
-        except OSError:
-            return
-        # Let the prober close first, so that TIME_WAIT lands on its ephemeral port and not on
-        # the job's port (a job binding it without SO_REUSEADDR would fail for a minute);
-        # one that lingers is reset.
-        conn.settimeout(1.0)
+class Acceptor:
+    """Accepts every connection at once and closes it when the prober hangs up.
+
+    Accepting never waits on a prober, so a burst of probes from a thousand nodes cannot
+    overflow the listen backlog (which would read as a dropped port: a false alarm). The
+    prober closes first, so TIME_WAIT lands on its ephemeral port, not on the job's port
+    (a job binding that port without SO_REUSEADDR would fail for a minute).
+    """
+
+    def __init__(self, listeners: list[socket.socket]) -> None:
+        self.listeners = listeners
+        self.selector = selectors.DefaultSelector()
+        for sock in listeners:
+            sock.setblocking(False)
+            self.selector.register(sock, selectors.EVENT_READ, "listen")
+        self.stopped = False
+
+    def serve(self) -> None:
+        while not self.stopped:
+            for key, _ in self.selector.select(timeout=0.2):
+                sock = key.fileobj
+                assert isinstance(sock, socket.socket)
+                if key.data == "listen":
+                    self._accept(sock)
+                else:
+                    self._close(sock)
+
+    def _accept(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except (BlockingIOError, OSError):
+                return
+            conn.setblocking(False)
+            self.selector.register(conn, selectors.EVENT_READ, "conn")
+
+    def _close(self, conn: socket.socket) -> None:
+        self.selector.unregister(conn)
         with contextlib.suppress(OSError):
             conn.recv(1)
-        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         conn.close()
+
+    def stop(self) -> None:
+        self.stopped = True
+        for key in list(self.selector.get_map().values()):
+            sock = key.fileobj
+            assert isinstance(sock, socket.socket)
+            if key.data == "conn":  # a prober still connected: reset, no TIME_WAIT here
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            sock.close()
 
 
 def probe(address: str, port: int, timeout_s: float) -> dict[str, Any]:
@@ -130,11 +169,23 @@ def probe_all(targets: list[dict[str, Any]], timeout_s: float) -> list[dict[str,
             with lock:
                 results.append(found)
 
-    threads = [threading.Thread(target=worker, daemon=True) for _ in range(min(PROBE_THREADS, len(work)))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    def run_all() -> None:
+        threads = [threading.Thread(target=worker, daemon=True) for _ in range(min(PROBE_THREADS, len(work)))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    run_all()
+    # A port that gave no answer is asked once more, with more time, before it is called
+    # dropped: a SYN lost to a momentary overload is not a firewall.
+    unanswered = [r for r in results if r["status"] == "dropped"]
+    if unanswered:
+        by_address = {t["node"]: t for t in targets}
+        results = [r for r in results if r["status"] != "dropped"]
+        work = [(by_address[r["node"]], r["port"]) for r in unanswered]
+        timeout_s *= 2
+        run_all()
     return results
 
 
@@ -161,8 +212,9 @@ def main(argv: list[str]) -> int:
         if sock is not None:
             ephemeral = sock.getsockname()[1]
             sockets.append(sock)
-    for sock in sockets:
-        threading.Thread(target=accept_forever, args=(sock,), daemon=True).start()
+    acceptor = Acceptor(sockets)
+    server = threading.Thread(target=acceptor.serve, daemon=True)
+    server.start()
     ready: dict[str, Any] = {"listening": listeners, "ephemeral": ephemeral, "hostname": socket.gethostname()}
     if args.get("master"):
         ready["route"] = route_to(args["master"])
@@ -172,8 +224,9 @@ def main(argv: list[str]) -> int:
         if tag == "GO":
             go = json.loads(payload)
             emit("RESULT", {"probes": probe_all(go["targets"], float(go["timeout_s"]))})
-    for sock in sockets:
-        sock.close()
+    acceptor.stopped = True
+    server.join(1)
+    acceptor.stop()
     return 0
 
 

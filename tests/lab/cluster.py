@@ -229,6 +229,23 @@ def _bridge_netfilter_active() -> bool:
     return flag.exists() and flag.read_text().strip() == "1"
 
 
+# Linux keeps one ARP (and one NDP) table for all network namespaces, and its garbage
+# collection limits count every namespace's entries together: nodes that all talk to each
+# other need about n^2 entries, and past gc_thresh3 (1024 by default) new neighbours are
+# refused, so some pairs of lab nodes could not reach each other at all. Real nodes each
+# have their own kernel; the lab raises the shared limits (never lowers them).
+_NEIGHBOUR_LIMITS = {"gc_thresh1": 4096, "gc_thresh2": 16384, "gc_thresh3": 32768}
+
+
+def _raise_neighbour_limits() -> None:
+    for family in ("ipv4", "ipv6"):
+        for name, wanted in _NEIGHBOUR_LIMITS.items():
+            path = Path(f"/proc/sys/net/{family}/neigh/default/{name}")
+            with contextlib.suppress(OSError, ValueError):
+                if int(path.read_text()) < wanted:
+                    path.write_text(str(wanted))
+
+
 def _forward_rule(bridge: str) -> list[str]:
     # With br_netfilter loaded, a FORWARD policy of DROP (Docker sets one) would drop
     # traffic between nodes; this rule lets the lab's own bridge through.
@@ -424,6 +441,7 @@ class LabCluster:
         self.owner_pid = os.getpid()
         _RUNNING.add(self)
         try:
+            _raise_neighbour_limits()
             self._allocate()
             self._write_files()
             for node in self.nodes:
