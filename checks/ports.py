@@ -17,7 +17,7 @@ from typing import Any
 from preflight.check import Check, CheckContext, HostSession
 from preflight.deadline import Deadline
 from preflight.model import CheckResult, Status
-from preflight.nodeset import fold, group_by_value
+from preflight.nodeset import fold, group_by_value, minority
 from preflight.probes import start_node_script
 from preflight.transport import HostUnavailable, RemoteProcess
 
@@ -137,6 +137,10 @@ def observe_ports(ctx: CheckContext) -> PortsObservation:
                 with contextlib.suppress(OSError):
                     process.close_stdin()
             list(pool.map(lambda p: p.wait(ctx.deadline.sooner(10)), processes.values()))
+    # Threads finish in any order: report in inventory order, so that runs compare line by line.
+    order = {s.spec.name: i for i, s in enumerate(sessions)}
+    nodes = {name: nodes[name] for name in sorted(nodes, key=order.__getitem__)}
+    probes.sort(key=lambda p: (order[p["from"]], order[p["to"]], p["port"]))
     ctx.shared["routes"] = {name: node.get("route") for name, node in nodes.items() if node.get("route")}
     return PortsObservation(
         master=master,
@@ -242,10 +246,11 @@ def _judge_routes(obs: PortsObservation) -> list[CheckResult]:
     # The master reaches itself over loopback: only the other nodes' routes are compared.
     remote = {n: r for n, r in routes.items() if not r.get("error") and not r.get("local")}
     for key, what in (("dev", "interface"), ("mtu", "MTU")):
-        groups = group_by_value({n: r.get(key) for n, r in remote.items()})
+        values = {n: r.get(key) for n, r in remote.items()}
+        groups = group_by_value(values)
         if len(groups) > 1:
             text = "; ".join(f"{fold(hosts)}: {value}" for value, hosts in groups)
-            odd = [h for _, hosts in groups[1:] for h in hosts]
+            _, odd = minority(values)  # with no majority, every node is named
             hint = " (set NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME per node)" if key == "dev" else ""
             findings.append(
                 _result(

@@ -57,6 +57,7 @@ def test_the_master_port_already_in_use_fails_and_blocks_the_job() -> None:
 def test_routes_to_the_master_that_differ_are_named(key: str, what: str) -> None:
     obs = load("healthy")
     nodes = {name: dict(node) for name, node in obs.nodes.items()}
+    nodes["node4"] = dict(nodes["node2"])  # a third worker, so that there is a majority
     odd = {"dev": "ib0", "mtu": 9000}[key]
     nodes["node3"]["route"] = {**nodes["node3"]["route"], key: odd}
     findings = judge_ports(PortsObservation(**{**obs.__dict__, "nodes": nodes}))
