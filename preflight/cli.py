@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import signal
 import sys
 from collections.abc import Sequence
@@ -152,6 +153,16 @@ def _inventory(args: argparse.Namespace) -> list:  # type: ignore[type-arg]
     return build_inventory(specs, load_ssh_config(args.ssh_config))
 
 
+def _raise_open_file_limit(hosts: int) -> None:
+    """Every host keeps its SSH connection for the whole run: make room for a thousand of them
+    (the soft limit is often 1,024; raising it up to the hard limit needs no privilege)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = 64 + 8 * hosts
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        ceiling = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, ceiling), hard))
+
+
 def _check(args: argparse.Namespace) -> ExitCode:
     from reports.terminal import LiveProgress
 
@@ -177,6 +188,7 @@ def _check(args: argparse.Namespace) -> ExitCode:
     only = [*args.only, "baseline"] if args.only and baseline else args.only
     checks = select_checks(only, skip)
     hosts = _inventory(args)
+    _raise_open_file_limit(len(hosts))
     ssh = None
     if any(not h.local for h in hosts):
         known = KnownHosts(args.known_hosts or KnownHosts.default_paths())

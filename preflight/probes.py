@@ -50,7 +50,9 @@ def parse_script_output(result: CommandResult, *, python: str, host: str, timeou
         )
     if result.exit_status is None:
         raise HostUnavailable(
-            HostError("unreachable", f"{host}: the connection was lost while the probe ran: {result.stderr_tail(1)}")
+            HostError(
+                "unreachable", f"{host}: the connection was lost while the probe ran: {result.stderr_tail(1)}"
+            )
         )
     if result.exit_status in (_NOT_FOUND, _NOT_EXECUTABLE):
         raise HostUnavailable(
