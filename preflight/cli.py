@@ -115,6 +115,7 @@ def _parser() -> argparse.ArgumentParser:
 def _add_outputs(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", metavar="PATH", help="write the JSON report ('-' for stdout)")
     parser.add_argument("--junit", metavar="PATH", help="write JUnit XML (one testcase per check and host)")
+    parser.add_argument("--html", metavar="PATH", help="write the single-file HTML report")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress and no summary table")
 
 

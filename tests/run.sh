@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up everything the test suite needs on a fresh Debian machine, then runs it:
-# system packages (sshd, ip/tc, iptables), a virtual environment with the project and
+# system packages (sshd, ip/tc, iptables, Chromium for the HTML report tests), a virtual
+# environment with the project and
 # its test tools, and the lab's training stack (CPU torch, pinned for the lab only).
 # Needs root: the lab cluster is built from network namespaces.
 # Usage: bash tests/run.sh [pytest arguments]
@@ -9,7 +10,7 @@ cd "$(dirname "$0")/.."
 
 missing=()
 for tool in sshd:openssh-server ssh:openssh-client ssh-keygen:openssh-client ip:iproute2 \
-            tc:iproute2 iptables:iptables nsenter:util-linux; do
+            tc:iproute2 iptables:iptables nsenter:util-linux chromium:chromium; do
   command -v "${tool%%:*}" >/dev/null 2>&1 || PATH="$PATH:/usr/sbin:/sbin" command -v "${tool%%:*}" >/dev/null 2>&1 \
     || missing+=("${tool#*:}")
 done

@@ -1,4 +1,4 @@
-"""Record real runs on the lab cluster as report fixtures: ``python -m tests.data.reports.record_lab NAME...``.
+"""Record real runs on the lab cluster as report fixtures: ``python tests/data/reports/record_lab.py NAME``.
 
 Each scenario builds a small lab (network namespaces with a real sshd each, tests/lab), injects
 one fault, runs ``preflight check`` exactly as an operator would and keeps the JSON report as
@@ -19,9 +19,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.lab import NODE_PYTHON, LabCluster, derive_env
-
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[2]))
+
+from tests.lab import NODE_PYTHON, LabCluster, derive_env  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,10 @@ SCENARIOS: dict[str, Scenario] = {
         fault=lambda lab: lab.block_port(lab.nodes[0], 29500, action="drop"),
     ),
     "unreachable": Scenario(
-        3, "node4 is an address in the lab subnet where nothing answers", ("--connect-timeout", "3"), ghost=True
+        3,
+        "node4 is an address in the lab subnet where nothing answers",
+        ("--connect-timeout", "3"),
+        ghost=True,
     ),
     "bandwidth_healthy": Scenario(3, "three healthy nodes with all-reduce and DDP"),
     "slow_node": Scenario(

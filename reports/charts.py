@@ -1,0 +1,559 @@
+"""Server-side SVG charts for the HTML report: lines over a log2 or linear axis, heatmaps,
+horizontal bars and per-GPU memory meters. Every chart is plain inline SVG, styled only by
+CSS classes of the report's one stylesheet, with native ``<title>`` tooltips.
+
+Why small helpers of our own rather than a charting library. The report is one file under a
+strict Content-Security-Policy (``default-src 'none'``, the one inline stylesheet allowed by
+its hash); it must theme itself for light, dark and print; and at 1,000 nodes it must stay
+small. The libraries that draw SVG on the server fit none of this:
+
+- matplotlib writes ``style="fill:...;stroke:..."`` on every element (blocked by that CSP
+  unless ``'unsafe-inline'``), bakes its colours in at render time (no dark mode), turns text
+  into paths by default (not searchable) and brings numpy and ~50 MB with it.
+- pygal, the maintained pure-Python SVG library, links its tooltip script from
+  kozea.github.io unless told ``js=[]``, puts a ``<style>`` block keyed by a random UUID in
+  every chart (a new CSP hash per render, output that differs run to run), bakes colours in
+  too, has no heatmap, and spends 19 KB on a three-point line.
+- plotly, bokeh and Vega/altair draw in the browser with megabytes of script.
+
+What the report needs is four shapes with a fixed look, so they are written here, about
+three hundred lines, tested in tests/test_html_report.py (escaping, geometry, ticks) and
+in the browser tests (drawn, non-zero size). All text passes through ``markupsafe.escape``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from markupsafe import Markup, escape
+
+Scale = Literal["log2", "linear"]
+
+# Approximate advance of one character at the chart font sizes, for label gutters.
+_CHAR_PX = 7.0
+_MONO_CHAR_PX = 7.3
+
+
+def _n(value: float) -> str:
+    """A coordinate with at most one decimal: small files, stable output."""
+    text = f"{value:.1f}"
+    return text[:-2] if text.endswith(".0") else text
+
+
+def _attrs(**attrs: str | float | None) -> str:
+    parts = []
+    for key, value in attrs.items():
+        if value is None:
+            continue
+        name = key.rstrip("_").replace("_", "-")
+        shown = _n(value) if isinstance(value, float | int) and not isinstance(value, bool) else value
+        parts.append(f' {name}="{escape(shown)}"')
+    return "".join(parts)
+
+
+def _el(tag: str, body: str = "", /, **attrs: str | float | None) -> str:
+    return f"<{tag}{_attrs(**attrs)}>{body}</{tag}>" if body else f"<{tag}{_attrs(**attrs)}/>"
+
+
+def _title(text: str | None) -> str:
+    return f"<title>{escape(text)}</title>" if text else ""
+
+
+def _svg(width: float, height: float, label: str, body: list[str], css: str) -> Markup:
+    return Markup(
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="chart {escape(css)}" role="img"'
+        f' viewBox="0 0 {_n(width)} {_n(height)}" width="{_n(width)}" height="{_n(height)}"'
+        f' preserveAspectRatio="xMinYMin meet"><title>{escape(label)}</title>{"".join(body)}</svg>'
+    )
+
+
+# --------------------------------------------------------------------------- number formats
+
+
+def format_bytes(size: float) -> str:
+    """Binary units, as message sizes are powers of two: ``1 KiB``, ``64 MiB``, ``1.5 GiB``."""
+    for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if size >= scale:
+            value = size / scale
+            return f"{value:.0f} {unit}" if value == int(value) else f"{value:.1f} {unit}"
+    return f"{size:.0f} B"
+
+
+def format_number(value: float) -> str:
+    """Up to three significant figures, no exponent: ``0.0123``, ``4.5``, ``1230``."""
+    if value == 0:
+        return "0"
+    magnitude = abs(value)
+    if magnitude >= 100:
+        return f"{value:.0f}"
+    if magnitude >= 10:
+        return f"{value:.1f}".rstrip("0").rstrip(".")
+    digits = max(2, 2 - math.floor(math.log10(magnitude)))
+    return f"{value:.{digits}f}".rstrip("0").rstrip(".")
+
+
+def nice_ticks(low: float, high: float, *, count: int = 5) -> list[float]:
+    """Round tick values (1, 2 or 5 times a power of ten) covering ``low``..``high``."""
+    if not math.isfinite(low) or not math.isfinite(high):
+        return [0.0, 1.0]
+    if high <= low:
+        high = low + (abs(low) or 1.0)
+    raw = (high - low) / max(1, count)
+    power = 10 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw)
+    first = math.floor(low / step) * step
+    ticks = []
+    value = first
+    while value < high + step * 0.999:
+        ticks.append(round(value, 10))
+        value += step
+    return ticks
+
+
+def log2_ticks(low: float, high: float, *, most: int = 9) -> list[float]:
+    """Powers of two from ``low`` to ``high``, thinned to at most ``most`` ticks."""
+    first = math.floor(math.log2(max(low, 1e-12)))
+    last = math.ceil(math.log2(max(high, low, 1e-12)))
+    exponents = list(range(first, last + 1))
+    stride = max(1, math.ceil(len(exponents) / most))
+    return [2.0**e for e in exponents[::stride]]
+
+
+# --------------------------------------------------------------------------- line chart
+
+
+@dataclass(frozen=True)
+class Series:
+    """One line. ``css`` picks its colour class (``c0``..``c7``, ``bad``, ``muted``)."""
+
+    label: str
+    points: Sequence[tuple[float, float]]
+    css: str = "c0"
+    note: str = ""  # added to every point's tooltip
+    strong: bool = False
+
+
+@dataclass(frozen=True)
+class Band:
+    """A shaded range (for example the min-max of many healthy pairs) behind the lines."""
+
+    label: str
+    lower: Sequence[tuple[float, float]]
+    upper: Sequence[tuple[float, float]]
+
+
+@dataclass(frozen=True)
+class Axis:
+    label: str
+    scale: Scale = "linear"
+    format: Callable[[float], str] = format_number
+    zero: bool = True  # a linear axis starts at zero
+
+
+@dataclass
+class _Frame:
+    left: float
+    top: float
+    width: float
+    height: float
+    x: Callable[[float], float] = field(default=lambda v: v)
+    y: Callable[[float], float] = field(default=lambda v: v)
+
+
+def _scale(
+    axis: Axis, low: float, high: float, start: float, length: float, *, invert: bool
+) -> tuple[Callable[[float], float], list[float]]:
+    if axis.scale == "log2":
+        ticks = log2_ticks(low, high)
+        lo, hi = math.log2(ticks[0]), math.log2(max(ticks[-1], high))
+        if hi == lo:
+            hi = lo + 1
+
+        def position(v: float) -> float:
+            fraction = (math.log2(max(v, 1e-12)) - lo) / (hi - lo)
+            return start + (1 - fraction) * length if invert else start + fraction * length
+
+        return position, ticks
+    ticks = nice_ticks(0.0 if axis.zero else low, high)
+    lo, hi = ticks[0], ticks[-1]
+    if hi == lo:
+        hi = lo + 1
+
+    def linear(v: float) -> float:
+        fraction = (v - lo) / (hi - lo)
+        return start + (1 - fraction) * length if invert else start + fraction * length
+
+    return linear, ticks
+
+
+def line_chart(
+    series: Sequence[Series],
+    *,
+    x: Axis,
+    y: Axis,
+    label: str,
+    band: Band | None = None,
+    reference: tuple[float, str] | None = None,
+    width: float = 720,
+    height: float = 300,
+) -> Markup:
+    """Lines with point markers over ``x`` (log2 or linear) and a linear ``y`` from zero."""
+    points = [p for s in series for p in s.points]
+    if band is not None:
+        points += list(band.lower) + list(band.upper)
+    if reference is not None and points:
+        points.append((points[0][0], reference[0]))
+    if not points:
+        return empty_chart(label)
+    xs = [p[0] for p in points if x.scale != "log2" or p[0] > 0]
+    ys = [p[1] for p in points]
+    y_ticks_probe = nice_ticks(0.0 if y.zero else min(ys), max(ys))
+    gutter = max(len(y.format(t)) for t in y_ticks_probe) * _CHAR_PX + 20
+    frame = _Frame(left=gutter + 14, top=14, width=width - gutter - 14 - 34, height=height - 62)
+    frame.x, x_ticks = _scale(x, min(xs), max(xs), frame.left, frame.width, invert=False)
+    frame.y, y_ticks = _scale(y, min(ys), max(ys), frame.top, frame.height, invert=True)
+    body: list[str] = []
+    body.append(_axes(frame, x, y, x_ticks, y_ticks))
+    if band is not None and band.lower and band.upper:
+        outline = [*band.upper, *reversed(band.lower)]
+        body.append(
+            _el(
+                "polygon",
+                _title(band.label),
+                class_="band",
+                points=" ".join(f"{_n(frame.x(a))},{_n(frame.y(b))}" for a, b in outline),
+            )
+        )
+    if reference is not None:
+        ref_y = frame.y(reference[0])
+        body.append(
+            _el("line", class_="ref", x1=frame.left, x2=frame.left + frame.width, y1=ref_y, y2=ref_y)
+            + _el(
+                "text",
+                escape(reference[1]),
+                class_="ref-label",
+                x=frame.left + frame.width - 4,
+                y=ref_y - 5,
+                text_anchor="end",
+            )
+        )
+    ordered = sorted(series, key=lambda s: s.strong)  # strong lines drawn last, on top
+    for s in ordered:
+        if not s.points:
+            continue
+        coords = [(frame.x(a), frame.y(b)) for a, b in s.points]
+        group = [
+            _el(
+                "polyline",
+                _title(s.label),
+                points=" ".join(f"{_n(a)},{_n(b)}" for a, b in coords),
+                class_="line",
+            )
+        ]
+        for (px, py), (a, b) in zip(coords, s.points, strict=True):
+            tip = f"{s.label}: {y.format(b)} {y.label} at {x.format(a)}" + (f" ({s.note})" if s.note else "")
+            group.append(_el("circle", _title(tip), cx=px, cy=py, r=3.2 if s.strong else 2.4, class_="dot"))
+        css = f"series {s.css}" + (" strong" if s.strong else "")
+        body.append(_el("g", "".join(group), class_=css))
+    return _svg(width, height, label, body, "line-chart")
+
+
+def _axes(frame: _Frame, x: Axis, y: Axis, x_ticks: list[float], y_ticks: list[float]) -> str:
+    out: list[str] = []
+    bottom = frame.top + frame.height
+    for t in y_ticks:
+        ty = frame.y(t)
+        out.append(_el("line", class_="grid", x1=frame.left, x2=frame.left + frame.width, y1=ty, y2=ty))
+        out.append(
+            _el("text", escape(y.format(t)), class_="tick", x=frame.left - 8, y=ty + 4, text_anchor="end")
+        )
+    for t in x_ticks:
+        tx = frame.x(t)
+        out.append(_el("line", class_="grid", x1=tx, x2=tx, y1=frame.top, y2=bottom))
+        out.append(_el("text", escape(x.format(t)), class_="tick", x=tx, y=bottom + 18, text_anchor="middle"))
+    out.append(_el("line", class_="axis", x1=frame.left, x2=frame.left + frame.width, y1=bottom, y2=bottom))
+    out.append(_el("line", class_="axis", x1=frame.left, x2=frame.left, y1=frame.top, y2=bottom))
+    out.append(
+        _el(
+            "text",
+            escape(x.label),
+            class_="axis-label",
+            x=frame.left + frame.width / 2,
+            y=bottom + 40,
+            text_anchor="middle",
+        )
+    )
+    mid = frame.top + frame.height / 2
+    out.append(
+        _el(
+            "text",
+            escape(y.label),
+            class_="axis-label",
+            x=14,
+            y=mid,
+            text_anchor="middle",
+            transform=f"rotate(-90 14 {_n(mid)})",
+        )
+    )
+    return "".join(out)
+
+
+def empty_chart(label: str, *, width: float = 720, height: float = 60) -> Markup:
+    body = [_el("text", escape(label), class_="empty", x=width / 2, y=height / 2 + 4, text_anchor="middle")]
+    return _svg(width, height, label, body, "empty-chart")
+
+
+# --------------------------------------------------------------------------- heatmap
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One heatmap cell: its colour class, a short text drawn in it and a tooltip."""
+
+    css: str
+    text: str = ""
+    title: str = ""
+
+
+def heatmap(
+    rows: Sequence[str],
+    cols: Sequence[str],
+    cells: Mapping[tuple[int, int], Cell],
+    *,
+    label: str,
+    row_axis: str,
+    col_axis: str,
+    cell_px: float = 30,
+) -> Markup:
+    """A grid of coloured cells, ``rows`` down the left, ``cols`` across the top (slanted)."""
+    if not rows or not cols:
+        return empty_chart(label)
+    row_gutter = max(len(r) for r in rows) * _MONO_CHAR_PX + 16
+    # Column labels are slanted at 45 degrees: their height is their length over sqrt(2).
+    col_gutter = max(len(c) for c in cols) * _MONO_CHAR_PX * 0.72 + 30
+    left, top = row_gutter + 20, col_gutter + 8
+    width = left + len(cols) * cell_px + 30
+    height = top + len(rows) * cell_px + 8
+    body: list[str] = []
+    body.append(_el("text", escape(col_axis + " →"), class_="axis-label", x=left, y=12))
+    body.append(
+        _el("text", escape(row_axis + " ↓"), class_="axis-label", x=10, y=top - 8, text_anchor="start")
+    )
+    for j, name in enumerate(cols):
+        cx = left + j * cell_px + cell_px / 2
+        body.append(
+            _el(
+                "text",
+                escape(name),
+                class_="node-label",
+                x=cx,
+                y=top - 6,
+                transform=f"rotate(-45 {_n(cx)} {_n(top - 6)})",
+            )
+        )
+    for i, name in enumerate(rows):
+        cy = top + i * cell_px + cell_px / 2
+        body.append(_el("text", escape(name), class_="node-label", x=left - 8, y=cy + 4, text_anchor="end"))
+    for (i, j), cell in sorted(cells.items()):
+        x0, y0 = left + j * cell_px, top + i * cell_px
+        rect = _el(
+            "rect",
+            _title(cell.title),
+            x=x0 + 1,
+            y=y0 + 1,
+            width=cell_px - 2,
+            height=cell_px - 2,
+            rx=3,
+            class_=f"cell {cell.css}",
+        )
+        text = (
+            _el(
+                "text",
+                escape(cell.text),
+                class_="cell-text",
+                x=x0 + cell_px / 2,
+                y=y0 + cell_px / 2 + 4,
+                text_anchor="middle",
+            )
+            if cell.text
+            else ""
+        )
+        body.append(f"<g>{rect}{text}</g>")
+    return _svg(width, height, label, body, "heatmap")
+
+
+# --------------------------------------------------------------------------- bars
+
+
+@dataclass(frozen=True)
+class Bar:
+    label: str
+    value: float
+    css: str = "c0"
+    title: str = ""
+    text: str = ""  # the value as shown at the bar's end (default: formatted value)
+
+
+def bar_chart(
+    bars: Sequence[Bar],
+    *,
+    label: str,
+    axis: Axis,
+    markers: Sequence[tuple[float, str]] = (),
+    width: float = 720,
+    bar_px: float = 20,
+) -> Markup:
+    """Horizontal bars, one per row, with optional vertical markers (median, threshold)."""
+    if not bars:
+        return empty_chart(label)
+    gutter = max(len(b.label) for b in bars) * _MONO_CHAR_PX + 16
+    left, top = gutter + 8, 22
+    plot_w = width - left - 70
+    high = max([b.value for b in bars] + [m[0] for m in markers])
+    ticks = nice_ticks(0.0, high)
+    scale_max = ticks[-1] or 1.0
+    height = top + len(bars) * bar_px + 40
+    body: list[str] = []
+    for t in ticks:
+        tx = left + t / scale_max * plot_w
+        body.append(_el("line", class_="grid", x1=tx, x2=tx, y1=top - 4, y2=top + len(bars) * bar_px))
+        body.append(
+            _el(
+                "text",
+                escape(axis.format(t)),
+                class_="tick",
+                x=tx,
+                y=top + len(bars) * bar_px + 16,
+                text_anchor="middle",
+            )
+        )
+    body.append(
+        _el(
+            "text",
+            escape(axis.label),
+            class_="axis-label",
+            x=left + plot_w / 2,
+            y=top + len(bars) * bar_px + 34,
+            text_anchor="middle",
+        )
+    )
+    for i, bar in enumerate(bars):
+        y0 = top + i * bar_px
+        w = max(0.0, bar.value) / scale_max * plot_w
+        body.append(
+            "<g>"
+            + _el(
+                "text",
+                escape(bar.label),
+                class_="node-label",
+                x=left - 8,
+                y=y0 + bar_px / 2 + 4,
+                text_anchor="end",
+            )
+            + _el(
+                "rect",
+                _title(bar.title or f"{bar.label}: {axis.format(bar.value)}"),
+                x=left,
+                y=y0 + 3,
+                width=max(w, 1.5),
+                height=bar_px - 6,
+                rx=2,
+                class_=f"bar {bar.css}",
+            )
+            + _el(
+                "text",
+                escape(bar.text or axis.format(bar.value)),
+                class_="bar-value",
+                x=left + w + 6,
+                y=y0 + bar_px / 2 + 4,
+            )
+            + "</g>"
+        )
+    for value, text in markers:
+        mx = left + value / scale_max * plot_w
+        body.append(_el("line", class_="ref", x1=mx, x2=mx, y1=top - 8, y2=top + len(bars) * bar_px))
+        body.append(_el("text", escape(text), class_="ref-label", x=mx, y=top - 11, text_anchor="middle"))
+    return _svg(width, height, label, body, "bar-chart")
+
+
+# --------------------------------------------------------------------------- GPU memory meters
+
+
+@dataclass(frozen=True)
+class Meter:
+    """One GPU: ``used`` and ``total`` in any unit; ``scale`` is the largest total drawn."""
+
+    used: float
+    total: float
+    css: str = ""
+    text: str = ""
+    title: str = ""
+
+
+def meter_grid(
+    rows: Sequence[str],
+    cols: Sequence[str],
+    meters: Mapping[tuple[int, int], Meter],
+    *,
+    label: str,
+    cell_w: float = 74,
+    cell_h: float = 26,
+) -> Markup:
+    """A row per node (or folded node set), a meter per GPU: the track is the GPU's memory
+    (shorter for a smaller GPU), the fill what is in use."""
+    if not rows or not cols or not meters:
+        return empty_chart(label)
+    scale = max(m.total for m in meters.values()) or 1.0
+    gutter = max(len(r) for r in rows) * _MONO_CHAR_PX + 16
+    left, top = gutter + 8, 26
+    width = left + len(cols) * cell_w + 10
+    height = top + len(rows) * cell_h + 6
+    body: list[str] = []
+    for j, name in enumerate(cols):
+        body.append(
+            _el(
+                "text",
+                escape(name),
+                class_="tick",
+                x=left + j * cell_w + (cell_w - 8) / 2,
+                y=16,
+                text_anchor="middle",
+            )
+        )
+    for i, name in enumerate(rows):
+        y0 = top + i * cell_h
+        body.append(
+            _el(
+                "text",
+                escape(name),
+                class_="node-label",
+                x=left - 8,
+                y=y0 + cell_h / 2 + 4,
+                text_anchor="end",
+            )
+        )
+    inner = cell_w - 8
+    for (i, j), m in sorted(meters.items()):
+        x0, y0 = left + j * cell_w, top + i * cell_h
+        track = max(4.0, m.total / scale * inner)
+        fill = 0.0 if m.total <= 0 else min(1.0, max(0.0, m.used / m.total)) * track
+        parts = [
+            _el("rect", x=x0, y=y0 + 4, width=track, height=cell_h - 8, rx=3, class_="track"),
+            _el("rect", x=x0, y=y0 + 4, width=max(fill, 0.0), height=cell_h - 8, rx=3, class_="fill"),
+        ]
+        if m.text:
+            parts.append(
+                _el(
+                    "text",
+                    escape(m.text),
+                    class_="meter-text",
+                    x=x0 + inner / 2,
+                    y=y0 + cell_h / 2 + 4,
+                    text_anchor="middle",
+                )
+            )
+        body.append(_el("g", _title(m.title) + "".join(parts), class_=f"meter {m.css}".strip()))
+    return _svg(width, height, label, body, "meters")

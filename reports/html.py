@@ -1,0 +1,1680 @@
+"""The HTML report: one self-contained page (inline CSS, SVG and a little script, no network)
+that says the verdict, shows which node or link is to blame and what to do, and keeps every
+node's facts one click away.
+
+``render(report)`` turns a ``RunReport`` into a view (plain dataclasses built here, charts
+drawn by :mod:`reports.charts`) and renders it with Jinja2, autoescaping every string. The
+page's Content-Security-Policy allows nothing but its own stylesheet and script, by hash.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+import statistics
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from jinja2 import Environment, PackageLoader, StrictUndefined
+from markupsafe import Markup
+
+from preflight.errors import ExitCode
+from preflight.model import CheckResult, HostReport, RunReport
+from preflight.nodeset import fold
+from reports import charts
+from reports.escape import printable
+from reports.summary import headline, ordered
+
+# --------------------------------------------------------------------------- vocabulary
+
+CHECK_ORDER = ("connect", "versions", "ports", "gpu_memory", "allreduce", "ddp")
+CHECK_TITLES = {
+    "connect": "Connectivity",
+    "versions": "Versions",
+    "ports": "Ports",
+    "gpu_memory": "GPU memory",
+    "allreduce": "All-reduce bandwidth",
+    "ddp": "DDP smoke training",
+}
+CHECK_ABOUT = {
+    "connect": "every host reached over SSH, its host key trusted and the probe run with its Python",
+    "versions": "driver, CUDA, cuDNN, NCCL, Python, torch and packages agree across nodes",
+    "ports": "the rendezvous, job and ephemeral ports are open between every pair of nodes",
+    "gpu_memory": "every node has its GPUs, free and without memory faults",
+    "allreduce": "all-reduce bus bandwidth over the whole world and between pairs of nodes",
+    "ddp": "a tiny model trains with DDP on every rank: loss falls, ranks agree, no straggler",
+}
+RANK: dict[str, int] = {"fail": 0, "error": 1, "warn": 2, "skip": 3, "pass": 4, "unchecked": 5}
+LABELS = {
+    "pass": "pass",
+    "warn": "warn",
+    "fail": "FAIL",
+    "error": "ERROR",
+    "skip": "skip",
+    "unchecked": "not checked",
+}
+ICONS = {"pass": "✓", "warn": "!", "fail": "✕", "error": "?", "skip": "\u2013", "unchecked": "·"}
+EXIT_MEANING = {
+    ExitCode.OK: "every check passed",
+    ExitCode.CHECK_FAILED: "a check failed",
+    ExitCode.USAGE_ERROR: "usage or input error",
+    ExitCode.HOSTS_UNCHECKED: "hosts could not be checked",
+    ExitCode.INTERRUPTED: "interrupted",
+}
+
+# What to do about a finding, by check and by ``details.item`` / ``details.cause``.
+ADVICE: dict[tuple[str, str], str] = {
+    ("connect", "unreachable"): "Is the node up and on this network? Check its console (BMC) and cabling, "
+    "or leave it out of the job's host list.",
+    ("connect", "timeout"): "Is the node up and on this network? Check its console (BMC), its load and "
+    "cabling, or leave it out of the job's host list.",
+    ("connect", "auth_refused"): "Check the user and the key (-i) for this node; is your public key in its "
+    "authorized_keys?",
+    ("connect", "host_key_unknown"): "Verify the fingerprint with the node's admins, then add it to "
+    "known_hosts (or rerun with --accept-new-host-keys on a network you trust).",
+    ("connect", "host_key_changed"): "Do not connect until you know why: the node was reinstalled, or "
+    "something is in the middle. Confirm with its admins, then replace its known_hosts line.",
+    ("connect", "python_missing"): "Point --python at the training environment's interpreter on the nodes.",
+    ("connect", "probe_failed"): "Run the probe on the node by hand to see its error; rerun with --debug.",
+    ("versions", "driver"): "Install the majority's driver on the odd nodes (or drain them): ranks with "
+    "different drivers can hang or crash inside NCCL.",
+    ("versions", "cuda"): "Install the majority's driver on the odd nodes (or drain them).",
+    ("versions", "packages"): "Rebuild the odd nodes' environment from the same image or lock file as "
+    "the others.",
+    ("versions", "packages-other"): "Not part of the training stack: harmless unless your code imports these "
+    "packages; align the environments when convenient.",
+    ("versions", "expect"): "Install the expected version, or change [expect] in the config.",
+    ("versions", "*"): "Make the odd nodes match the majority (same image, same lock file) before the run.",
+    ("ports", "probe"): "Open the port between the nodes named (firewall rule, security group), or fix the "
+    "route; the job cannot rendezvous or connect otherwise.",
+    ("ports", "listen"): "Find what holds the port on that node (ss -ltnp) and stop it, or run the job "
+    "on another --port.",
+    ("ports", "route"): "Pin the interface: set NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME on every node.",
+    ("gpu_memory", "memory_free"): "Stop the processes named (nvidia-smi on the node lists them) or wait "
+    "for the other job before launching.",
+    ("gpu_memory", "ecc_errors"): "Drain the node and reset the GPU; replace it if the errors return.",
+    ("gpu_memory", "remapped_rows"): "Reset the GPU or reboot the node before the run; replace the GPU "
+    "if row remapping failed.",
+    ("gpu_memory", "retired_pages"): "Reboot the node before the run.",
+    ("gpu_memory", "gpu_count"): "Check nvidia-smi and dmesg (Xid errors) on the node, and "
+    "CUDA_VISIBLE_DEVICES; a lost GPU needs a reset or a reboot.",
+    ("gpu_memory", "memory_total"): "A GPU in MIG mode, or another SKU: check nvidia-smi -q on the node.",
+    ("gpu_memory", "ecc_mode"): "Enable ECC (nvidia-smi -e 1, then reboot) so that every GPU behaves alike.",
+    ("allreduce", "*"): "Check the named node's NIC (link speed, errors: ibstat, ethtool -S), its cable and "
+    "switch port; rerun without it to confirm.",
+    ("ddp", "*"): "Look at the named rank's node first: versions, GPU health and its link.",
+}
+
+_SECTION_ORDER = {"fail": 0, "error": 1, "warn": 2, "pass": 3, "skip": 4}
+_KIND_ORDER = {"rendezvous": 0, "extra": 1, "ephemeral": 2}
+_MAX_RAW_CHARS = 16_000  # raw JSON shown per finding; the JSON report has all of it
+_MAX_TABLE_ROWS = 200
+_MAX_VERSION_COLUMNS = 10
+_MATRIX_MAX_NODES = 64
+_MAX_PAIR_LINES = 12
+_MAX_BARS = 48
+_GIB = 1024**3
+
+
+# --------------------------------------------------------------------------- view model
+
+
+@dataclass(frozen=True)
+class TCell:
+    text: str
+    css: str = ""
+    title: str = ""
+
+
+@dataclass(frozen=True)
+class Table:
+    head: Sequence[str]
+    rows: Sequence[Sequence[TCell]]
+    title: str = ""
+    note: str = ""
+    css: str = ""
+    kind: str = "table"
+
+
+@dataclass(frozen=True)
+class Legend:
+    label: str
+    css: str
+
+
+@dataclass(frozen=True)
+class Chart:
+    title: str
+    svg: Markup
+    caption: str = ""
+    legend: Sequence[Legend] = ()
+    data: Table | None = None
+    kind: str = "chart"
+
+
+@dataclass(frozen=True)
+class Note:
+    text: str
+    css: str = ""
+    kind: str = "note"
+
+
+Block = Chart | Table | Note
+
+
+@dataclass(frozen=True)
+class KV:
+    """One key of a generic details view: a short text, a table, or (pretty) JSON."""
+
+    key: str
+    text: str = ""
+    table: Table | None = None
+    code: str = ""
+
+
+@dataclass(frozen=True)
+class Culprit:
+    name: str
+    anchor: str
+
+
+@dataclass(frozen=True)
+class Finding:
+    anchor: str
+    check: str
+    check_title: str
+    status: str
+    summary: str
+    hosts: str  # folded
+    host_count: int
+    culprits: Sequence[Culprit]
+    advice: str
+    blocks: Sequence[Block]
+    raw: Sequence[KV]
+
+
+@dataclass(frozen=True)
+class Section:
+    check: str
+    anchor: str
+    title: str
+    about: str
+    status: str
+    headline: str
+    findings: Sequence[Finding]
+    blocks: Sequence[Block]
+
+
+@dataclass(frozen=True)
+class GridRow:
+    label: str
+    anchor: str  # a node's anchor when the row is one node
+    count: int
+    note: str
+    cells: Sequence[TCell]
+    status: str
+
+
+@dataclass(frozen=True)
+class FactView:
+    key: str
+    text: str
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class NodeView:
+    name: str
+    anchor: str
+    hostname: str
+    address: str
+    status: str
+    reachable: bool
+    error: str
+    chips: Sequence[str]
+    facts: Sequence[FactView]
+    shared: int  # facts identical to the common ones, not repeated
+
+
+@dataclass(frozen=True)
+class Page:
+    title: str
+    verdict: str
+    verdict_label: str
+    sentence: str
+    exit_code: int
+    exit_meaning: str
+    duration: str
+    started_at: str
+    started_iso: str
+    tool_version: str
+    schema_version: int
+    reachable: int
+    total: int
+    counts: Sequence[tuple[str, int]]
+    checks: Sequence[Section]
+    problems: Sequence[Finding]
+    passes: Sequence[Finding]
+    grid_checks: Sequence[tuple[str, str]]  # (title, anchor)
+    grid: Sequence[GridRow]
+    grid_hidden: int
+    nodes: Sequence[NodeView]
+    common: Sequence[FactView]
+    data_json: Markup
+    css: Markup
+    js: Markup
+    csp: str
+
+
+# --------------------------------------------------------------------------- small helpers
+
+
+def _text(value: Any) -> str:
+    """Node-provided text made printable (no escapes, no control characters)."""
+    return printable(str(value), keep_newlines=False)
+
+
+def _worst(statuses: Iterable[str]) -> str:
+    found = list(statuses)
+    return min(found, key=lambda s: RANK[s]) if found else "pass"
+
+
+def _overall(statuses: Iterable[str]) -> str:
+    """A row's or a check's status: its worst problem; else pass when anything passed (a skip
+    beside a pass is no news); else skip or not checked."""
+    found = list(statuses)
+    problems = [s for s in found if s in ("fail", "error", "warn")]
+    if problems:
+        return _worst(problems)
+    return "pass" if "pass" in found or not found else _worst(found)
+
+
+def _natural_key(name: str) -> list[Any]:
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, rest = divmod(round(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {rest} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min"
+
+
+def _when(started_at: str) -> str:
+    """``2026-11-22 10:00:00 UTC``; another offset is kept as written."""
+    try:
+        moment = datetime.fromisoformat(started_at.replace("Z", "+00:00"))
+    except ValueError:
+        return _text(started_at)
+    shown = moment.strftime("%Y-%m-%d %H:%M:%S")
+    offset = moment.utcoffset()
+    if offset is None:
+        return shown
+    return f"{shown} UTC" if offset == timedelta(0) else f"{shown} {moment.strftime('%z')}"
+
+
+def _gib(size: float) -> str:
+    return f"{size / _GIB:.1f}"
+
+
+def _as_text(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, list | tuple):
+        return ".".join(str(v) for v in value)
+    return _text(value)
+
+
+def _canonical_package(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _json(value: Any, *, limit: int = _MAX_RAW_CHARS) -> str:
+    text = json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str)
+    text = printable(text)
+    if len(text) > limit:
+        return text[:limit] + f"\n… {len(text) - limit:,} more characters in the JSON report"
+    return text
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _float(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def _script_json(data: Any) -> Markup:
+    """JSON safe inside a <script> element: no ``<``, ``>`` or ``&`` survives literally."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    text = text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    text = text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+    return Markup(text)
+
+
+class _Anchors:
+    """Stable, safe ids for nodes: ``node-1``, ``node-2``... by inventory order."""
+
+    def __init__(self, hosts: Sequence[HostReport]) -> None:
+        self._ids = {h.name: f"node-{i}" for i, h in enumerate(hosts, start=1)}
+
+    def __call__(self, name: str) -> str:
+        return self._ids.get(name, "")
+
+
+# --------------------------------------------------------------------------- generic details
+
+
+def generic_details(details: Mapping[str, Any]) -> list[KV]:
+    """Any details as readable keys: scalars as text, short lists joined, lists of records as
+    tables, everything else as pretty JSON."""
+    out: list[KV] = []
+    for key, value in details.items():
+        out.append(_kv(_text(key), value))
+    return out
+
+
+def _kv(key: str, value: Any) -> KV:
+    if _is_scalar(value):
+        return KV(key, text=_scalar(value))
+    if isinstance(value, list) and len(value) <= 40 and all(_is_scalar(v) for v in value):
+        return KV(key, text=", ".join(_scalar(v) for v in value) or "(none)")
+    if (
+        isinstance(value, Mapping)
+        and 0 < len(value) <= _MAX_TABLE_ROWS
+        and all(map(_is_scalar, value.values()))
+    ):
+        rows = [[TCell(_text(k), "mono"), TCell(_scalar(v))] for k, v in value.items()]
+        return KV(key, table=Table(head=("", ""), rows=rows, css="kv"))
+    if isinstance(value, list) and value and all(isinstance(v, Mapping) for v in value):
+        columns = list(dict.fromkeys(k for v in value for k in v))
+        if len(columns) <= 8 and all(_is_scalar(x) for v in value for x in v.values()):
+            rows = [[TCell(_scalar(v.get(c))) for c in columns] for v in value[:_MAX_TABLE_ROWS]]
+            extra = len(value) - _MAX_TABLE_ROWS
+            more = f"{extra} more rows in the JSON report" if extra > 0 else ""
+            return KV(key, table=Table(head=[_text(c) for c in columns], rows=rows, note=more))
+    return KV(key, code=_json(value))
+
+
+def _is_scalar(value: Any) -> bool:
+    return value is None or isinstance(value, str | int | float | bool)
+
+
+def _scalar(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return charts.format_number(value)
+    return _text(value)
+
+
+# --------------------------------------------------------------------------- node x check grid
+
+
+def _checks_of(report: RunReport) -> list[str]:
+    seen = list(dict.fromkeys(r.check for r in report.results))
+    known = [c for c in CHECK_ORDER if c in seen]
+    return known + [c for c in seen if c not in CHECK_ORDER]
+
+
+def check_anchor(check: str, index: int) -> str:
+    """``check-versions``; a check whose name is not a plain word gets ``check-N``."""
+    return f"check-{check}" if re.fullmatch(r"[a-z0-9_]+", check) else f"check-{index}"
+
+
+def _check_heads(report: RunReport) -> list[tuple[str, str]]:
+    return [(CHECK_TITLES.get(c, _text(c)), check_anchor(c, i)) for i, c in enumerate(_checks_of(report))]
+
+
+def node_statuses(report: RunReport) -> dict[str, dict[str, str]]:
+    """host -> check -> status: the worst finding naming the host; a cluster-wide finding (no
+    hosts named) for every node; pass when the check ran and did not name it."""
+    checks = _checks_of(report)
+    table: dict[str, dict[str, str]] = {}
+    by_check: dict[str, list[CheckResult]] = {c: report.results_for(c) for c in checks}
+    for host in report.hosts:
+        row: dict[str, str] = {}
+        for check in checks:
+            results = by_check[check]
+            named = [r.status for r in results if host.name in r.hosts]
+            if named:
+                row[check] = _worst(named)
+                continue
+            if not host.reachable:
+                row[check] = "unchecked"
+                continue
+            wide = [r.status for r in results if not r.hosts and r.status in ("fail", "error", "warn")]
+            if wide:
+                row[check] = _worst(wide)
+            elif all(r.status == "skip" for r in results):
+                row[check] = "skip"
+            else:
+                row[check] = "pass"
+        table[host.name] = row
+    return table
+
+
+def build_grid(
+    report: RunReport, anchors: _Anchors, *, max_rows: int = 400
+) -> tuple[list[str], list[GridRow], int]:
+    """Rows of the node x check grid, failures first. Nodes with the same statuses fold into
+    one row (``gpu[01-30]``); a node named by any finding that did not pass is its own row."""
+    checks = _checks_of(report)
+    statuses = node_statuses(report)
+    culprits = {h for r in report.results if r.status != "pass" for h in r.hosts}
+    summaries: dict[tuple[str, str], list[str]] = {}
+    for r in report.results:
+        for h in r.hosts:
+            summaries.setdefault((h, r.check), []).append(f"{LABELS[r.status]}: {_text(r.summary)}")
+    groups: dict[tuple[str, ...], list[str]] = {}
+    singles: list[str] = []
+    hosts = {h.name: h for h in report.hosts}
+    for host in report.hosts:
+        if host.name in culprits:
+            singles.append(host.name)
+        else:
+            groups.setdefault(tuple(statuses[host.name][c] for c in checks), []).append(host.name)
+    rows: list[GridRow] = []
+    for name in singles:
+        row = statuses[name]
+        cells = [
+            TCell(
+                ICONS[row[c]], f"st-{row[c]}", "\n".join(summaries.get((name, c), [f"{c}: {LABELS[row[c]]}"]))
+            )
+            for c in checks
+        ]
+        host = hosts[name]
+        note = _text(host.hostname) if host.hostname and host.hostname != name else ""
+        rows.append(GridRow(_text(name), anchors(name), 1, note, cells, _overall(row.values())))
+    for key, names in groups.items():
+        cells = [TCell(ICONS[s], f"st-{s}", f"{c}: {LABELS[s]}") for c, s in zip(checks, key, strict=True)]
+        anchor = anchors(names[0]) if len(names) == 1 else ""
+        note = ""
+        if len(names) == 1:
+            host = hosts[names[0]]
+            note = _text(host.hostname) if host.hostname and host.hostname != names[0] else ""
+        rows.append(GridRow(_text(fold(names)), anchor, len(names), note, cells, _overall(key)))
+    rows.sort(key=lambda r: (RANK[r.status], r.count, _natural_key(r.label)))
+    hidden = max(0, len(rows) - max_rows)
+    return checks, rows[:max_rows], hidden
+
+
+# --------------------------------------------------------------------------- node facts
+
+
+def _majority_json(values: Sequence[str]) -> str | None:
+    if len(values) < 2:
+        return None
+    value, count = Counter(values).most_common(1)[0]
+    return value if count >= 2 and count * 2 > len(values) else None
+
+
+def node_facts(hosts: Sequence[HostReport]) -> tuple[list[FactView], dict[str, tuple[list[FactView], int]]]:
+    """Facts shared by most nodes once (``common``), and per node only what differs from them:
+    at 1,000 nodes the page holds one copy of the package list, not a thousand."""
+    reachable = [h for h in hosts if h.reachable]
+    keys = list(dict.fromkeys(k for h in reachable for k in h.facts))
+    common: dict[str, Any] = {}
+    common_json: dict[str, str] = {}
+    for key in keys:
+        if key == "hostname":
+            continue
+        encoded = [json.dumps(h.facts[key], sort_keys=True) for h in reachable if key in h.facts]
+        majority = _majority_json(encoded)
+        if majority is not None:
+            common_json[key] = majority
+            common[key] = json.loads(majority)
+    per_host: dict[str, tuple[list[FactView], int]] = {}
+    for host in hosts:
+        views: list[FactView] = []
+        shared = 0
+        for key, value in host.facts.items():
+            if key in common_json and json.dumps(value, sort_keys=True) == common_json[key]:
+                shared += 1
+                continue
+            base = common.get(key)
+            if isinstance(base, Mapping) and isinstance(value, Mapping):
+                diff = {k: v for k, v in value.items() if k not in base or base[k] != v}
+                missing = [k for k in base if k not in value]
+                same = len(value) - len(diff)
+                note = f"{same} more as in the common facts" if same else ""
+                if missing:
+                    note += (
+                        ("; " if note else "") + "missing here: " + ", ".join(_text(k) for k in missing[:20])
+                    )
+                views.append(FactView(_text(key), _json(diff), note))
+            else:
+                views.append(FactView(_text(key), _json(value)))
+        per_host[host.name] = (views, shared)
+    common_views = [FactView(_text(k), _json(v)) for k, v in common.items()]
+    return common_views, per_host
+
+
+def _chips(host: HostReport) -> list[str]:
+    facts = host.facts
+    chips: list[str] = []
+
+    def get(*path: str) -> Any:
+        node: Any = facts
+        for key in path:
+            node = node.get(key) if isinstance(node, Mapping) else None
+        return node
+
+    if (os_name := get("os", "name")) is not None:
+        chips.append(_text(os_name))
+    if (python := get("python", "version")) is not None:
+        chips.append(f"Python {_text(python)}")
+    if (torch := get("torch", "version")) is not None:
+        chips.append(f"torch {_text(torch)}")
+    if (driver := get("driver", "version")) is not None:
+        chips.append(f"driver {_text(driver)}")
+    gpus = facts.get("gpus")
+    if isinstance(gpus, list) and gpus:
+        names = Counter(_text(g.get("name") or "GPU") for g in gpus if isinstance(g, Mapping))
+        chips.append(", ".join(f"{n}\u00d7 {name}" for name, n in names.items()))
+    elif host.reachable and (gpus == [] or "gpus" in _mapping(facts.get("unavailable"))):
+        chips.append("no GPU")
+    if (cpus := get("cpu", "count")) is not None:
+        chips.append(f"{_text(cpus)} CPUs")
+    if (memory := _float(get("memory", "total_bytes"))) is not None:
+        chips.append(f"{_gib(memory)} GiB RAM")
+    return chips
+
+
+# --------------------------------------------------------------------------- evidence: versions
+
+_VERSION_ROWS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("driver", "NVIDIA driver", ("driver", "version")),
+    ("cuda", "CUDA (driver)", ("driver", "cuda")),
+    ("torch", "torch", ("torch", "version")),
+    ("torch_cuda", "torch CUDA", ("torch", "cuda")),
+    ("cudnn", "torch cuDNN", ("torch", "cudnn")),
+    ("nccl", "torch NCCL", ("torch", "nccl")),
+    ("nccl_system", "system NCCL", ("nccl_system",)),
+    ("cudnn_system", "system cuDNN", ("cudnn_system",)),
+    ("nvcc", "nvcc", ("nvcc",)),
+    ("python", "Python", ("python", "version")),
+    ("kernel", "kernel", ("os", "kernel")),
+    ("os", "OS", ("os", "name")),
+)
+
+
+def _lookup(facts: Mapping[str, Any], path: Sequence[str]) -> Any:
+    node: Any = facts
+    for key in path:
+        node = node.get(key) if isinstance(node, Mapping) else None
+    return node
+
+
+def version_matrix(report: RunReport) -> Table | None:
+    """Rows: versions and drifting packages; columns: nodes grouped by identical versions.
+    A value that differs from its row's majority is highlighted, red where it fails the run."""
+    hosts = [h for h in report.hosts if h.reachable]
+    if not hosts:
+        return None
+    results = report.results_for("versions")
+    severity: dict[str, str] = {}
+    packages: list[str] = []
+    for r in results:
+        item = str(r.details.get("item", ""))
+        if item == "packages":
+            for name in r.details.get("packages") or {}:
+                packages.append(str(name))
+                severity[f"pkg:{_canonical_package(str(name))}"] = r.status
+        elif item == "expect" and r.details.get("kind") == "package":
+            packages.append(str(r.details.get("name")))
+            severity[f"pkg:{_canonical_package(str(r.details.get('name')))}"] = r.status
+        elif item:
+            severity[item] = r.status
+    rows: list[tuple[str, str, dict[str, str]]] = []  # (key, label, host -> value)
+    for key, label, path in _VERSION_ROWS:
+        values = {h.name: _lookup(h.facts, path) for h in hosts}
+        if all(v is None for v in values.values()):
+            continue
+        rows.append((key, label, {h: _as_text(v) for h, v in values.items()}))
+    for name in dict.fromkeys(packages):
+        canonical = _canonical_package(name)
+        values = {}
+        for h in hosts:
+            listed = h.facts.get("packages")
+            if not isinstance(listed, Mapping):
+                values[h.name] = "(not listed)"
+                continue
+            found = {_canonical_package(str(k)): v for k, v in listed.items()}
+            values[h.name] = _as_text(found[canonical]) if canonical in found else "(not installed)"
+        rows.append((f"pkg:{canonical}", _text(name), values))
+    if not rows:
+        return None
+    majority: dict[str, str | None] = {}
+    for key, _, values in rows:
+        top = Counter(values.values()).most_common(2)
+        tie = len(top) == 2 and top[0][1] == top[1][1]
+        majority[key] = None if tie else top[0][0]
+    # Drifting rows first: they are the reason to look at this table.
+    rows.sort(key=lambda row: len(set(row[2].values())) == 1)
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for h in hosts:
+        groups.setdefault(tuple(values[h.name] for _, _, values in rows), []).append(h.name)
+    columns = sorted(groups.items(), key=lambda item: -len(item[1]))
+    hidden = columns[_MAX_VERSION_COLUMNS:]
+    columns = columns[:_MAX_VERSION_COLUMNS]
+    head = ["", *(f"{fold(names)} ({len(names)})" if len(names) > 1 else fold(names) for _, names in columns)]
+    table_rows: list[list[TCell]] = []
+    for i, (key, label, values) in enumerate(rows):
+        drift = len(set(values.values())) > 1
+        cells = [TCell(label, "row-label drift" if drift else "row-label")]
+        for vector, names in columns:
+            value = vector[i]
+            css = "mono"
+            title = ""
+            if drift and (majority[key] is None or value != majority[key]):
+                css += f" odd odd-{severity.get(key, 'warn')}"
+                title = f"{fold(names)}: {value}" + (
+                    f" where the majority has {majority[key]}" if majority[key] is not None else ""
+                )
+            cells.append(TCell(value, css, title))
+        table_rows.append(cells)
+    agreeing = _agreeing_packages(hosts)
+    notes = []
+    if agreeing:
+        notes.append(f"{agreeing} more packages agree on every node.")
+    if hidden:
+        notes.append(
+            f"{len(hidden)} more groups of nodes are not shown: "
+            + "; ".join(fold(names) for _, names in hidden[:5])
+        )
+    unreachable = [h.name for h in report.hosts if not h.reachable]
+    if unreachable:
+        notes.append(f"Not compared (not reachable): {fold(unreachable)}.")
+    return Table(
+        head=head,
+        rows=table_rows,
+        title="Versions by node group",
+        note=" ".join(notes),
+        css="versions",
+    )
+
+
+def versions_blocks(report: RunReport) -> list[Block]:
+    table = version_matrix(report)
+    return [] if table is None else [table]
+
+
+def _agreeing_packages(hosts: Sequence[HostReport]) -> int:
+    listed = [h.facts.get("packages") for h in hosts]
+    if not listed or not all(isinstance(p, Mapping) for p in listed):
+        return 0
+    maps = [
+        {_canonical_package(str(k)): str(v) for k, v in p.items()} for p in listed if isinstance(p, Mapping)
+    ]
+    first = maps[0]
+    return sum(1 for k, v in first.items() if all(m.get(k) == v for m in maps[1:]))
+
+
+# --------------------------------------------------------------------------- evidence: ports
+
+
+def _port_details(results: Sequence[CheckResult]) -> Mapping[str, Any]:
+    for r in results:
+        if "nodes" in r.details or "matrix" in r.details:
+            return r.details
+    return {}
+
+
+def ports_blocks(report: RunReport) -> list[Block]:
+    results = report.results_for("ports")
+    details = _port_details(results)
+    blocks: list[Block] = []
+    matrix = details.get("matrix")
+    listed = details.get("nodes")
+    nodes: Mapping[str, Any] = listed if isinstance(listed, Mapping) else {}
+    port = details.get("port")
+    if isinstance(matrix, Mapping) and matrix:
+        names = sorted(
+            set(matrix) | {t for row in matrix.values() if isinstance(row, Mapping) for t in row},
+            key=_natural_key,
+        )
+        cells: dict[tuple[int, int], charts.Cell] = {}
+        for i, src in enumerate(names):
+            for j, dst in enumerate(names):
+                if i == j:
+                    cells[(i, j)] = charts.Cell("self", "", f"{src} (itself)")
+                    continue
+                kinds = (matrix.get(src) or {}).get(dst) if isinstance(matrix.get(src), Mapping) else None
+                if not isinstance(kinds, Mapping) or not kinds:
+                    cells[(i, j)] = charts.Cell("none", "", f"{src} → {dst}: not probed")
+                    continue
+                bad = {k: v for k, v in kinds.items() if v != "open"}
+                parts = []
+                for kind, status in sorted(kinds.items(), key=lambda ks: _KIND_ORDER.get(ks[0], 1)):
+                    number = (
+                        port
+                        if kind == "rendezvous"
+                        else ((nodes.get(dst) or {}).get("ephemeral") if kind == "ephemeral" else None)
+                    )
+                    where = f" :{number}" if number else ""
+                    parts.append(f"{kind}{where} {status}")
+                tip = f"{_text(src)} → {_text(dst)}: " + ", ".join(_text(p) for p in parts)
+                if bad:
+                    cells[(i, j)] = charts.Cell("st-fail", "✕", tip)
+                else:
+                    cells[(i, j)] = charts.Cell("st-pass", "✓", tip)
+        shown = [_text(n) for n in names]
+        svg = charts.heatmap(
+            shown,
+            shown,
+            cells,
+            label="Port probes between nodes",
+            row_axis="from",
+            col_axis="to",
+            cell_px=30 if len(names) <= 16 else 18,
+        )
+        blocks.append(
+            Chart(
+                "Who reaches whom",
+                svg,
+                caption="Each cell is one node probing another on the rendezvous port"
+                + (f" {port}" if port else "")
+                + " and on the target's ephemeral port; hover a cell for each port's result.",
+                legend=[Legend("all ports open", "st-pass"), Legend("a port blocked", "st-fail")],
+            )
+        )
+    elif nodes:
+        blocks.append(
+            Note(
+                f"The probe matrix is kept only for up to {_MATRIX_MAX_NODES} nodes; "
+                "the blocked probes are listed below."
+            )
+        )
+    blocked = details.get("blocked")
+    if isinstance(blocked, list) and blocked:
+        groups: dict[tuple[str, Any, str, str], list[str]] = {}
+        for p in blocked:
+            if isinstance(p, Mapping):
+                key = (str(p.get("to")), p.get("port"), str(p.get("kind")), str(p.get("status")))
+                groups.setdefault(key, []).append(str(p.get("from")))
+        rows = [
+            [
+                TCell(_text(to), "mono"),
+                TCell(str(port_), "mono"),
+                TCell(_text(kind)),
+                TCell(_text(status), "st-text-fail"),
+                TCell(_text(fold(sources)), "mono"),
+            ]
+            for (to, port_, kind, status), sources in sorted(
+                groups.items(), key=lambda kv: _natural_key(kv[0][0])
+            )
+        ]
+        blocks.append(
+            Table(("to", "port", "kind", "result", "from"), rows[:_MAX_TABLE_ROWS], title="Blocked")
+        )
+    if isinstance(nodes, Mapping) and nodes and len(nodes) <= _MATRIX_MAX_NODES:
+        rows = []
+        for name in sorted(nodes, key=_natural_key):
+            node = nodes[name] if isinstance(nodes[name], Mapping) else {}
+            route = _mapping(node.get("route"))
+            listening = _mapping(node.get("listening"))
+            listen_text = ", ".join(f"{_text(p)} {_text(s)}" for p, s in listening.items()) or "—"
+            bad_listen = any(s != "ok" for s in listening.values())
+            rows.append(
+                [
+                    TCell(_text(name), "mono"),
+                    TCell(listen_text, "mono st-text-fail" if bad_listen else "mono"),
+                    TCell(_scalar(node.get("ephemeral")), "mono"),
+                    TCell(_text(route.get("dev", "—")) if route else "—", "mono"),
+                    TCell(_text(route.get("src", "—")) if route else "—", "mono"),
+                    TCell(_scalar(route.get("mtu")) if route else "—", "mono"),
+                    TCell(_text(node.get("error", "")), "st-text-fail" if node.get("error") else ""),
+                ]
+            )
+        master = details.get("master") or details.get("master_address")
+        blocks.append(
+            Table(
+                ("node", "listening", "ephemeral", "route dev", "source address", "MTU", "error"),
+                rows,
+                title=f"Listeners and the route to the master {_text(master)}" if master else "Listeners",
+            )
+        )
+    return blocks
+
+
+# --------------------------------------------------------------------------- evidence: GPU memory
+
+
+def gpu_blocks(report: RunReport) -> list[Block]:
+    hosts = [h for h in report.hosts if h.reachable]
+    per_host: dict[str, list[Mapping[str, Any]]] = {}
+    for h in hosts:
+        gpus = h.facts.get("gpus")
+        if isinstance(gpus, list):
+            per_host[h.name] = [g for g in gpus if isinstance(g, Mapping)]
+    if not any(per_host.values()):
+        if not hosts:
+            return []
+        torch_versions = sorted({_as_text(_lookup(h.facts, ("torch", "version"))) for h in hosts} - {"—"})
+        reasons = Counter(
+            _text((h.facts.get("unavailable") or {}).get("gpus", ""))
+            for h in hosts
+            if isinstance(h.facts.get("unavailable"), Mapping)
+        )
+        why = reasons.most_common(1)[0][0] if reasons else ""
+        text = f"No GPUs on any of the {len(hosts)} reachable nodes: a CPU-only cluster"
+        if torch_versions:
+            text += f" (torch {', '.join(torch_versions)})"
+        text += ". The job runs on gloo; there is no GPU memory to chart."
+        if why:
+            text += f" The nodes say: {why}"
+        return [Note(text, "cpu-only")]
+    bad: dict[tuple[str, int], str] = {}
+    for r in report.results_for("gpu_memory"):
+        if r.status in ("pass", "skip"):
+            continue
+        gpus = r.details.get("gpus")
+        if isinstance(gpus, Mapping):
+            for host, gpu_rows in gpus.items():
+                for row in gpu_rows if isinstance(gpu_rows, list) else []:
+                    if isinstance(row, Mapping) and isinstance(row.get("index"), int):
+                        bad[(str(host), row["index"])] = r.status
+        elif r.hosts:
+            for host in r.hosts:
+                bad.setdefault((host, -1), r.status)
+    # Nodes with nothing to say fold into one row per GPU layout; the others are their own rows.
+    rows: list[tuple[str, list[str], list[Mapping[str, Any]]]] = []
+    folded: dict[str, list[str]] = {}
+    layouts: dict[str, list[Mapping[str, Any]]] = {}
+    for name, gpus in per_host.items():
+        flagged = any(h == name for h, _ in bad)
+        busy = any(
+            (_float(g.get("memory_used_bytes")) or 0) > 0.05 * (_float(g.get("memory_total_bytes")) or 1)
+            for g in gpus
+        )
+        if flagged or busy:
+            rows.append((name, [name], gpus))
+            continue
+        layout = json.dumps([(g.get("name"), g.get("memory_total_bytes")) for g in gpus])
+        folded.setdefault(layout, []).append(name)
+        layouts.setdefault(layout, gpus)
+    for layout, names in folded.items():
+        rows.append((fold(names), names, layouts[layout]))
+    rows.sort(
+        key=lambda row: (0 if any(h in row[1] for h, _ in bad) else 1, -len(row[1]) * 0, _natural_key(row[0]))
+    )
+    width = max(len(g) for _, _, g in rows)
+    meters: dict[tuple[int, int], charts.Meter] = {}
+    labels: list[str] = []
+    for i, (label, names, gpus) in enumerate(rows):
+        labels.append(_text(label) + (f" \u00d7{len(names)}" if len(names) > 1 else ""))
+        for j, gpu in enumerate(gpus):
+            raw_index = gpu.get("index")
+            index = raw_index if isinstance(raw_index, int) else j
+            total = _float(gpu.get("memory_total_bytes")) or 0.0
+            used = _float(gpu.get("memory_used_bytes"))
+            if len(names) > 1:
+                # A folded row shows the most used of its GPUs with that index.
+                used_values = [
+                    _float(g.get("memory_used_bytes")) or 0.0
+                    for n in names
+                    for g in per_host[n]
+                    if g.get("index") == index
+                ]
+                used = max(used_values) if used_values else used
+            status = bad.get((names[0], index)) or bad.get((names[0], -1)) if len(names) == 1 else None
+            css = f"st-{status}" if status else ""
+            processes = _list(gpu.get("processes"))
+            proc_text = ", ".join(
+                f"pid {_text(p.get('pid'))} {_text(p.get('name') or '')}".strip()
+                for p in processes[:4]
+                if isinstance(p, Mapping)
+            )
+            where = f"{_text(label)} GPU {index}" if len(names) == 1 else f"GPU {index} on {len(names)} nodes"
+            used_text = "?" if used is None else _gib(used)
+            tip = f"{where}: {_text(gpu.get('name') or 'GPU')}, {used_text} GiB used of {_gib(total)} GiB"
+            if len(names) > 1:
+                tip += " (the most used of the group)"
+            if proc_text:
+                tip += f"; {proc_text}"
+            if status:
+                tip += f" — {LABELS[status]}"
+            meters[(i, j)] = charts.Meter(used or 0.0, total, css, used_text, tip)
+    cols = [f"GPU {j}" for j in range(width)]
+    svg = charts.meter_grid(labels, cols, meters, label="GPU memory in use per node and GPU")
+    models = Counter(
+        f"{_text(g.get('name') or 'GPU')} {_gib(_float(g.get('memory_total_bytes')) or 0)} GiB"
+        for gpus in per_host.values()
+        for g in gpus
+    )
+    no_gpu = [h.name for h in hosts if not per_host.get(h.name)]
+    caption = (
+        "Each bar is one GPU: its length the GPU's memory, the filled part what is in use (GiB). "
+        "Nodes whose GPUs are all free and alike share a row. "
+        + "; ".join(f"{n}\u00d7 {m}" for m, n in models.most_common(3))
+        + "."
+    )
+    if no_gpu:
+        caption += f" No GPUs on {fold(no_gpu)}."
+    legend = [
+        Legend("in use", "meter-fill"),
+        Legend("free", "meter-track"),
+        Legend("named by a finding", "st-fail"),
+    ]
+    return [Chart("GPU memory", svg, caption=caption, legend=legend)]
+
+
+# --------------------------------------------------------------------------- evidence: all-reduce
+
+
+def _sweep_points(sweep: Any, key: str = "busbw_gbps") -> list[tuple[float, float]]:
+    points = []
+    for row in sweep if isinstance(sweep, list) else []:
+        if not isinstance(row, Mapping):
+            continue
+        size, value = _float(row.get("size_bytes")), _float(row.get(key))
+        if size is not None and value is not None and size > 0:
+            points.append((size, value))
+    return sorted(points)
+
+
+def _pair_nodes(pair: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The pair's node names: ``hosts`` (names) before ``nodes`` (which the job gives as node ranks)."""
+    for key in ("hosts", "nodes"):
+        nodes = pair.get(key)
+        if isinstance(nodes, list | tuple) and len(nodes) == 2:
+            return str(nodes[0]), str(nodes[1])
+    nodes = pair.get("nodes")
+    if isinstance(nodes, list | tuple) and len(nodes) == 2:
+        return str(nodes[0]), str(nodes[1])
+    a, b = pair.get("a"), pair.get("b")
+    if a is not None and b is not None:
+        return str(a), str(b)
+    return None
+
+
+def _pair_value(pair: Mapping[str, Any]) -> float | None:
+    for key in ("busbw_gbps", "busbw", "large_busbw_gbps"):
+        value = _float(pair.get(key))
+        if value is not None:
+            return value
+    points = _sweep_points(pair.get("sweep"))
+    return points[-1][1] if points else None
+
+
+def _merged_details(results: Sequence[CheckResult]) -> dict[str, Any]:
+    merged: dict[str, Any] = {}
+    for r in results:
+        for key, value in r.details.items():
+            merged.setdefault(key, value)
+    return merged
+
+
+def allreduce_blocks(report: RunReport) -> list[Block]:
+    results = report.results_for("allreduce")
+    details = _merged_details(results)
+    culprits = {h for r in results if r.status in ("fail", "warn", "error") for h in r.hosts}
+    blocks: list[Block] = []
+    series: list[charts.Series] = []
+    world = _sweep_points(details.get("sweep"))
+    if world:
+        nodes, ranks = details.get("nodes"), details.get("world_size")
+        label = f"all {len(nodes)} nodes" if isinstance(nodes, list) and nodes else "whole world"
+        if isinstance(ranks, int) and ranks:
+            label += f" ({ranks} ranks)"
+        series.append(charts.Series(label, world, "c0", strong=True))
+    pairs = [p for p in _list(details.get("pairs")) if isinstance(p, Mapping)]
+    pair_series: list[charts.Series] = []
+    for pair in pairs:
+        nodes = _pair_nodes(pair)
+        points = _sweep_points(pair.get("sweep"))
+        size, value = _float(pair.get("size_bytes")), _pair_value(pair)
+        if not points and size and value is not None:
+            points = [(size, value)]
+        if nodes is None or not points:
+            continue
+        involved = bool(set(nodes) & culprits)
+        retest = " (re-test)" if pair.get("retest") else ""
+        pair_series.append(
+            charts.Series(
+                f"{_text(nodes[0])} \u2194 {_text(nodes[1])}{retest}",
+                points,
+                "bad" if involved else "muted",
+                strong=involved,
+            )
+        )
+    band = None
+    healthy = [s for s in pair_series if not s.strong]
+    if len(healthy) > _MAX_PAIR_LINES:
+        sizes = sorted({x for s in healthy for x, _ in s.points})
+        lower, upper, middle = [], [], []
+        for size in sizes:
+            values = sorted(y for s in healthy for x, y in s.points if x == size)
+            lower.append((size, values[0]))
+            upper.append((size, values[-1]))
+            middle.append((size, statistics.median(values)))
+        label = f"{len(healthy)} other pairs"
+        if len(sizes) > 1:
+            band = charts.Band(f"{label} (min\u2013max)", lower, upper)
+            kept = [charts.Series(f"{label}, median", middle, "muted")]
+        else:
+            # One message size: the others' spread reads as a range bar from min to max.
+            spread = [lower[0], middle[0], upper[0]]
+            kept = [charts.Series(f"{label}: min, median, max", spread, "muted")]
+        pair_series = [s for s in pair_series if s.strong] + kept
+    series += pair_series
+    if series:
+        svg = charts.line_chart(
+            series,
+            x=charts.Axis("message size", "log2", charts.format_bytes),
+            y=charts.Axis("busbw GB/s"),
+            label="All-reduce bus bandwidth against message size",
+            band=band,
+        )
+        legend = [Legend(s.label, s.css) for s in series[:1]]
+        if any(s.css == "bad" for s in pair_series):
+            legend.append(Legend("pairs with a named node", "bad"))
+        if any(s.css == "muted" for s in pair_series):
+            legend.append(Legend("other pairs", "muted"))
+        if band is not None:
+            legend.append(Legend(band.label, "band"))
+        table = _sweep_table(details.get("sweep"))
+        blocks.append(
+            Chart(
+                "Bus bandwidth by message size",
+                svg,
+                caption="busbw = algbw \u00d7 2(n\u22121)/n, comparable across world sizes "
+                "(nccl-tests' definition); "
+                "judge the large sizes, where the link, not latency, is the limit.",
+                legend=legend,
+                data=table,
+            )
+        )
+    matrix_block = _pair_matrix(details, pairs, culprits)
+    if matrix_block is not None:
+        blocks.append(matrix_block)
+    transport = details.get("transport") or details.get("transports")
+    described = details.get("transport_details")
+    if (
+        isinstance(described, Mapping)
+        and described
+        and all(isinstance(v, Mapping) for v in described.values())
+    ):
+        blocks.append(_transport_table(described))
+    elif (
+        isinstance(transport, Mapping)
+        and transport
+        and all(isinstance(v, Mapping) for v in transport.values())
+    ):
+        blocks.append(_transport_table(transport))
+    elif isinstance(transport, Mapping) and transport:
+        by_value: dict[str, list[str]] = {}
+        for node, value in transport.items():
+            by_value.setdefault(_text(value), []).append(str(node))
+        rows = [
+            [TCell(_text(fold(nodes)), "mono"), TCell(value, "st-text-fail" if "Socket" in value else "")]
+            for value, nodes in sorted(by_value.items(), key=lambda kv: -len(kv[1]))
+        ]
+        blocks.append(Table(("nodes", "transport"), rows[:_MAX_TABLE_ROWS], title="Transport NCCL used"))
+    elif isinstance(transport, str):
+        blocks.append(Note(f"Transport: {_text(transport)}"))
+    return blocks
+
+
+def _transport_table(transport: Mapping[str, Any]) -> Table:
+    """What NCCL's log says each node used: network, devices, GPUDirect RDMA, channel transports."""
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for host, t in transport.items():
+        devices = ", ".join(
+            f"{_text(d.get('name'))}" + (f" ({_text(d.get('link_layer'))})" if d.get("link_layer") else "")
+            for d in _list(t.get("ib_devices")) + _list(t.get("socket_devices"))
+            if isinstance(d, Mapping)
+        )
+        channels = ", ".join(f"{_text(k)} \u00d7{_text(v)}" for k, v in _mapping(t.get("channels")).items())
+        warnings = t.get("warning_count") or len(_list(t.get("warnings")))
+        row = (
+            _text(t.get("version") or "\u2014"),
+            _text(t.get("inter_node") or t.get("network") or "\u2014"),
+            devices or "\u2014",
+            "yes" if t.get("gdrdma") else "no",
+            channels or "\u2014",
+            str(warnings or ""),
+        )
+        groups.setdefault(row, []).append(str(host))
+    rows = [
+        [
+            TCell(_text(fold(hosts)), "mono"),
+            *(TCell(v, "st-text-fail" if v == "NET/Socket" else "") for v in row),
+        ]
+        for row, hosts in sorted(groups.items(), key=lambda kv: -len(kv[1]))
+    ]
+    head = ("nodes", "NCCL", "between nodes", "devices", "GPUDirect RDMA", "channels", "warnings")
+    return Table(head, rows[:_MAX_TABLE_ROWS], title="Transport NCCL used (from its log)")
+
+
+def _sweep_table(sweep: Any) -> Table | None:
+    if not isinstance(sweep, list) or not sweep:
+        return None
+    rows = []
+    for row in sweep:
+        if not isinstance(row, Mapping):
+            continue
+        size = _float(row.get("size_bytes"))
+        time_s = _float(row.get("time_s"))
+        rows.append(
+            [
+                TCell(charts.format_bytes(size) if size is not None else "—", "num"),
+                TCell(f"{time_s * 1e6:,.0f}" if time_s is not None else "—", "num"),
+                TCell(_scalar(row.get("algbw_gbps")), "num"),
+                TCell(_scalar(row.get("busbw_gbps")), "num"),
+            ]
+        )
+    return Table(("size", "time (µs)", "algbw GB/s", "busbw GB/s"), rows, title="Full-world sweep")
+
+
+def typical_pair(values: Mapping[tuple[str, str], float]) -> float:
+    """What a healthy pair does: the median over nodes of each node's best pair. A plain median
+    of pairs fails on small clusters, where a bad node's pairs are most of them."""
+    best: dict[str, float] = {}
+    for (a, b), value in values.items():
+        for node in (a, b):
+            best[node] = max(best.get(node, value), value)
+    return statistics.median(best.values()) if best else 0.0
+
+
+def _pair_matrix(
+    details: Mapping[str, Any], pairs: Sequence[Mapping[str, Any]], culprits: set[str]
+) -> Block | None:
+    values: dict[tuple[str, str], float] = {}
+    matrix = details.get("matrix") or details.get("pair_matrix") or details.get("busbw_matrix")
+    if isinstance(matrix, Mapping):
+        for a, row in matrix.items():
+            if isinstance(row, Mapping):
+                for b, value in row.items():
+                    number = _float(value)
+                    if number is not None:
+                        values[(str(a), str(b))] = number
+    for pair in pairs:
+        nodes = _pair_nodes(pair)
+        number = _pair_value(pair)
+        if nodes is not None and number is not None:
+            values.setdefault(nodes, number)
+    for (a, b), number in list(values.items()):
+        values.setdefault((b, a), number)
+    if not values:
+        return None
+    names = sorted({n for pair in values for n in pair}, key=_natural_key)
+    stated = _float(details.get("typical_pair_busbw_gbps"))
+    typical = stated if stated else typical_pair(values)
+    if len(names) > _MATRIX_MAX_NODES:
+        # A thousand nodes do not fit a matrix: rank the pairs instead, slowest first.
+        seen: dict[frozenset[str], float] = {}
+        for (a, b), number in values.items():
+            seen.setdefault(frozenset((a, b)), number)
+        slowest = sorted(seen.items(), key=lambda kv: kv[1])[:20]
+        bars = [
+            charts.Bar(
+                " ↔ ".join(sorted(_text(n) for n in pair)),
+                number,
+                "bad" if pair & culprits or number < 0.7 * typical else "c0",
+            )
+            for pair, number in slowest
+        ]
+        svg = charts.bar_chart(
+            bars, label="Slowest node pairs", axis=charts.Axis("busbw GB/s"), markers=[(typical, "typical")]
+        )
+        return Chart(
+            f"The 20 slowest of {len(seen)} pairs",
+            svg,
+            caption=f"A typical pair (the median of each node's best pair) runs at "
+            f"{charts.format_number(typical)} GB/s busbw.",
+        )
+    cells: dict[tuple[int, int], charts.Cell] = {}
+    for i, a in enumerate(names):
+        for j, b in enumerate(names):
+            if a == b:
+                cells[(i, j)] = charts.Cell("self", "", f"{a}")
+                continue
+            number = values.get((a, b))
+            if number is None:
+                cells[(i, j)] = charts.Cell("none", "", f"{_text(a)} ↔ {_text(b)}: not measured")
+                continue
+            ratio = number / typical if typical else 1.0
+            css = (
+                "r-good" if ratio >= 0.9 else "r-ok" if ratio >= 0.7 else "r-low" if ratio >= 0.5 else "r-bad"
+            )
+            cells[(i, j)] = charts.Cell(
+                css,
+                charts.format_number(number),
+                f"{_text(a)} ↔ {_text(b)}: {charts.format_number(number)} GB/s busbw, "
+                f"{ratio:.2f}\u00d7 a typical pair",
+            )
+    shown = [_text(n) for n in names]
+    svg = charts.heatmap(
+        shown,
+        shown,
+        cells,
+        label="Pair bus bandwidth",
+        row_axis="node",
+        col_axis="node",
+        cell_px=44 if len(names) <= 12 else 26,
+    )
+    return Chart(
+        "Pair bandwidth",
+        svg,
+        caption=f"busbw of an all-reduce between each pair of nodes, GB/s; a typical pair (the median of "
+        f"each node's best pair) runs at {charts.format_number(typical)} GB/s. A slow node darkens its "
+        "whole row and column; a slow link, one cell.",
+        legend=[
+            Legend("≥ 0.9\u00d7 typical", "r-good"),
+            Legend("0.7\u20130.9\u00d7", "r-ok"),
+            Legend("0.5\u20130.7\u00d7", "r-low"),
+            Legend("< 0.5\u00d7", "r-bad"),
+        ],
+    )
+
+
+# --------------------------------------------------------------------------- evidence: DDP
+
+
+def _numbers(value: Any) -> list[float]:
+    if not isinstance(value, list):
+        return []
+    return [v for v in (_float(x) for x in value) if v is not None]
+
+
+def _per_rank(value: Any) -> dict[int, Any]:
+    """A per-rank value given as a list by rank or a mapping keyed by rank."""
+    if isinstance(value, list):
+        return dict(enumerate(value))
+    if isinstance(value, Mapping):
+        return {int(k): v for k, v in value.items() if str(k).isdigit()}
+    return {}
+
+
+_RANK_FIELDS = {
+    "compute_step_s": "compute_step_s",
+    "wall_step_s": "wall_step_s",
+    "step_time_s": "step_time_s",
+    "param_hashes": "param_hash",
+    "grad_hashes": "grad_hash",
+    "param_checksums": "param_checksum",
+    "grad_checksums": "grad_checksum",
+}
+
+
+def rank_table(details: Mapping[str, Any]) -> dict[int, dict[str, Any]]:
+    """rank -> its numbers, from ``ranks`` records and from per-rank lists beside them."""
+    ranks: dict[int, dict[str, Any]] = {}
+    for position, record in enumerate(_list(details.get("ranks"))):
+        if isinstance(record, Mapping):
+            rank = record.get("rank", position)
+            if isinstance(rank, int):
+                entry = ranks.setdefault(rank, {})
+                entry.update(record)
+                node = record.get("host") or record.get("node") or record.get("hostname")
+                if node is not None:
+                    entry["host"] = _text(node)
+    for listed, key in _RANK_FIELDS.items():
+        for rank, value in _per_rank(details.get(listed)).items():
+            ranks.setdefault(rank, {}).setdefault(key, value)
+    return ranks
+
+
+def _rank_label(rank: int, entry: Mapping[str, Any]) -> str:
+    host = entry.get("host")
+    return f"rank {rank}" + (f" {host}" if host else "")
+
+
+def ddp_blocks(report: RunReport) -> list[Block]:
+    results = report.results_for("ddp")
+    details = _merged_details(results)
+    culprits = {_text(h) for r in results if r.status in ("fail", "warn", "error") for h in r.hosts}
+    ranks = rank_table(details)
+    blocks: list[Block] = []
+    losses = details.get("losses", details.get("loss"))
+    series: list[charts.Series] = []
+    if _numbers(losses):
+        # The global loss (averaged over the ranks) at each step.
+        series.append(
+            charts.Series("global loss", [(float(i + 1), v) for i, v in enumerate(_numbers(losses))])
+        )
+    else:
+        for rank, values in sorted(_per_rank(losses).items()):
+            points = [(float(i + 1), v) for i, v in enumerate(_numbers(values))]
+            if points:
+                host = ranks.get(rank, {}).get("host")
+                bad = host is not None and host in culprits
+                label = _rank_label(rank, ranks.get(rank, {}))
+                series.append(charts.Series(label, points, "bad" if bad else f"c{rank % 8}", strong=bad))
+    if series:
+        first, last = series[0].points[0][1], series[0].points[-1][1]
+        svg = charts.line_chart(
+            series[:16], x=charts.Axis("step", "linear"), y=charts.Axis("loss"), label="Training loss by step"
+        )
+        trend = "fell" if last < first else "did not fall"
+        blocks.append(
+            Chart(
+                "Loss",
+                svg,
+                caption=f"A seeded tiny model on synthetic data, every rank on its own batches; the global "
+                f"loss {trend} from {charts.format_number(first)} to {charts.format_number(last)}.",
+                legend=[Legend(s.label, s.css) for s in series[:16]] if len(series) > 1 else (),
+            )
+        )
+    for key, title, about in (
+        (
+            "compute_step_s",
+            "Compute step time per rank",
+            "forward and backward on a local copy, no all-reduce",
+        ),
+        ("step_time_s", "Step time per rank", "one DDP step"),
+        ("wall_step_s", "Step time per rank", "one DDP step, waiting for the slowest rank"),
+    ):
+        times = {rank: t for rank, entry in ranks.items() if (t := _float(entry.get(key))) is not None}
+        if not times:
+            continue
+        median = statistics.median(times.values())
+        # Red where a finding named the rank (the check's own straggler rule decides, not this page).
+        named = {
+            r.details["rank"]
+            for r in results
+            if r.status != "pass" and isinstance(r.details.get("rank"), int)
+        }
+        bars = []
+        for rank, value in times.items():
+            label = _rank_label(rank, ranks[rank])
+            ms = value * 1000
+            ratio = f"{value / median:.2f}\u00d7 the median rank" if median else ""
+            tip = f"{label}: {charts.format_number(ms)} ms, {ratio}"
+            bars.append((value, charts.Bar(label, ms, "bad" if rank in named else "c0", tip)))
+        note = ""
+        if len(bars) > _MAX_BARS:
+            # Many ranks: the slowest, which are the ones to look at.
+            bars = sorted(bars, key=lambda vb: -vb[0])[:_MAX_BARS]
+            note = f" The {_MAX_BARS} slowest of {len(times)} ranks are shown."
+        blocks.append(
+            Chart(
+                title,
+                charts.bar_chart(
+                    [bar for _, bar in bars],
+                    label=title,
+                    axis=charts.Axis("median step time (ms)"),
+                    markers=[(median * 1000, "median")],
+                ),
+                caption=f"Median per rank of {about}. A straggler holds every other rank back at each step; "
+                "red: a rank a finding names." + note,
+            )
+        )
+        break
+    hash_keys = [k for k in ("param_hash", "grad_hash") if any(k in e for e in ranks.values())]
+    if hash_keys:
+        majority = {
+            k: Counter(str(e.get(k)) for e in ranks.values() if k in e).most_common(1)[0][0]
+            for k in hash_keys
+        }
+        odd = {r for r, e in ranks.items() for k in hash_keys if k in e and str(e[k]) != majority[k]}
+        shown = sorted(ranks) if len(ranks) <= 32 else sorted(odd)
+        rows = [
+            [
+                TCell(f"rank {rank}"),
+                TCell(_text(ranks[rank].get("host") or "\u2014"), "mono"),
+                *(
+                    TCell(
+                        _scalar(ranks[rank].get(k)),
+                        "mono odd odd-fail" if str(ranks[rank].get(k)) != majority[k] else "mono",
+                    )
+                    for k in hash_keys
+                ),
+            ]
+            for rank in shown[:_MAX_TABLE_ROWS]
+        ]
+        if not odd:
+            sample = next(iter(ranks.values()))
+            hashes = ", ".join(f"{k.replace('_', ' ')} {_scalar(sample.get(k))}" for k in hash_keys)
+            blocks.append(Note(f"Parameters and gradients identical on all {len(ranks)} ranks ({hashes})."))
+            return blocks
+        blocks.append(
+            Table(
+                ("rank", "node", *(k.replace("_", " ") for k in hash_keys)),
+                rows,
+                title="Parameters and gradients after training, by rank",
+                note=f"{len(ranks) - len(odd)} of {len(ranks)} ranks agree"
+                + ("; only the ranks that differ are listed." if len(ranks) > 32 else "."),
+            )
+        )
+    return blocks
+
+
+# --------------------------------------------------------------------------- sections
+
+
+def _advice(result: CheckResult) -> str:
+    if result.status in ("pass", "skip"):
+        return ""
+    item = str(result.details.get("item") or result.details.get("cause") or "")
+    if result.check == "versions" and item == "packages" and result.details.get("stack") is False:
+        item = "packages-other"
+    elif result.check == "versions" and item not in ("packages", "expect", "driver", "cuda"):
+        item = "*"
+    return ADVICE.get((result.check, item)) or ADVICE.get((result.check, "*"), "")
+
+
+def _finding(result: CheckResult, index: int, anchors: _Anchors) -> Finding:
+    culprits = [Culprit(_text(h), anchors(h)) for h in result.hosts[:12]]
+    blocks: list[Block] = []
+    if result.check == "connect" and result.status == "error":
+        errors = result.details.get("errors")
+        if isinstance(errors, Mapping) and len(errors) > 1:
+            rows = [
+                [TCell(_text(h), "mono"), TCell(_text(m))] for h, m in list(errors.items())[:_MAX_TABLE_ROWS]
+            ]
+            blocks.append(Table(("host", "error"), rows))
+    failures = [f for f in _list(result.details.get("failures")) if isinstance(f, Mapping)]
+    if failures:
+        # Why a distributed job died, node by node: the culprits first, then those that only suffered.
+        rows = [
+            [
+                TCell(_text(f.get("host", "?")), "mono"),
+                TCell(
+                    "culprit" if f.get("culprit") else "affected", "st-text-fail" if f.get("culprit") else ""
+                ),
+                TCell(_text(str(f.get("kind", "")).replace("_", " "))),
+                TCell(_text(f.get("reason", ""))),
+            ]
+            for f in sorted(failures, key=lambda f: not f.get("culprit"))[:_MAX_TABLE_ROWS]
+        ]
+        blocks.append(Table(("node", "role", "what happened", "detail"), rows, title="What each node saw"))
+    return Finding(
+        anchor=f"finding-{index}",
+        check=result.check,
+        check_title=CHECK_TITLES.get(result.check, _text(result.check)),
+        status=result.status,
+        summary=_text(result.summary),
+        hosts=_text(fold(result.hosts)),
+        host_count=len(result.hosts),
+        culprits=culprits,
+        advice=_advice(result),
+        blocks=blocks,
+        raw=generic_details(result.details),
+    )
+
+
+def build_sections(report: RunReport, findings: Mapping[int, Finding]) -> list[Section]:
+    builders: dict[str, Callable[[RunReport], list[Block]]] = {
+        "versions": versions_blocks,
+        "ports": ports_blocks,
+        "gpu_memory": gpu_blocks,
+        "allreduce": allreduce_blocks,
+        "ddp": ddp_blocks,
+    }
+    sections: list[Section] = []
+    for position, check in enumerate(_checks_of(report)):
+        indexed = [(i, r) for i, r in enumerate(report.results) if r.check == check]
+        status = _overall(r.status for _, r in indexed)
+        ordered_findings = [findings[i] for i, _ in sorted(indexed, key=lambda ir: RANK[ir[1].status])]
+        blocks = builders[check](report) if check in builders else []
+        first = ordered_findings[0].summary if ordered_findings else ""
+        sections.append(
+            Section(
+                check=check,
+                anchor=check_anchor(check, position),
+                title=CHECK_TITLES.get(check, _text(check)),
+                about=CHECK_ABOUT.get(check, ""),
+                status=status,
+                headline=first,
+                findings=ordered_findings,
+                blocks=blocks,
+            )
+        )
+    # Problems first, then what passed; a skipped check says least.
+    sections.sort(key=lambda s: _SECTION_ORDER.get(s.status, 9))
+    return sections
+
+
+# --------------------------------------------------------------------------- page
+
+
+@cache
+def _asset(name: str) -> str:
+    return resources.files("reports").joinpath("templates", name).read_text(encoding="utf-8")
+
+
+def _sha256(text: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode() + "'"
+
+
+@cache
+def _environment() -> Environment:
+    env = Environment(
+        loader=PackageLoader("reports", "templates"),
+        autoescape=True,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.globals.update(labels=LABELS, icons=ICONS, titles=CHECK_TITLES)
+    return env
+
+
+def _summary_data(report: RunReport, sentence: str) -> dict[str, Any]:
+    """What a script or a scraper needs: the verdict and the findings, without the details."""
+    return {
+        "schema_version": report.schema_version,
+        "tool_version": report.tool_version,
+        "started_at": report.started_at,
+        "duration_s": report.duration_s,
+        "verdict": report.verdict,
+        "exit_code": int(report.exit_code),
+        "headline": sentence,
+        "hosts": [{"name": h.name, "reachable": h.reachable} for h in report.hosts],
+        "results": [
+            {"check": r.check, "status": r.status, "hosts": list(r.hosts), "summary": r.summary}
+            for r in report.results
+        ],
+    }
+
+
+def _clean(value: Any) -> Any:
+    """Every string (and key) made printable: what a node sent cannot carry escape sequences
+    or control characters into any part of the page."""
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, Mapping):
+        return {printable(str(k)): _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    return value
+
+
+def printable_report(report: RunReport) -> RunReport:
+    return RunReport.from_dict(_clean(report.to_dict()))
+
+
+def build_page(report: RunReport) -> Page:
+    report = printable_report(report)
+    anchors = _Anchors(report.hosts)
+    said = _text(headline(report))
+    label, _, sentence = said.partition(" — ")
+    if not sentence:
+        label, sentence = report.verdict.upper(), said
+    findings = {i: _finding(r, i, anchors) for i, r in enumerate(report.results)}
+    order = ordered(list(report.results))
+    index_of = {id(r): i for i, r in enumerate(report.results)}
+    problems = [findings[index_of[id(r)]] for r in order if r.status in ("fail", "error", "warn")]
+    passes = [findings[index_of[id(r)]] for r in order if r.status in ("pass", "skip")]
+    _, grid, hidden = build_grid(report, anchors)
+    statuses = node_statuses(report)
+    common, per_host = node_facts(report.hosts)
+    nodes = []
+    for host in sorted(report.hosts, key=lambda h: RANK[_overall(statuses[h.name].values())]):
+        facts, shared = per_host[host.name]
+        nodes.append(
+            NodeView(
+                name=_text(host.name),
+                anchor=anchors(host.name),
+                hostname=_text(host.hostname or ""),
+                address=_text(host.address),
+                status=_overall(statuses[host.name].values()),
+                reachable=host.reachable,
+                error=_text(f"{host.error.kind}: {host.error.message}") if host.error else "",
+                chips=_chips(host),
+                facts=facts,
+                shared=shared,
+            )
+        )
+    counts = Counter(r.status for r in report.results)
+    css, js = _asset("report.css"), _asset("report.js")
+    csp = (
+        f"default-src 'none'; style-src {_sha256(css)}; script-src {_sha256(js)}; "
+        "img-src 'none'; base-uri 'none'; form-action 'none'"
+    )
+    return Page(
+        title=f"{label}: {sentence}" if len(sentence) < 120 else f"{label}: {sentence[:117]}…",
+        verdict="interrupted" if report.interrupted else report.verdict,
+        verdict_label=label,
+        sentence=sentence,
+        exit_code=int(report.exit_code),
+        exit_meaning=EXIT_MEANING.get(report.exit_code, ""),
+        duration=_duration(report.duration_s),
+        started_at=_when(report.started_at),
+        started_iso=_text(report.started_at),
+        tool_version=_text(report.tool_version),
+        schema_version=report.schema_version,
+        reachable=sum(1 for h in report.hosts if h.reachable),
+        total=len(report.hosts),
+        counts=[(s, counts[s]) for s in ("fail", "error", "warn", "pass", "skip") if counts[s]],
+        checks=build_sections(report, findings),
+        problems=problems,
+        passes=passes,
+        grid_checks=_check_heads(report),
+        grid=grid,
+        grid_hidden=hidden,
+        nodes=nodes,
+        common=common,
+        data_json=_script_json(_summary_data(report, said)),
+        css=Markup(css),
+        js=Markup(js),
+        csp=csp,
+    )
+
+
+def render(report: RunReport) -> str:
+    """The whole report as one HTML document."""
+    return _environment().get_template("report.html.j2").render(page=build_page(report))

@@ -1,0 +1,596 @@
+"""The HTML report, rendered from recorded runs and from hostile ones, read as text and parsed.
+
+What a person and a browser rely on: the verdict and the culprits are on the page; every
+string a node sent is escaped; the page loads nothing from anywhere and says so in its CSP;
+a thousand nodes fold into a few rows and a file of sane size.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from preflight.errors import ExitCode
+from preflight.model import CheckResult, HostError, HostReport, RunReport
+from reports import charts, html
+from reports.json_report import load
+from reports.summary import headline
+from tests.data.reports import make_synthetic
+
+REPORTS = Path(__file__).parent / "data" / "reports"
+JOBS = Path(__file__).parent / "data" / "jobs"
+RECORDED = sorted(REPORTS.glob("*.json"))
+SVG_NS = "http://www.w3.org/2000/svg"
+
+
+@pytest.fixture(scope="module")
+def large() -> RunReport:
+    return make_synthetic.build()
+
+
+@pytest.fixture(scope="module")
+def large_page(large: RunReport) -> str:
+    return html.render(large)
+
+
+class Page(HTMLParser):
+    """The parts of a rendered page the tests look at."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.text: list[str] = []
+        self.scripts: list[str] = []
+        self.styles: list[str] = []
+        self._in: str | None = None
+        self.feed(text)
+        self.close()
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+        if tag in ("script", "style"):
+            self._in = tag
+            (self.scripts if tag == "script" else self.styles).append("")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == self._in:
+            self._in = None
+
+    def handle_data(self, data: str) -> None:
+        if self._in == "script":
+            self.scripts[-1] += data
+        elif self._in == "style":
+            self.styles[-1] += data
+        else:
+            self.text.append(data)
+
+    @property
+    def visible_text(self) -> str:
+        return re.sub(r"\s+", " ", " ".join(self.text))
+
+    def attr(self, tag: str, name: str) -> list[str]:
+        return [a[name] or "" for t, a in self.tags if t == tag and name in a]
+
+
+def fetched_urls(text: str) -> list[str]:
+    """Every URL the browser would load: resource attributes and CSS url()/@import."""
+    page = Page(text)
+    loading = {"src", "href", "action", "formaction", "data", "poster", "background", "xlink:href", "srcset"}
+    found = []
+    for tag, attrs in page.tags:
+        for name, value in attrs.items():
+            if name in loading and value and not value.startswith("#"):
+                found.append(f"{tag}[{name}]={value}")
+    for style in page.styles:
+        found += re.findall(r"url\([^)]*\)|@import[^;]*", style)
+    return found
+
+
+def csp_hash(text: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
+
+
+def culprit_names(report: RunReport) -> set[str]:
+    return {h for r in report.results if r.status in ("fail", "error", "warn") for h in r.hosts}
+
+
+# ------------------------------------------------------------------- the recorded runs
+
+
+def test_there_are_recorded_runs_of_the_lab() -> None:
+    names = {p.stem for p in RECORDED}
+    assert {"healthy", "drift", "blocked_port", "unreachable"} <= names
+
+
+@pytest.mark.parametrize("path", RECORDED, ids=[p.stem for p in RECORDED])
+def test_a_recorded_run_shows_the_verdict_and_the_culprits(path: Path) -> None:
+    report = load(path)
+    text = html.render(report)
+    page = Page(text)
+    said = headline(report)
+    label, _, sentence = said.partition(" — ")
+    assert sentence in page.visible_text
+    assert label in page.visible_text
+    assert f"{int(report.exit_code)} " in page.visible_text
+    for name in culprit_names(report):
+        assert name in page.visible_text
+    for result in report.results:
+        assert result.summary in page.visible_text
+
+
+@pytest.mark.parametrize("path", RECORDED, ids=[p.stem for p in RECORDED])
+def test_a_recorded_run_loads_nothing_and_its_csp_allows_only_its_own_style_and_script(path: Path) -> None:
+    text = html.render(load(path))
+    page = Page(text)
+    assert fetched_urls(text) == []
+    # The only absolute URL anywhere is the SVG namespace, which no browser fetches.
+    assert set(re.findall(r"https?://[^\s\"'<>]+", text)) <= {SVG_NS}
+    (csp,) = [
+        a.get("content") or ""
+        for t, a in page.tags
+        if t == "meta" and a.get("http-equiv") == "Content-Security-Policy"
+    ]
+    directives = dict(d.strip().split(" ", 1) for d in csp.split(";") if d.strip())
+    assert directives["default-src"] == "'none'"
+    (style,) = page.styles
+    inline_scripts = [
+        s
+        for (t, a), s in zip([x for x in page.tags if x[0] == "script"], page.scripts, strict=True)
+        if a.get("type") != "application/json"
+    ]
+    assert directives["style-src"] == csp_hash(style)
+    assert directives["script-src"] == " ".join(csp_hash(s) for s in inline_scripts)
+    # No style attribute anywhere: that CSP would block it.
+    assert not [t for t, a in page.tags if "style" in a]
+
+
+def test_rendering_is_deterministic() -> None:
+    report = load(REPORTS / "drift.json")
+    assert html.render(report) == html.render(report)
+
+
+def test_the_version_table_highlights_the_odd_values() -> None:
+    report = load(REPORTS / "drift.json")
+    table = html.version_matrix(report)
+    assert table is not None
+    assert table.head[1].startswith("node[1-2,4]") and table.head[2] == "node3"
+    rows = {row[0].text: row for row in table.rows}
+    assert "odd-fail" in rows["nvidia-nccl-cu12"][2].css  # training stack: fails the run
+    assert rows["nvidia-nccl-cu12"][2].text == "2.20.5"
+    assert "odd-warn" in rows["rich"][2].css  # any other package: a warning
+    assert "odd" not in rows["nvidia-nccl-cu12"][1].css
+    assert "odd" not in rows["torch"][2].css
+    # Drifting rows come first.
+    assert [row[0].text for row in table.rows[:3]] == ["nvidia-nccl-cu12", "rich", "leftpad"]
+
+
+def test_a_cpu_only_cluster_says_so_instead_of_an_empty_chart() -> None:
+    text = html.render(load(REPORTS / "healthy.json"))
+    assert "CPU-only cluster" in Page(text).visible_text
+    assert "GPU memory in use" not in text
+
+
+def test_the_ports_matrix_marks_the_blocked_probes() -> None:
+    report = load(REPORTS / "blocked_port.json")
+    (chart, *_rest) = [b for b in html.ports_blocks(report) if isinstance(b, html.Chart)]
+    svg = str(chart.svg)
+    # node2 and node3 cannot reach node1's rendezvous port; everything else is open.
+    assert svg.count('class="cell st-fail"') == 2
+    assert svg.count('class="cell st-pass"') == 4
+    assert "node2 → node1: rendezvous :29500 dropped" in svg
+
+
+def test_an_unreachable_node_has_its_own_row_and_is_not_checked_by_the_others() -> None:
+    report = load(REPORTS / "unreachable.json")
+    rows = {row.label: row for row in html.build_grid(report, html._Anchors(report.hosts))[1]}
+    assert [c.css for c in rows["node4"].cells] == [
+        "st-error",
+        "st-unchecked",
+        "st-unchecked",
+        "st-unchecked",
+    ]
+    assert rows["node[1-3]"].count == 3
+
+
+# ------------------------------------------------------------------- a thousand nodes
+
+
+def test_a_thousand_nodes_fold_into_a_few_rows_with_every_culprit_on_its_own(large: RunReport) -> None:
+    _, rows, hidden = html.build_grid(large, html._Anchors(large.hosts))
+    assert hidden == 0
+    culprits = culprit_names(large)
+    assert culprits == {"gpu0123", "gpu0256", "gpu0417", "gpu0512", "gpu0733", "gpu0998", "gpu0999"}
+    singles = {r.label for r in rows if r.count == 1}
+    assert culprits <= singles
+    (folded,) = [r for r in rows if r.count > 1]
+    assert folded.count == 1000 - len(culprits)
+    assert folded.label.startswith("gpu[0001-0122,0124-0255,")
+    # Failures first.
+    assert [r.status for r in rows] == sorted((r.status for r in rows), key=html.RANK.__getitem__)
+
+
+def test_a_thousand_nodes_make_a_file_of_sane_size(large_page: str) -> None:
+    size = len(large_page.encode())
+    assert size < 2_000_000, f"{size:,} bytes"
+    # One copy of the package list, not a thousand.
+    assert large_page.count("nvidia-cublas-cu12") < 10
+
+
+def test_a_thousand_nodes_still_name_every_culprit(large: RunReport, large_page: str) -> None:
+    text = Page(large_page).visible_text
+    for name in culprit_names(large):
+        assert name in text
+    assert "gpu[0998-0999]" in text
+
+
+def test_gpu_memory_is_charted_per_node_and_gpu_with_the_busy_gpus_marked(large: RunReport) -> None:
+    (chart,) = html.gpu_blocks(large)
+    assert isinstance(chart, html.Chart)
+    svg = str(chart.svg)
+    # Two culprit nodes and one folded row, eight GPUs each.
+    assert svg.count('<g class="meter') == 3 * 8
+    assert svg.count('<g class="meter st-fail"') == 7 + 1  # gpu0733's busy GPUs, gpu0123's GPU 2
+    assert "gpu0733 GPU 3: NVIDIA H100 80GB HBM3, 57.0 GiB used of 79.6 GiB" in svg
+
+
+# ------------------------------------------------------------------- hostile nodes
+
+HOSTILE = [
+    "<script>alert(1)</script>",
+    '"><img src=x onerror=alert(2)>',
+    "</script><script>alert(3)</script>",
+    "\x1b[31mred\x1b[0m\x1b]0;title\x07",
+    "bell\x07nul\x00del\x7f",
+    "'; background:url(https://evil.example/x.png); '",
+]
+
+
+def hostile_report() -> RunReport:
+    evil = HOSTILE
+    hosts = []
+    for i, name in enumerate(evil):
+        facts: dict[str, Any] = {
+            "hostname": name,
+            "os": {"name": evil[(i + 1) % len(evil)], "kernel": "6.1", "machine": "x86_64"},
+            "python": {"version": "3.11.7"},
+            "torch": {"version": evil[(i + 2) % len(evil)] if i == 1 else "2.5.1"},
+            "packages": {name: "1.0", "numpy": evil[i] if i == 2 else "1.26.4"},
+            "env": {"NCCL_DEBUG": name, "HF_TOKEN": "***"},
+            "gpus": [
+                {
+                    "index": 0,
+                    "name": name,
+                    "memory_total_bytes": 80 * 2**30,
+                    "memory_used_bytes": 2**30,
+                    "processes": [{"pid": 7, "name": name}],
+                }
+            ],
+        }
+        hosts.append(HostReport(name=name, address=f"10.0.0.{i}", hostname=name, reachable=True, facts=facts))
+    hosts.append(HostReport(name="ghost<b>", address="10.0.0.99", error=HostError("timeout", evil[1])))
+    results = [
+        CheckResult(
+            "connect", "error", f"ghost<b>: {evil[1]}", ("ghost<b>",), {"errors": {"ghost<b>": evil[1]}}
+        ),
+        CheckResult(
+            "versions",
+            "fail",
+            f"torch differs: {evil[0]}",
+            (evil[1],),
+            {"item": "torch", "values": {evil[2]: [evil[1]]}},
+        ),
+        CheckResult(
+            "versions",
+            "warn",
+            f"packages differ: {evil[3]}",
+            (evil[2],),
+            {"item": "packages", "stack": False, "packages": {evil[0]: {"majority": "1.0", "values": {}}}},
+        ),
+        CheckResult(
+            "ports",
+            "fail",
+            f"{evil[0]}:29500 is dropped",
+            (evil[0],),
+            {
+                "item": "probe",
+                "port": 29500,
+                "nodes": {n: {"listening": {"29500": evil[4]}} for n in evil},
+                "matrix": {evil[0]: {evil[1]: {"rendezvous": evil[2]}}},
+                "blocked": [
+                    {"from": evil[1], "to": evil[0], "port": 29500, "kind": evil[3], "status": "dropped"}
+                ],
+            },
+        ),
+        CheckResult(
+            "gpu_memory",
+            "fail",
+            f"{evil[5]} GPU 0 busy",
+            (evil[0],),
+            {"item": "memory_free", "gpus": {evil[0]: [{"index": 0}]}},
+        ),
+        CheckResult(
+            "allreduce",
+            "fail",
+            f"{evil[2]} is slow",
+            (evil[2],),
+            {
+                "sweep": [{"size_bytes": 1024, "busbw_gbps": 1.0}, {"size_bytes": 2048, "busbw_gbps": 2.0}],
+                "pairs": [
+                    {"nodes": [evil[0], evil[1]], "busbw_gbps": 3.0},
+                    {"nodes": [evil[1], evil[2]], "busbw_gbps": 0.2},
+                ],
+                "transport": {evil[0]: evil[1]},
+            },
+        ),
+        CheckResult(
+            "ddp",
+            "warn",
+            "straggler",
+            (evil[0],),
+            {"losses": [1.0, 0.5], "ranks": [{"rank": 0, "host": evil[0]}], "compute_step_s": [0.1, 0.3]},
+        ),
+        CheckResult(
+            evil[0],
+            "warn",
+            evil[1],
+            (evil[2],),
+            {evil[3]: {evil[4]: [evil[5]]}, "list": [{evil[0]: evil[1]}]},
+        ),
+    ]
+    return RunReport.build(
+        tool_version="0.1.0<x>",
+        started_at="2026-11-22T10:00:00Z",
+        duration_s=1.0,
+        hosts=hosts,
+        results=results,
+    )
+
+
+@pytest.fixture(scope="module")
+def hostile_page() -> str:
+    return html.render(hostile_report())
+
+
+def test_hostile_node_strings_cannot_add_markup(hostile_page: str) -> None:
+    page = Page(hostile_page)
+    tags = {t for t, _ in page.tags}
+    allowed = {
+        "html",
+        "head",
+        "meta",
+        "title",
+        "style",
+        "body",
+        "header",
+        "div",
+        "p",
+        "span",
+        "h1",
+        "h2",
+        "h4",
+        "dl",
+        "dt",
+        "dd",
+        "nav",
+        "ol",
+        "ul",
+        "li",
+        "a",
+        "main",
+        "section",
+        "strong",
+        "time",
+        "table",
+        "thead",
+        "tbody",
+        "tr",
+        "th",
+        "td",
+        "article",
+        "details",
+        "summary",
+        "pre",
+        "figure",
+        "figcaption",
+        "svg",
+        "g",
+        "line",
+        "text",
+        "polyline",
+        "circle",
+        "rect",
+        "polygon",
+        "label",
+        "input",
+        "button",
+        "footer",
+        "code",
+        "script",
+    }
+    assert tags <= allowed, tags - allowed
+    assert not [(t, n) for t, a in page.tags for n in a if n.startswith("on")]
+    assert "img" not in tags
+    # Two scripts only: the JSON summary and the page's own.
+    assert [a.get("type") for t, a in page.tags if t == "script"] == ["application/json", None]
+    assert "alert(" not in page.scripts[1]
+
+
+def test_hostile_node_strings_are_shown_escaped(hostile_page: str) -> None:
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in hostile_page
+    assert "&#34;&gt;&lt;img src=x onerror=alert(2)&gt;" in hostile_page
+    assert "<script>alert" not in hostile_page
+    assert "<img" not in hostile_page
+    text = Page(hostile_page).visible_text
+    assert "<script>alert(1)</script>" in text  # what the node sent, as text
+    assert "ghost<b>" in text
+
+
+def test_hostile_node_strings_lose_their_escape_sequences_and_control_characters(hostile_page: str) -> None:
+    assert "\x1b" not in hostile_page
+    assert not re.search(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]", hostile_page)
+    assert "red" in Page(hostile_page).visible_text
+
+
+def test_hostile_node_strings_load_nothing(hostile_page: str) -> None:
+    assert fetched_urls(hostile_page) == []
+
+
+def test_the_embedded_summary_is_json_that_cannot_close_its_script(hostile_page: str) -> None:
+    page = Page(hostile_page)
+    data = page.scripts[0]
+    assert "<" not in data and ">" not in data and "&" not in data
+    summary = json.loads(data)
+    assert summary["verdict"] == "fail"
+    assert summary["exit_code"] == ExitCode.CHECK_FAILED
+    assert [h["name"] for h in summary["hosts"]][:3] == HOSTILE[:3]
+    assert summary["results"][1]["summary"] == f"torch differs: {HOSTILE[0]}"
+
+
+def test_a_check_this_renderer_does_not_know_reads_as_keys_and_values(hostile_page: str) -> None:
+    text = Page(hostile_page).visible_text
+    assert "<script>alert(1)</script>" in text  # the unknown check's name, as a section title
+    items = html.generic_details(
+        {
+            "count": 3,
+            "ok": True,
+            "names": ["a", "b"],
+            "per_node": {"n1": 1.5},
+            "rows": [{"a": 1, "b": None}],
+            "deep": {"x": {"y": [1]}},
+        }
+    )
+    shown = {kv.key: kv for kv in items}
+    assert shown["count"].text == "3" and shown["ok"].text == "yes" and shown["names"].text == "a, b"
+    assert shown["per_node"].table is not None and shown["per_node"].table.rows[0][1].text == "1.5"
+    assert shown["rows"].table is not None and list(shown["rows"].table.head) == ["a", "b"]
+    assert json.loads(shown["deep"].code) == {"x": {"y": [1]}}
+
+
+# ------------------------------------------------------------------- all-reduce and DDP
+
+
+def bandwidth_report() -> RunReport:
+    """Four H100 nodes judged by the real allreduce and ddp judges: node3 slow, its ranks stragglers."""
+    return make_synthetic.small_bandwidth_run()
+
+
+def test_the_sweep_is_charted_on_a_log2_axis_with_the_pairs_and_a_pair_matrix() -> None:
+    report = bandwidth_report()
+    assert {r.check for r in report.results} == {"allreduce", "ddp"}
+    blocks = html.allreduce_blocks(report)
+    charts_ = [b for b in blocks if isinstance(b, html.Chart)]
+    assert [c.title for c in charts_] == ["Bus bandwidth by message size", "Pair bandwidth"]
+    sweep_svg = str(charts_[0].svg)
+    # The world, then every pair test and re-test at its one size: node3's in red, on top.
+    assert sweep_svg.count("<polyline") == 1 + len(report.results_for("allreduce")[0].details["pairs"])
+    assert 'class="series bad strong"' in sweep_svg
+    for tick in ("1 KiB", "1 MiB", "64 MiB"):
+        assert f">{tick}</text>" in sweep_svg
+    assert "all 4 nodes (16 ranks)" in sweep_svg
+    matrix = str(charts_[1].svg)
+    assert matrix.count('class="cell r-bad"') == 6  # node3's row and column
+    assert matrix.count('class="cell r-good"') == 6
+    assert charts_[0].data is not None and len(charts_[0].data.rows) == 17
+    (transport,) = [b for b in blocks if isinstance(b, html.Table) and b.title.startswith("Transport")]
+    assert transport.rows[0][0].text == "node[1-4]"
+
+
+def test_ddp_charts_the_loss_and_the_step_time_per_rank_with_the_stragglers_marked() -> None:
+    blocks = html.ddp_blocks(bandwidth_report())
+    titles = [b.title for b in blocks if isinstance(b, html.Chart)]
+    assert titles == ["Loss", "Compute step time per rank"]
+    bars = str(blocks[1].svg) if isinstance(blocks[1], html.Chart) else ""
+    assert bars.count('class="bar bad"') == 3  # node3's ranks 9-11 (rank 8 is its GPU 0, not busy)
+    assert "rank 9 node3" in bars
+    assert isinstance(blocks[2], html.Note) and "identical on all 16 ranks" in blocks[2].text
+
+
+def test_a_recorded_job_renders_its_sweep_pairs_and_training() -> None:
+    report = make_synthetic.recorded_job_run(JOBS / "three_nodes.json")
+    blocks = html.allreduce_blocks(report) + html.ddp_blocks(report)
+    titles = [b.title for b in blocks if isinstance(b, html.Chart)]
+    assert titles[:2] == ["Bus bandwidth by message size", "Pair bandwidth"]
+    assert "Loss" in titles and "Compute step time per rank" in titles
+    assert all(c.svg.count("<") > 10 for c in blocks if isinstance(c, html.Chart))
+    text = Page(html.render(report)).visible_text
+    for result in report.results:
+        assert result.summary in text
+
+
+def test_a_thousand_nodes_chart_the_slowest_pairs_and_ranks_not_all_of_them(large: RunReport) -> None:
+    blocks = html.allreduce_blocks(large) + html.ddp_blocks(large)
+    titles = [b.title for b in blocks if isinstance(b, html.Chart)]
+    assert any(t.startswith("The 20 slowest of ") and t.endswith(" pairs") for t in titles)
+    slowest = next(b for b in blocks if isinstance(b, html.Chart) and b.title.startswith("The 20 slowest"))
+    assert "gpu0256" in str(slowest.svg)
+    steps = next(b for b in blocks if isinstance(b, html.Chart) and b.title == "Compute step time per rank")
+    assert "48 slowest of 7984 ranks" in steps.caption
+    assert str(steps.svg).count('class="bar bad"') == 7  # gpu0733's busy GPUs 1-7
+
+
+# ------------------------------------------------------------------- charts
+
+
+def test_log2_ticks_are_powers_of_two_thinned_to_fit() -> None:
+    assert charts.log2_ticks(1024, 65536) == [2.0**k for k in range(10, 17)]
+    ticks = charts.log2_ticks(1024, 2**30)
+    assert len(ticks) <= 9 and ticks[0] == 1024 and all(math_is_power_of_two(t) for t in ticks)
+
+
+def math_is_power_of_two(value: float) -> bool:
+    return value > 0 and (int(value) & (int(value) - 1)) == 0
+
+
+def test_nice_ticks_and_number_formats() -> None:
+    assert charts.nice_ticks(0, 9.3) == [0, 2, 4, 6, 8, 10]
+    assert charts.nice_ticks(0, 0) == [0, 0.2, 0.4, 0.6, 0.8, 1.0]
+    assert charts.format_bytes(1024) == "1 KiB"
+    assert charts.format_bytes(64 * 2**20) == "64 MiB"
+    assert charts.format_bytes(1.5 * 2**30) == "1.5 GiB"
+    assert charts.format_number(0.01234) == "0.0123"
+    assert charts.format_number(12.345) == "12.3"
+    assert charts.format_number(1234.5) == "1234"
+
+
+def test_charts_escape_their_labels_and_have_a_size() -> None:
+    svg = str(
+        charts.line_chart(
+            [charts.Series("<a&b>", [(1024, 1.0), (2048, 2.0)])],
+            x=charts.Axis("size", "log2", charts.format_bytes),
+            y=charts.Axis("busbw"),
+            label='"><script>',
+        )
+    )
+    assert "<a&b>" not in svg and "&lt;a&amp;b&gt;" in svg
+    assert "<script>" not in svg
+    assert re.search(r'viewBox="0 0 720 300" width="720" height="300"', svg)
+    heat = str(
+        charts.heatmap(
+            ["a", "b"],
+            ["a", "b"],
+            {(0, 1): charts.Cell("st-fail", "x", "<t>")},
+            label="m",
+            row_axis="from",
+            col_axis="to",
+        )
+    )
+    assert heat.count("<rect") == 1 and "&lt;t&gt;" in heat
+
+
+def test_no_data_draws_a_labelled_empty_chart_not_a_broken_one() -> None:
+    svg = str(charts.line_chart([], x=charts.Axis("x"), y=charts.Axis("y"), label="nothing measured"))
+    assert "nothing measured" in svg and "<polyline" not in svg
+
+
+def test_an_interrupted_run_says_so() -> None:
+    report = load(REPORTS / "healthy.json")
+    stopped = RunReport(**{**report.__dict__, "interrupted": True, "exit_code": ExitCode.INTERRUPTED})
+    text = Page(html.render(stopped)).visible_text
+    assert "INTERRUPTED" in text and "130 interrupted" in text
