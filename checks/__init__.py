@@ -1,17 +1,31 @@
-"""The checks preflight runs, in the order it runs them. ``CHECKS`` is the registry."""
+"""The checks preflight runs, in the order it runs them: :func:`registry`.
+
+Importing the package imports no check (the node scripts in ``checks.node`` are used on
+their own, by the core too); the registry imports them when it is first asked.
+"""
 
 from __future__ import annotations
 
-from checks import baseline, connect, gpu_memory, ports, versions
-from preflight.check import Check
+from functools import cache
+from typing import TYPE_CHECKING
 
-__all__ = ["CHECKS"]
+if TYPE_CHECKING:
+    from preflight.check import Check
 
-CHECKS: tuple[Check, ...] = (
-    connect.CHECK,
-    versions.CHECK,
-    gpu_memory.CHECK,
-    ports.CHECK,
-    # Compares what the checks above found with a previous run: it comes last.
-    baseline.CHECK,
-)
+
+@cache
+def registry() -> tuple[Check, ...]:
+    from checks import allreduce, baseline, connect, ddp, gpu_memory, ports, versions
+
+    return (
+        connect.CHECK,
+        versions.CHECK,
+        gpu_memory.CHECK,
+        # Before the distributed job: a blocked rendezvous port skips it instead of waiting it out.
+        ports.CHECK,
+        # One torchrun launch serves both.
+        allreduce.CHECK,
+        ddp.CHECK,
+        # Compares what the checks above found with a previous run: it comes last.
+        baseline.CHECK,
+    )

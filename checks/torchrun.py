@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import base64
 import concurrent.futures as cf
+import contextlib
 import json
+import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -72,12 +74,16 @@ JOB_BOOTSTRAP = (
 )
 # torchrun's agent leaves torchelastic_* directories in $TMPDIR: give it a private one and
 # remove it however the job ends (the host's `timeout` sends TERM before KILL).
+# The directory is announced on stderr, so that the controller can remove it too when the
+# job had to be killed before the trap could run.
 TMPDIR_WRAPPER = (
     'd=$(mktemp -d "${TMPDIR:-/tmp}/preflight.XXXXXX") || '
     '{ echo "preflight: cannot create a temporary directory in ${TMPDIR:-/tmp}" >&2; exit 70; }; '
+    'echo "preflight-tmpdir=$d" >&2; '
     "trap 'rm -rf \"$d\"' EXIT; trap 'rm -rf \"$d\"; exit 143' HUP INT TERM; "
     'TMPDIR="$d" "$@"'
 )
+_TMPDIR_RE = re.compile(rb"^preflight-tmpdir=(/[\w./-]*/preflight\.\w{6})$", re.MULTILINE)
 TMPDIR_FAILED = 70
 # Seconds, on this lab's 2 cores, for torchrun and the workers to start and import torch;
 # real nodes are faster, and the deadline only bounds a job that hangs.
@@ -258,6 +264,7 @@ def launch(ctx: CheckContext, phases: tuple[str, ...]) -> JobOutcome | CheckResu
             env.update(
                 NCCL_DEBUG="INFO",
                 NCCL_DEBUG_SUBSYS="INIT,NET",
+                NCCL_DEBUG_FILE="/dev/stderr",  # NCCL logs to stdout otherwise; the judge reads stderr
                 NCCL_ALGO="Ring",
                 TORCH_NCCL_ASYNC_ERROR_HANDLING="1",
             )
@@ -336,21 +343,27 @@ def _watch(
         time.sleep(0.05)
     timed_out = deadline.expired
     # End what is still running, all at once: a lost node's kill may take a while to give up.
-    sessions_by_name = {s.spec.name: s for s in sessions}
-    lost = set(
-        pool.map(
-            lambda name: (
-                name
-                if not (sessions_by_name[name].transport and sessions_by_name[name].transport.responsive(3))  # type: ignore[union-attr]
-                else ""
-            ),
-            list(running),
-        )
-    ) - {""}
+    transports = {s.spec.name: s.transport for s in sessions}
+
+    def is_lost(name: str) -> bool:
+        transport = transports[name]
+        return transport is None or not transport.responsive(3)
+
+    lost = {name for name, gone in zip(running, pool.map(is_lost, running), strict=True) if gone}
     for name, result in zip(
         running, pool.map(lambda p: p.wait(Deadline.after(0)), running.values()), strict=True
     ):
         finished[name] = result
+
+    def remove_tmpdir(name: str) -> None:
+        """The wrapper's trap cannot run when the job is killed: remove its directory from here."""
+        found = _TMPDIR_RE.search(finished[name].stderr)
+        transport = transports[name]
+        if found and transport is not None:
+            with contextlib.suppress(HostUnavailable, OSError):
+                transport.run(["rm", "-rf", "--", found.group(1).decode()], timeout_s=10)
+
+    list(pool.map(remove_tmpdir, [n for n, r in finished.items() if not r.ok and n not in lost]))
     outcomes: dict[str, _Watched] = {}
     for rank, session in enumerate(sessions):
         name = session.spec.name

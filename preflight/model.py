@@ -142,6 +142,8 @@ class RunReport:
     results: tuple[CheckResult, ...]
     exit_code: ExitCode
     interrupted: bool = False
+    # Seconds spent in each phase of the run: "facts", then each check by name.
+    timings: Mapping[str, float] = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
 
     @property
@@ -158,6 +160,7 @@ class RunReport:
         hosts: Sequence[HostReport],
         results: Sequence[CheckResult],
         interrupted: bool = False,
+        timings: Mapping[str, float] | None = None,
     ) -> RunReport:
         code = ExitCode.INTERRUPTED if interrupted else exit_code_for(results)
         return cls(
@@ -168,6 +171,7 @@ class RunReport:
             results=tuple(results),
             exit_code=code,
             interrupted=interrupted,
+            timings={k: round(v, 3) for k, v in (timings or {}).items()},
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -179,6 +183,7 @@ class RunReport:
             "verdict": self.verdict,
             "exit_code": int(self.exit_code),
             "interrupted": self.interrupted,
+            "timings": dict(self.timings),
             "hosts": [h.to_dict() for h in self.hosts],
             "results": [r.to_dict() for r in self.results],
         }
@@ -197,6 +202,7 @@ class RunReport:
             results=tuple(CheckResult.from_dict(r) for r in data["results"]),
             exit_code=ExitCode(int(data["exit_code"])),
             interrupted=bool(data.get("interrupted", False)),
+            timings={str(k): float(v) for k, v in (data.get("timings") or {}).items()},
         )
 
     def results_for(self, check: str) -> list[CheckResult]:

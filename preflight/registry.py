@@ -11,7 +11,7 @@ from preflight.errors import UsageError
 def all_checks() -> tuple[Check, ...]:
     import checks
 
-    return checks.CHECKS
+    return checks.registry()
 
 
 def select_checks(only: Iterable[str] | None, skip: Iterable[str] | None) -> list[Check]:

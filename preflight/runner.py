@@ -67,8 +67,10 @@ def execute(request: RunRequest, progress: Progress | None = None) -> RunReport:
         HostSession(spec, HostReport(name=spec.name, address=spec.address)) for spec in request.hosts
     ]
     results: list[CheckResult] = []
+    timings: dict[str, float] = {}
     interrupted = False
     try:
+        phase_started = time.monotonic()
         sessions = gather(
             request.hosts,
             lambda spec: _make_transport(request, spec),
@@ -78,6 +80,7 @@ def execute(request: RunRequest, progress: Progress | None = None) -> RunReport:
             deadline=deadline,
             progress=progress,
         )
+        timings["facts"] = time.monotonic() - phase_started
         ctx = CheckContext(
             config=request.config,
             sessions=sessions,
@@ -88,7 +91,9 @@ def execute(request: RunRequest, progress: Progress | None = None) -> RunReport:
         )
         for check in request.checks:
             progress.check_started(check.name)
+            phase_started = time.monotonic()
             found = _run_check(check, ctx)
+            timings[check.name] = time.monotonic() - phase_started
             ctx.earlier.extend(found)
             results.extend(found)
             progress.check_done(check.name, found)
@@ -111,4 +116,5 @@ def execute(request: RunRequest, progress: Progress | None = None) -> RunReport:
         hosts=[s.report for s in sessions],
         results=results,
         interrupted=interrupted,
+        timings=timings,
     )

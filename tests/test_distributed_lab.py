@@ -113,3 +113,33 @@ def test_a_link_cut_during_the_job_names_the_node_and_leaves_nothing_running(
     survivors = [n for n in lab.nodes if n is not victim]
     assert_no_job_left(lab, survivors)
     lab.restore(victim)
+
+
+def test_a_link_slower_than_in_the_baseline_run_is_named(make_lab: MakeLab, tmp_path: Path) -> None:
+    lab = make_lab(3)
+    first, second, _ = lab.nodes
+    run, _ = run_check(lab, tmp_path, "--only", "allreduce")
+    assert run.returncode == 0, run.stdout + run.stderr
+    baseline = tmp_path / "baseline.json"
+    (tmp_path / "run.json").rename(baseline)
+    lab.throttle_link(first, second, rate_mbit=40)
+    run, data = run_check(lab, tmp_path, "--only", "allreduce", "--baseline", str(baseline))
+    assert run.returncode == 1, run.stdout + run.stderr
+    dropped = [r for r in results(data, "baseline") if r["status"] == "fail"]
+    assert [sorted(r["hosts"]) for r in dropped if r["details"]["item"] == "pair"] == [
+        sorted([first.address, second.address])
+    ]
+    assert "dropped to" in dropped[0]["summary"]
+
+
+def test_a_read_only_tmp_on_a_node_is_named(make_lab: MakeLab, tmp_path: Path) -> None:
+    lab = make_lab(3)
+    victim = lab.nodes[1]
+    lab.exec(victim, ["mount", "-o", "remount,ro", "/tmp"])
+    run, data = run_check(lab, tmp_path, "--only", "allreduce", "--timeout", "120")
+    assert run.returncode == 1, run.stdout + run.stderr
+    failing = [r for r in results(data, "allreduce") if r["status"] in ("fail", "error")]
+    assert victim.address in {h for r in failing for h in r["hosts"]}
+    assert any("temporary directory" in r["summary"] for r in failing)
+    lab.exec(victim, ["mount", "-o", "remount,rw", "/tmp"])
+    assert_no_job_left(lab)

@@ -289,9 +289,14 @@ class SshTransport(Transport):
             return
         try:
             channel = transport.open_session(timeout=5)
-            channel.settimeout(5)
+            channel.settimeout(10)
+            # TERM first, and time to act on it (torchrun ends its workers, a shell runs its
+            # cleanup trap); KILL whatever is left after 3 s.
             channel.exec_command(
-                f"kill -TERM -- -{pgid} 2>/dev/null; sleep 1; kill -KILL -- -{pgid} 2>/dev/null; true"
+                f"kill -TERM -- -{pgid} 2>/dev/null || exit 0; "
+                "for i in 1 2 3 4 5 6 7 8 9 10; do sleep 0.3; "
+                f"kill -0 -- -{pgid} 2>/dev/null || exit 0; done; "
+                f"kill -KILL -- -{pgid} 2>/dev/null; true"
             )
             channel.recv_exit_status()
             channel.close()

@@ -1,0 +1,374 @@
+"""``allreduce``: busbw across the world and between node pairs (as nccl-tests measures it, judged on the
+large sizes), slow nodes and links named once a re-test confirms them, and NCCL's fall-back to TCP.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from checks.culprits import Culprits, job_results, name_culprits, phase_error_result
+from checks.nccl_log import NcclTransport, parse_nccl_log
+from checks.torchrun import JobOutcome
+from preflight.check import Check, CheckContext
+from preflight.config import Config
+from preflight.model import CheckResult
+from preflight.nodeset import fold, group_by_value
+
+NAME = "allreduce"
+PHASE = "allreduce"
+
+# The first result's details carry the tables a report charts: "sweep" (per size: size_bytes,
+# time_s, algbw_gbps, busbw_gbps, wrong), "pairs" (node names in "nodes"), "pair_matrix"
+# (first-test busbw by node name), "node_ratio", and "transport" (one line per node).
+
+# A summary names this many pairs before "and N more" (details have them all).
+_LISTED_PAIRS = 4
+
+
+def size_label(size_bytes: int) -> str:
+    """``67108864`` -> ``64 MiB``; ``1536`` -> ``1.5 KiB``."""
+    value = float(size_bytes)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:g} {unit}"
+        value /= 1024
+    return f"{value:g} GiB"
+
+
+def gbps(value: float) -> str:
+    """Three significant digits: ``1.92``, ``0.0213``, ``372``."""
+    return f"{value:.3g}"
+
+
+def ratio_text(value: float) -> str:
+    return f"{value:.2g}x"
+
+
+def node_names(outcome: JobOutcome) -> list[str]:
+    """Inventory names by node rank: the document's list, else the launcher's."""
+    document = outcome.document or {}
+    names = [str(n) for n in document.get("nodes") or []]
+    by_rank = {n.node_rank: n.host for n in outcome.nodes}
+    count = max(len(names), 1 + max(by_rank, default=-1))
+    return [by_rank.get(i) or (names[i] if i < len(names) else f"node rank {i}") for i in range(count)]
+
+
+def _name(names: Sequence[str], node: int) -> str:
+    return names[node] if 0 <= node < len(names) else f"node rank {node}"
+
+
+def _link(names: Sequence[str], pair: Sequence[int]) -> str:
+    return f"{_name(names, pair[0])}-{_name(names, pair[1])}"
+
+
+# --------------------------------------------------------------------------- the sweep
+
+
+def _sweep_results(
+    section: Mapping[str, Any], config: Config, world: int, n_nodes: int, backend: str
+) -> tuple[list[CheckResult], str | None]:
+    """Findings about the whole-world sweep, and the headline for a pass."""
+    rows = [r for r in section.get("sweep") or [] if isinstance(r, Mapping)]
+    if not rows:
+        return [CheckResult(NAME, "error", "the sweep measured no message size")], None
+    results: list[CheckResult] = []
+    wrong = [r for r in rows if int(r.get("wrong") or 0) > 0]
+    if wrong:
+        wrong.sort(key=lambda r: -int(r["size_bytes"]))
+        first, *others = wrong
+        noun = "element" if int(first["wrong"]) == 1 else "elements"
+        summary = f"the sweep found {first['wrong']} wrong {noun} at {size_label(int(first['size_bytes']))}"
+        if others:
+            more = ", ".join(f"{r['wrong']} at {size_label(int(r['size_bytes']))}" for r in others[:3])
+            summary += f" (and {more})"
+        details = {"wrong": {str(r["size_bytes"]): r["wrong"] for r in wrong}}
+        results.append(
+            CheckResult(NAME, "fail", summary + ": all-reduce returned corrupted data", (), details)
+        )
+    largest = rows[-1]
+    size = size_label(int(largest["size_bytes"]))
+    busbw = float(largest["busbw_gbps"])
+    floor = config.allreduce.min_busbw_gbps
+    if floor > 0 and busbw < floor:
+        summary = f"busbw {gbps(busbw)} GB/s at {size} is below the floor {floor:g} GB/s"
+        results.append(CheckResult(NAME, "fail", summary, (), {"busbw_gbps": busbw, "floor_gbps": floor}))
+    nodes = f"{n_nodes} node{'s' if n_nodes != 1 else ''}"
+    ranks = f"{world} rank{'s' if world != 1 else ''}"
+    headline = f"busbw {gbps(busbw)} GB/s at {size} across {nodes} ({ranks}, {backend})"
+    if not section.get("sweep_complete", True):
+        # Not a finding by itself: a slow network is judged by the floor and by the pairs.
+        top = size_label(int(section.get("sweep_max_bytes") or largest["size_bytes"]))
+        budget = float(section.get("sweep_budget_s") or config.allreduce.sweep_budget_s)
+        headline += f" (the sweep's {budget:g} s budget stopped it short of {top})"
+    return results, headline
+
+
+# --------------------------------------------------------------------------- pairs
+
+
+def _pair_results(
+    culprits: Culprits, names: Sequence[str], config: Config
+) -> tuple[list[CheckResult], list[str]]:
+    """Failures for confirmed slow nodes, slow links and pairs under the floor; notes for a pass."""
+    typical = culprits.typical_busbw_gbps
+    results: list[CheckResult] = []
+    for slow in culprits.slow_nodes:
+        host = _name(names, slow.node)
+        partners = ", ".join(_name(names, p) for p in slow.partners)
+        summary = (
+            f"{host} is slow with every partner: {ratio_text(slow.ratio)} the typical pair "
+            f"({gbps(slow.busbw_gbps)} vs {gbps(typical)} GB/s busbw), confirmed by a re-test"
+        )
+        details = {"node": host, "busbw_gbps": slow.busbw_gbps, "ratio": slow.ratio, "partners": partners}
+        results.append(CheckResult(NAME, "fail", summary, (host,), details))
+    for link in culprits.slow_links:
+        hosts = (_name(names, link.nodes[0]), _name(names, link.nodes[1]))
+        summary = (
+            f"the link {hosts[0]}-{hosts[1]} runs at {ratio_text(link.ratio)} the typical pair "
+            f"({gbps(link.busbw_gbps)} vs {gbps(typical)} GB/s busbw) in its test and re-test; "
+            "both nodes are fast with other partners"
+        )
+        details = {
+            "link": list(hosts),
+            "busbw_gbps": link.busbw_gbps,
+            "first_gbps": link.first_gbps,
+            "retest_gbps": list(link.retest_gbps),
+            "ratio": link.ratio,
+        }
+        results.append(CheckResult(NAME, "fail", summary, hosts, details))
+    if culprits.below_floor:
+        floor = config.allreduce.min_pair_busbw_gbps
+        shown = ", ".join(f"{_link(names, p)} {gbps(v)}" for p, v in culprits.below_floor[:_LISTED_PAIRS])
+        more = len(culprits.below_floor) - _LISTED_PAIRS
+        count = len(culprits.below_floor)
+        summary = (
+            f"{count} pair{'s' if count > 1 else ''} below the floor {floor:g} GB/s busbw: {shown} GB/s"
+            + (f", and {more} more" if more > 0 else "")
+        )
+        floor_hosts = tuple(dict.fromkeys(_name(names, n) for p, _ in culprits.below_floor for n in p))
+        floor_details = {"floor_gbps": floor, "pairs": {_link(names, p): v for p, v in culprits.below_floor}}
+        results.append(CheckResult(NAME, "fail", summary, floor_hosts, floor_details))
+    notes = [
+        f"{_link(names, u.nodes)} slow once ({ratio_text(u.first_gbps / typical if typical else 0.0)}), "
+        f"{u.reason}"
+        for u in culprits.unconfirmed
+    ]
+    return results, notes
+
+
+def _pair_tables(
+    pairs: Sequence[Mapping[str, Any]], culprits: Culprits, names: Sequence[str]
+) -> dict[str, Any]:
+    # Node names in "nodes" (what a report shows); the job's node ranks kept in "node_ranks".
+    named = [
+        {**p, "nodes": [_name(names, int(n)) for n in p["nodes"]], "node_ranks": list(p["nodes"])}
+        for p in pairs
+    ]
+    matrix: dict[str, dict[str, float]] = {}
+    for p in pairs:
+        if p.get("retest"):
+            continue
+        a, b = (_name(names, int(n)) for n in p["nodes"])
+        matrix.setdefault(a, {})[b] = float(p["busbw_gbps"])
+        matrix.setdefault(b, {})[a] = float(p["busbw_gbps"])
+    return {
+        "pairs": named,
+        "pair_matrix": matrix,
+        "typical_pair_busbw_gbps": culprits.typical_busbw_gbps,
+        "median_pair_busbw_gbps": culprits.median_pair_busbw_gbps,
+        "slow_threshold_gbps": culprits.threshold_gbps,
+        "node_ratio": {_name(names, n): r for n, r in culprits.node_ratio.items()},
+        "unconfirmed": [
+            {"link": _link(names, u.nodes), "first_gbps": u.first_gbps, "retest_gbps": list(u.retest_gbps),
+             "reason": u.reason}
+            for u in culprits.unconfirmed
+        ],
+    }  # fmt: skip
+
+
+# --------------------------------------------------------------------------- transport
+
+
+def _ib_description(facts: Mapping[str, Any]) -> str | None:
+    """``InfiniBand mlx5_0`` / ``RoCE mlx5_0, mlx5_1`` from the node's facts; None without IB ports."""
+    devices = [d for d in ((facts.get("net") or {}).get("ib_devices") or []) if isinstance(d, Mapping)]
+    if not devices:
+        return None
+    names = list(dict.fromkeys(str(d.get("name")) for d in devices))
+    layers = {str(d.get("link_layer") or "") for d in devices}
+    kind = "RoCE" if layers == {"Ethernet"} else "InfiniBand"
+    down = [str(d.get("name")) for d in devices if str(d.get("state") or "").upper() not in ("", "ACTIVE")]
+    state = f" ({', '.join(down)} not active)" if down and len(down) == len(devices) else ""
+    return f"{kind} {', '.join(names[:3])}{state}"
+
+
+def _transport_results(
+    transports: Mapping[str, NcclTransport],
+    outcome: JobOutcome,
+    config: Config,
+    node_facts: Mapping[str, Mapping[str, Any]],
+    n_nodes: int,
+    gpu: bool,
+) -> tuple[list[CheckResult], str | None]:
+    """Fall-back to TCP where IB was expected, IB without GPUDirect RDMA, NCCL warnings."""
+    logged = {host: t for host, t in transports.items() if t.nccl_lines}
+    if outcome.backend != "nccl" or not logged:
+        return [], None
+    results: list[CheckResult] = []
+    expect = config.allreduce.expect_transport
+    if n_nodes >= 2 and expect != "socket":
+        fallbacks: dict[str, str] = {}
+        for host, transport in logged.items():
+            if not transport.uses_socket:
+                continue
+            described = _ib_description(node_facts.get(host) or {})
+            if described is not None:
+                fallbacks[host] = f"where {described} exists"
+            elif expect == "ib":
+                fallbacks[host] = 'where [allreduce] expect_transport = "ib"'
+        for reason, hosts in group_by_value(fallbacks):
+            summary = f"NCCL used NET/Socket between nodes on {fold(hosts)} {reason}: fall-back to TCP"
+            fallback_details: dict[str, Any] = {"fallback": {h: logged[h].to_dict() for h in hosts}}
+            results.append(CheckResult(NAME, "fail", summary, tuple(hosts), fallback_details))
+    if gpu and n_nodes >= 2:
+        no_gdr = [h for h, t in logged.items() if "NET/IB" in t.net_channels and not t.gdrdma]
+        if no_gdr:
+            summary = (
+                f"NCCL used NET/IB without GPUDirect RDMA on {fold(no_gdr)}: data between GPU and NIC "
+                "is staged through host memory (is nvidia-peermem loaded?)"
+            )
+            results.append(CheckResult(NAME, "warn", summary, tuple(no_gdr), {}))
+    warned = {h: t.warnings[0] for h, t in logged.items() if t.warnings}
+    for warning, hosts in group_by_value(warned):
+        count = sum(logged[h].warning_count for h in hosts)
+        summary = f"NCCL warned on {fold(hosts)}: {warning}" + (f" ({count} warnings)" if count > 1 else "")
+        details = {"warnings": {h: list(logged[h].warnings) for h in hosts}}
+        results.append(CheckResult(NAME, "warn", summary, tuple(hosts), details))
+    used = {h: t.inter_node or "no network" for h, t in logged.items()}
+    transports_seen = [value for value, _ in group_by_value(used)]
+    headline = f"NCCL over {', '.join(transports_seen)}" + (
+        " with GPUDirect RDMA" if all(t.gdrdma for t in logged.values()) and gpu and n_nodes >= 2 else ""
+    )
+    return results, headline
+
+
+def transport_text(transport: NcclTransport) -> str:
+    """One line per node for a report: ``NET/IB with GDRDMA (mlx5_0:1/IB, mlx5_1:1/RoCE), NCCL 2.21.5``."""
+    used = transport.inter_node or "no network (one node)"
+    parts = [used + (" with GDRDMA" if transport.gdrdma else "")]
+    devices = transport.ib_devices if used == "NET/IB" else transport.socket_devices
+    if used.startswith("NET/") and devices:
+        shown = [f"{d.name}:{d.port}/{d.link_layer}" if d.port is not None else d.name for d in devices[:4]]
+        parts[0] += f" ({', '.join(shown)})"
+    if transport.version:
+        parts.append(f"NCCL {transport.version}")
+    return ", ".join(parts)
+
+
+# --------------------------------------------------------------------------- the judge
+
+
+def judge_allreduce(
+    outcome: JobOutcome, config: Config, node_facts: Mapping[str, Mapping[str, Any]]
+) -> list[CheckResult]:
+    """Findings for the all-reduce phase of a job: sweep, pairs, transport, and the nodes that failed."""
+    if PHASE not in outcome.phases:
+        return [CheckResult(NAME, "skip", "not run: the job ran without the all-reduce phase")]
+    results = job_results(NAME, outcome, PHASE)
+    document = outcome.document or {}
+    errors = document.get("phase_errors") or {}
+    section = document.get(PHASE)
+    names = node_names(outcome)
+    transports = {n.host: parse_nccl_log(n.stderr) for n in outcome.nodes}
+    if not isinstance(section, Mapping):
+        if results:
+            return results
+        message = errors.get(PHASE) or errors.get("init")
+        if message:
+            return [phase_error_result(NAME, outcome, PHASE, str(message))]
+        return [
+            CheckResult(NAME, "error", "the job printed no all-reduce results", (), _exit_details(outcome))
+        ]
+
+    world = int(document.get("world_size") or 0)
+    gpu = document.get("device") == "cuda"
+    n_nodes = len(names)
+    sweep_findings, headline = _sweep_results(section, config, world, n_nodes, outcome.backend)
+    results.extend(sweep_findings)
+
+    pairs = [p for p in section.get("pairs") or [] if isinstance(p, Mapping)]
+    tables: dict[str, Any] = {}
+    notes: list[str] = []
+    pair_headline = None
+    if pairs:
+        culprits = name_culprits(
+            pairs, n_nodes, config.allreduce.slow_ratio, config.allreduce.min_pair_busbw_gbps
+        )
+        pair_findings, notes = _pair_results(culprits, names, config)
+        results.extend(pair_findings)
+        tables = _pair_tables(pairs, culprits, names)
+        ratios = list(culprits.node_ratio.values()) or [0.0]
+        first = [p for p in pairs if not p.get("retest")]
+        pair_headline = (
+            f"{len(first)} pairs, nodes at {min(ratios):.2g}-{max(ratios):.2g}x of a typical pair "
+            f"({gbps(culprits.typical_busbw_gbps)} GB/s)"
+        )
+
+    transport_findings, transport_headline = _transport_results(
+        transports, outcome, config, node_facts, n_nodes, gpu
+    )
+    results.extend(transport_findings)
+
+    details: dict[str, Any] = {
+        "sweep": list(section.get("sweep") or []),
+        "sweep_complete": section.get("sweep_complete"),
+        "duration_s": section.get("duration_s"),
+        "world_size": world,
+        "backend": outcome.backend,
+        "nodes": names,
+        **tables,
+        "transport": {h: transport_text(t) for h, t in transports.items() if t.nccl_lines},
+        "transport_details": {h: t.to_dict() for h, t in transports.items() if t.nccl_lines},
+    }
+    if notes:
+        details["notes"] = notes
+    if world == 1 and not any(r.status in ("fail", "error") for r in results):
+        # busbw is 0 by definition for one rank: there is no traffic to measure.
+        top = size_label(int(details["sweep"][-1]["size_bytes"])) if details["sweep"] else "?"
+        summary = f"one rank only: no all-reduce traffic to measure (results checked up to {top})"
+        return [CheckResult(NAME, "skip", summary, (), details)]
+    if not any(r.status in ("fail", "error") for r in results):
+        parts = [p for p in (headline, pair_headline, transport_headline) if p]
+        summary = "; ".join(parts)
+        if notes:
+            summary += (
+                f"; {len(notes)} pair{'s' if len(notes) > 1 else ''} slow once, not confirmed ({notes[0]})"
+            )
+        results.append(CheckResult(NAME, "pass", summary, (), details))
+        return results
+    results.sort(key=lambda r: {"fail": 0, "error": 1, "warn": 2}.get(r.status, 3))
+    first_result = results[0]
+    results[0] = dataclasses.replace(first_result, details={**details, **first_result.details})
+    return results
+
+
+def _exit_details(outcome: JobOutcome) -> dict[str, Any]:
+    return {"exit_status": {n.host: n.exit_status for n in outcome.nodes}, "duration_s": outcome.duration_s}
+
+
+def _run(ctx: CheckContext) -> list[CheckResult]:
+    from checks.torchrun import distributed_job
+
+    outcome = distributed_job(ctx)
+    if isinstance(outcome, CheckResult):
+        return [dataclasses.replace(outcome, check=NAME)]
+    return judge_allreduce(outcome, ctx.config, ctx.facts())
+
+
+CHECK = Check(
+    name=NAME,
+    title="all-reduce bus bandwidth across the world and between node pairs; the slow node or link named",
+    run=_run,
+)

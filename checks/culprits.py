@@ -1,0 +1,627 @@
+"""Naming the node or link to blame: pair-test plans, confirmed slow nodes and links, and why a job died.
+Pure and fast, for the judges and for simulations of 64 to 4,096 nodes; the re-test planner is the
+job script's own (``checks.node.distributed``), re-exported here.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from checks.node.distributed import (
+    PHASE_MARKER,
+    RANK_MARKER,
+    first_busbw,
+    node_best,
+    pack_rounds,
+    pair_key,
+    retest_plan,
+    slow_pairs,
+    typical_busbw,
+)
+from checks.torchrun import JobOutcome, NodeOutcome
+from preflight.model import CheckResult
+from preflight.nodeset import fold
+
+__all__ = [
+    "FULL_PLAN_MAX_NODES",
+    "Culprits",
+    "NodeFailure",
+    "Pair",
+    "SlowLink",
+    "SlowNode",
+    "Unconfirmed",
+    "explain_failures",
+    "failing_phase",
+    "first_busbw",
+    "job_results",
+    "name_culprits",
+    "node_best",
+    "pack_rounds",
+    "pair_key",
+    "phase_error_result",
+    "phases_reached",
+    "plan_rounds",
+    "rank_hosts",
+    "retest_plan",
+    "slow_pairs",
+    "typical_busbw",
+]
+
+Pair = tuple[int, int]
+PlanMode = Literal["full", "sparse", "auto"]
+
+# Up to this many nodes every pair is tested (n-1 rounds); beyond, one round covers every node.
+FULL_PLAN_MAX_NODES = 16
+
+
+# --------------------------------------------------------------------------- planning
+
+
+def _round_robin(n_nodes: int) -> list[list[Pair]]:
+    """Every pair once, in rounds of disjoint pairs: the circle method (n-1 rounds, n when odd)."""
+    seats: list[int | None] = list(range(n_nodes))
+    if n_nodes % 2:
+        seats.append(None)  # the node facing the empty seat sits the round out
+    rounds: list[list[Pair]] = []
+    for _ in range(len(seats) - 1):
+        pairs = [
+            pair_key(a, b)
+            for a, b in zip(seats[: len(seats) // 2], reversed(seats[len(seats) // 2 :]), strict=True)
+            if a is not None and b is not None
+        ]
+        rounds.append(sorted(pairs))
+        seats = [seats[0], seats[-1], *seats[1:-1]]
+    return rounds
+
+
+def _half_offset(n_nodes: int) -> list[list[Pair]]:
+    """Node i with node i + n/2: one round covering every node, each pair crossing the inventory's halves.
+
+    Inventories usually list nodes rack by rack, so pairing neighbours would mostly test links
+    inside a rack; a half-offset partner is usually in another rack, behind the spine.
+    """
+    half = n_nodes // 2
+    rounds = [[(i, i + half) for i in range(half)]]
+    if n_nodes % 2:
+        rounds.append([(0, n_nodes - 1)])
+    return rounds
+
+
+def plan_rounds(n_nodes: int, mode: PlanMode = "auto") -> list[list[Pair]]:
+    """Rounds of disjoint node pairs (by node rank) for the pair tests.
+
+    ``full``: every pair once (the complete pair matrix) in n-1 rounds, n when n is odd.
+    ``sparse``: every node in one pair, in one round (plus a one-pair round for an odd node).
+    ``auto``: full up to ``FULL_PLAN_MAX_NODES`` nodes, sparse beyond.
+    """
+    if n_nodes < 2:
+        return []
+    if mode == "auto":
+        mode = "full" if n_nodes <= FULL_PLAN_MAX_NODES else "sparse"
+    return _round_robin(n_nodes) if mode == "full" else _half_offset(n_nodes)
+
+
+# --------------------------------------------------------------------------- slow nodes and links
+
+
+@dataclass(frozen=True)
+class SlowNode:
+    """A node slow with every partner it was tested with, confirmed against a known-good node."""
+
+    node: int
+    busbw_gbps: float  # its best measurement
+    ratio: float  # busbw_gbps / typical
+    partners: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class SlowLink:
+    """A pair slow in its test and its re-test, both of whose nodes are fast with other partners."""
+
+    nodes: Pair
+    busbw_gbps: float  # the better of its test and re-test
+    ratio: float
+    first_gbps: float
+    retest_gbps: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class Unconfirmed:
+    """A pair slow in its first test that no re-test confirmed: a note, not a failure."""
+
+    nodes: Pair
+    first_gbps: float
+    retest_gbps: tuple[float, ...]
+    reason: str
+
+
+@dataclass(frozen=True)
+class Culprits:
+    typical_busbw_gbps: float  # the median over nodes of each node's best first-test pair
+    median_pair_busbw_gbps: float  # the plain median of the first tests, for reference
+    threshold_gbps: float  # slow_ratio x typical
+    slow_nodes: tuple[SlowNode, ...] = ()
+    slow_links: tuple[SlowLink, ...] = ()
+    unconfirmed: tuple[Unconfirmed, ...] = ()
+    # Pairs whose best measurement is under the absolute floor (min_pair_busbw_gbps), with it.
+    below_floor: tuple[tuple[Pair, float], ...] = ()
+    # Each node's best measurement over the typical pair: 1.0 is the median node.
+    node_ratio: Mapping[int, float] = field(default_factory=dict)
+
+    @property
+    def confirmed(self) -> bool:
+        return bool(self.slow_nodes or self.slow_links)
+
+
+def name_culprits(
+    measurements: Iterable[Mapping[str, Any]],
+    n_nodes: int,
+    slow_ratio: float,
+    min_pair_busbw_gbps: float = 0.0,
+) -> Culprits:
+    """Slow nodes and slow links from pair measurements (first tests and re-tests).
+
+    A pair is slow below ``slow_ratio`` x the typical pair. A finding is confirmed by a
+    re-test before it fails a run: a slow node needs two or more partners, all slow, and a
+    slow re-test against a node that is fast with someone else; a slow link needs a slow
+    re-test and both nodes fast with other partners. ``n_nodes`` sizes the ratio table, so
+    that a node no test reached still appears (with no ratio).
+    """
+    records = list(measurements)
+    first = first_busbw(records)
+    retests: dict[Pair, list[float]] = {}
+    for record in records:
+        if record.get("retest"):
+            a, b = record["nodes"]
+            retests.setdefault(pair_key(int(a), int(b)), []).append(float(record["busbw_gbps"]))
+    typical = typical_busbw(first)
+    threshold = slow_ratio * typical
+    median_pair = float(statistics.median(first.values())) if first else 0.0
+
+    # Everything each node was measured with: (partner, busbw, retest).
+    seen: dict[int, list[tuple[int, float, bool]]] = {}
+    for (a, b), busbw in first.items():
+        seen.setdefault(a, []).append((b, busbw, False))
+        seen.setdefault(b, []).append((a, busbw, False))
+    for (a, b), values in retests.items():
+        for busbw in values:
+            seen.setdefault(a, []).append((b, busbw, True))
+            seen.setdefault(b, []).append((a, busbw, True))
+    fast_with = {node: {p for p, busbw, _ in obs if busbw >= threshold} for node, obs in seen.items()}
+
+    def ratio(busbw: float) -> float:
+        return busbw / typical if typical > 0 else 0.0
+
+    slow_nodes: list[SlowNode] = []
+    for node in sorted(seen):
+        observed = seen[node]
+        partners = sorted({p for p, _, _ in observed})
+        if fast_with[node] or len(partners) < 2:
+            continue
+        confirming = [
+            p
+            for p, busbw, retest in observed
+            if retest and busbw < threshold and fast_with.get(p, set()) - {node}
+        ]
+        if not confirming:
+            continue
+        best = max(busbw for _, busbw, _ in observed)
+        slow_nodes.append(SlowNode(node, best, ratio(best), tuple(partners)))
+    slow_set = {s.node for s in slow_nodes}
+
+    slow_links: list[SlowLink] = []
+    unconfirmed: list[Unconfirmed] = []
+    for pair in sorted(p for p, busbw in first.items() if busbw < threshold):
+        a, b = pair
+        if a in slow_set or b in slow_set:
+            continue  # explained by the slow node
+        again = tuple(retests.get(pair, ()))
+        if again and all(v < threshold for v in again):
+            if fast_with[a] - {b} and fast_with[b] - {a}:
+                best = max(first[pair], *again)
+                slow_links.append(SlowLink(pair, best, ratio(best), first[pair], again))
+                continue
+            reason = "slow again on re-test, but a node of it has no fast partner to tell node from link"
+        elif again:
+            reason = "fast on re-test"
+        else:
+            reason = "not re-tested"
+        unconfirmed.append(Unconfirmed(pair, first[pair], again, reason))
+
+    below_floor: list[tuple[Pair, float]] = []
+    if min_pair_busbw_gbps > 0:
+        for pair, busbw in sorted(first.items()):
+            best = max(busbw, *retests.get(pair, [busbw]))
+            if best < min_pair_busbw_gbps:
+                below_floor.append((pair, best))
+
+    best_of_node = {node: max(busbw for _, busbw, _ in obs) for node, obs in seen.items()}
+    node_ratio = {node: ratio(best_of_node[node]) for node in range(n_nodes) if node in best_of_node}
+    return Culprits(
+        typical_busbw_gbps=typical,
+        median_pair_busbw_gbps=median_pair,
+        threshold_gbps=threshold,
+        slow_nodes=tuple(slow_nodes),
+        slow_links=tuple(slow_links),
+        unconfirmed=tuple(unconfirmed),
+        below_floor=tuple(below_floor),
+        node_ratio=node_ratio,
+    )
+
+
+# --------------------------------------------------------------------------- why a job died
+
+FailureKind = Literal["lost", "never_joined", "crashed", "hung", "victim", "timed_out", "ended"]
+
+
+@dataclass(frozen=True)
+class NodeFailure:
+    """What went wrong on one node; ``culprit`` is False for nodes that only suffered from another."""
+
+    host: str
+    kind: FailureKind
+    reason: str
+    culprit: bool
+    ranks: tuple[int, ...] = ()  # for "hung": the ranks that did not arrive
+
+
+_MASTER_TIMEOUT_RE = re.compile(
+    r"client socket has timed out after (?P<ms>\d+)ms "
+    r"while trying to connect to \((?P<addr>[^,]+), (?P<port>\d+)\)"
+)
+_MASTER_FAILED_RE = re.compile(r"failed to connect/validate to host (?P<addr>\S+?):(?P<port>\d+)")
+_REFUSED_RE = re.compile(r"Connection refused|ECONNREFUSED|errno: 111|\[Errno 111\]", re.IGNORECASE)
+_BARRIER_RE = re.compile(
+    r"Ranks? (?P<ranks>\d+(?:\s*,\s*\d+)*) failed to pass monitoredBarrier in (?P<ms>\d+) ms"
+)
+_PEER_RE = re.compile(
+    r"Connection (?:closed|reset) by peer|Connection reset|Broken pipe|"
+    r"Failed to recv, got 0 bytes|socketProgress: Connection closed",
+    re.IGNORECASE,
+)
+_TIMEOUT_RE = re.compile(
+    r"Timed out waiting|Watchdog caught collective operation timeout|timed out in monitoredBarrier|"
+    r"operation timed out|ran for \d+ milliseconds before timing out",
+    re.IGNORECASE,
+)
+_EXCEPTION_RE = re.compile(
+    r"^(?:[A-Za-z_][\w.]*\.)?(?P<name>[A-Za-z_]\w*(?:Error|Exception))\b:?\s*(?P<text>.*)$"
+)
+_RANK_PREFIX_RE = re.compile(r"^\[rank\d+\]:\s?")
+_SOURCE_PREFIX_RE = re.compile(r"\[/[^\]]+:\d+\]\s*")
+_SIGNAL_RE = re.compile(r"Signal (?P<num>\d+) \((?P<name>SIG\w+)\) received by PID")
+# torchrun's "Root Cause" block: which rank of the node died first.
+_ROOT_RANK_RE = re.compile(r"rank\s*:\s*(?P<rank>\d+) \(local_rank: \d+\)")
+# The master's store gave up waiting for nodes; a node that joined waited for the others.
+_CLIENTS_RE = re.compile(r"waiting for clients\. (?P<joined>\d+)/(?P<total>\d+) clients joined")
+_ASSIGNED_RE = re.compile(r"wait timeout after \d+ms, keys: \S*torchelastic/assigned_ranks")
+# Lines that never explain a failure: warnings, launcher chatter, NCCL INFO, C++ frames.
+_NOISE_RE = re.compile(
+    r"^\s*$|^\s|^\*+$|^frame #|UserWarning|Warning:|warnings\.warn|^Traceback|^Exception raised from|"
+    r"<omitting python frames>|NCCL INFO|^\[?[WIE]\d{4} |Setting OMP_NUM_THREADS|"
+    + re.escape(RANK_MARKER)
+    + "|"
+    + re.escape(PHASE_MARKER)
+)
+
+
+def clean_message(text: str, limit: int = 240) -> str:
+    """One readable line from an error: no ``[rankN]:`` or ``[/path/file.cc:123]`` prefixes, bounded."""
+    text = _RANK_PREFIX_RE.sub("", text.strip())
+    text = _SOURCE_PREFIX_RE.sub("", text)
+    text = text.split(" This is typically caused by")[0].strip()
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def last_error_line(stderr: str) -> str | None:
+    """The line a person would quote from a failed node's stderr: the last exception, else the last
+    line that is not noise."""
+    lines = [_RANK_PREFIX_RE.sub("", line.rstrip()) for line in stderr.splitlines()]
+    exceptions = [line for line in lines if _EXCEPTION_RE.match(line) and "ChildFailedError" not in line]
+    if exceptions:
+        return clean_message(exceptions[-1])
+    meaningful = [line for line in lines if not _NOISE_RE.search(line)]
+    return clean_message(meaningful[-1]) if meaningful else None
+
+
+def _markers(stderr: str, marker: str) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
+    for line in stderr.splitlines():
+        at = line.find(marker)
+        if at < 0:
+            continue
+        try:
+            value = json.loads(line[at + len(marker) :])
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            found.append(value)
+    return found
+
+
+def rank_hosts(outcome: JobOutcome) -> dict[int, str]:
+    """Global rank -> inventory host name: from the document when there is one, else from the rank
+    lines every rank writes to its node's stderr."""
+    hosts: dict[int, str] = {}
+    for node in outcome.nodes:
+        for marker in _markers(node.stderr, RANK_MARKER):
+            if isinstance(marker.get("rank"), int):
+                hosts[marker["rank"]] = node.host
+    document = outcome.document or {}
+    names = list(document.get("nodes") or [])
+    by_rank = {n.node_rank: n.host for n in outcome.nodes}
+    for info in document.get("ranks") or []:
+        node_rank = info.get("node_rank")
+        rank = info.get("rank")
+        if not isinstance(rank, int) or not isinstance(node_rank, int):
+            continue
+        if node_rank in by_rank:
+            hosts[rank] = by_rank[node_rank]
+        elif node_rank < len(names):
+            hosts[rank] = str(names[node_rank])
+    return hosts
+
+
+def phases_reached(outcome: JobOutcome) -> list[str]:
+    """The phases the job started, in order, from the phase lines in the nodes' stderr."""
+    reached: list[str] = []
+    for node in outcome.nodes:
+        for marker in _markers(node.stderr, PHASE_MARKER):
+            phase = marker.get("phase")
+            if isinstance(phase, str) and phase not in reached:
+                reached.append(phase)
+    order = {name: i for i, name in enumerate(outcome.phases)}
+    return sorted(reached, key=lambda p: order.get(p, len(order)))
+
+
+def describe_ranks(ranks: Sequence[int], hosts: Mapping[int, str]) -> str:
+    """``rank 5 on node2`` / ``ranks 4, 5 on node2``, grouped by node."""
+    by_host: dict[str, list[int]] = {}
+    for rank in sorted(set(ranks)):
+        by_host.setdefault(hosts.get(rank, "an unknown node"), []).append(rank)
+    parts = []
+    for host, group in by_host.items():
+        label = "rank" if len(group) == 1 else "ranks"
+        parts.append(f"{label} {', '.join(map(str, group))} on {host}")
+    return "; ".join(parts)
+
+
+def _seconds(ms: str) -> str:
+    return f"{int(ms) / 1000:g} s"
+
+
+def _never_joined(stderr: str) -> str | None:
+    """Why this node's torchrun never reached the master, when its stderr says so."""
+    master = _MASTER_TIMEOUT_RE.search(stderr) or _MASTER_FAILED_RE.search(stderr)
+    if master is None or _markers(stderr, RANK_MARKER):
+        return None  # workers started: it got through the rendezvous
+    address = f"{master.group('addr')}:{master.group('port')}"
+    if _REFUSED_RE.search(stderr):
+        detail = "connection refused"
+    elif master.groupdict().get("ms"):
+        waited = _seconds(master.group("ms"))
+        detail = f"no connection within {waited}: the port is closed, filtered or dropped"
+    else:
+        detail = "no connection"
+    return f"torchrun could not reach the master {address} ({detail})"
+
+
+def _diagnose(node: NodeOutcome, hosts: Mapping[int, str]) -> NodeFailure:
+    """What one failed node's outcome and stderr say happened to it."""
+    stderr = node.stderr
+    if node.lost:
+        return NodeFailure(node.host, "lost", "stopped answering during the job", True)
+    unreachable = _never_joined(stderr)
+    if unreachable is not None:
+        # Even when ended by preflight: the master gave up on it first.
+        return NodeFailure(node.host, "never_joined", unreachable, True)
+    if node.killed:
+        return NodeFailure(node.host, "ended", "ended by preflight after another node failed", False)
+    barrier = _BARRIER_RE.search(stderr)
+    if barrier:
+        ranks = tuple(int(r) for r in re.split(r"\s*,\s*", barrier.group("ranks")))
+        reason = (
+            f"saw {describe_ranks(ranks, hosts)} miss the join barrier "
+            f"(monitored_barrier waited {_seconds(barrier.group('ms'))})"
+        )
+        return NodeFailure(node.host, "victim", reason, False, ranks)
+    clients = _CLIENTS_RE.search(stderr)
+    if clients:
+        reason = f"the rendezvous saw only {clients.group('joined')} of {clients.group('total')} nodes join"
+        return NodeFailure(node.host, "victim", reason, False)
+    if _ASSIGNED_RE.search(stderr):
+        return NodeFailure(
+            node.host, "victim", "joined the rendezvous, but the other nodes never came", False
+        )
+    peer = _PEER_RE.search(stderr)
+    if peer:
+        line = next((ln for ln in stderr.splitlines() if _PEER_RE.search(ln)), peer.group(0))
+        return NodeFailure(
+            node.host, "victim", f"lost its connection to a peer: {clean_message(line)}", False
+        )
+    if _TIMEOUT_RE.search(stderr):
+        line = next((ln for ln in stderr.splitlines() if _TIMEOUT_RE.search(ln)), "")
+        reason = f"a collective timed out waiting for peers: {clean_message(line)}"
+        return NodeFailure(node.host, "victim", reason, False)
+    if node.timed_out:
+        return NodeFailure(node.host, "timed_out", "did not finish before its deadline", False)
+    signal = _SIGNAL_RE.search(stderr)
+    if signal:
+        root = _ROOT_RANK_RE.search(stderr)
+        who = f"rank {root.group('rank')}" if root else "a rank"
+        outside = (
+            " (from outside the job: the out-of-memory killer?)" if signal.group("name") == "SIGKILL" else ""
+        )
+        return NodeFailure(node.host, "crashed", f"{who} was ended by {signal.group('name')}{outside}", True)
+    if node.exit_status is not None and node.exit_status < 0:
+        return NodeFailure(node.host, "crashed", f"ended by signal {-node.exit_status}", True)
+    quoted = last_error_line(stderr)
+    status = "no exit status" if node.exit_status is None else f"exit status {node.exit_status}"
+    reason = f"failed ({status}): {quoted}" if quoted else f"failed ({status})"
+    return NodeFailure(node.host, "crashed", reason, True)
+
+
+def _started_hosts(outcome: JobOutcome) -> set[str]:
+    return {n.host for n in outcome.nodes if _markers(n.stderr, RANK_MARKER) or _ASSIGNED_RE.search(n.stderr)}
+
+
+def explain_failures(outcome: JobOutcome) -> list[NodeFailure]:
+    """Every node that did not finish cleanly, culprits first.
+
+    Culprits: nodes that stopped answering, never joined, or failed on their own; ranks a
+    monitored barrier reports missing. Victims (a peer closed the connection, a collective
+    timed out) and nodes preflight ended are not culprits, unless nothing else explains the
+    failure: then the nodes that timed out are named.
+    """
+    hosts = rank_hosts(outcome)
+    failures = [_diagnose(node, hosts) for node in outcome.nodes if not node.ok]
+    named = {f.host for f in failures if f.culprit}
+    extra: list[NodeFailure] = []
+    for failure in failures:
+        for rank in failure.ranks:
+            host = hosts.get(rank)
+            if host is not None and host not in named:
+                named.add(host)
+                extra.append(
+                    NodeFailure(
+                        host, "hung", f"{describe_ranks([rank], hosts)} never reached the join barrier", True
+                    )
+                )
+    failures = extra + failures
+    short = next((f for f in failures if f.reason.startswith("the rendezvous saw only")), None)
+    if short is not None and not any(f.culprit for f in failures):
+        # The master counted fewer nodes than expected; the ones that show no sign of joining
+        # (no worker started, no wait on the rendezvous) are the missing ones.
+        failures = [
+            NodeFailure(f.host, "never_joined", f"never joined the rendezvous ({short.reason[4:]})", True)
+            if f.kind in ("ended", "timed_out") and f.host not in _started_hosts(outcome)
+            else f
+            for f in failures
+        ]
+    if not any(f.culprit for f in failures):
+        # Nobody failed on their own: the ones that hung until their deadline are the suspects.
+        failures = [
+            NodeFailure(f.host, f.kind, f.reason, True, f.ranks) if f.kind == "timed_out" else f
+            for f in failures
+        ]
+    failures.sort(key=lambda f: not f.culprit)
+    return failures
+
+
+# --------------------------------------------------------------------------- findings about the job itself
+
+
+def _failure_summary(failures: Sequence[NodeFailure]) -> str:
+    """One line for failures of one kind and reason, hosts folded: ``node[2-3] never joined: ...``."""
+    first = failures[0]
+    hosts = fold([f.host for f in failures])
+    if first.kind == "lost":
+        return f"{hosts} stopped answering during the job"
+    if first.kind == "never_joined":
+        return f"{hosts} never joined: {first.reason}"
+    if first.kind == "hung":
+        return first.reason if len(failures) == 1 else f"{hosts}: {first.reason}"
+    if first.kind == "timed_out":
+        return f"{hosts} did not finish before the job's deadline, and no node reported an error"
+    return (
+        f"{hosts} {first.reason}"
+        if first.reason.startswith(("saw ", "lost "))
+        else f"{hosts}: {first.reason}"
+    )
+
+
+def failing_phase(outcome: JobOutcome) -> str | None:
+    """The phase the job was in when it failed: the last one it started, else its first."""
+    reached = phases_reached(outcome)
+    if reached:
+        return reached[-1]
+    return outcome.phases[0] if outcome.phases else None
+
+
+def job_results(check: str, outcome: JobOutcome, phase: str) -> list[CheckResult]:
+    """Findings about the launch and the nodes, for the check that judges ``phase``.
+
+    The phase the job failed in gets ``fail`` findings naming the culprits; a phase the job
+    never reached gets one ``error`` ("not run") that names them too. A node that failed after
+    rank 0 printed this phase's results (at teardown) is a ``warn``: the results stand.
+    Nothing when every node finished cleanly.
+    """
+    if outcome.launch_error:
+        return [CheckResult(check, "error", f"the job could not be started: {outcome.launch_error}")]
+    failures = explain_failures(outcome)
+    culprits = [f for f in failures if f.culprit]
+    if not culprits:
+        return []
+    ended = [f.host for f in failures if f.kind == "ended"]
+    details: dict[str, Any] = {
+        "failures": [
+            {"host": f.host, "kind": f.kind, "reason": f.reason, "culprit": f.culprit, "ranks": list(f.ranks)}
+            for f in failures
+        ],
+        "phases_reached": phases_reached(outcome),
+        "exit_status": {n.host: n.exit_status for n in outcome.nodes},
+    }
+    groups: dict[tuple[str, str], list[NodeFailure]] = {}
+    for failure in culprits:
+        groups.setdefault((failure.kind, failure.reason if failure.kind != "lost" else ""), []).append(
+            failure
+        )
+    summaries = [_failure_summary(group) for group in groups.values()]
+    where = failing_phase(outcome)
+    if ended:
+        summaries[0] += f"; preflight ended the job on {fold(ended)}"
+    hosts = tuple(dict.fromkeys(f.host for f in culprits))
+    reached = phases_reached(outcome)
+    document = outcome.document or {}
+    if isinstance(document.get(phase), Mapping):
+        return [
+            CheckResult(
+                check,
+                "warn",
+                f"{summary}, after the job's results were in",
+                tuple(f.host for f in group),
+                details,
+            )
+            for summary, group in zip(summaries, groups.values(), strict=True)
+        ]
+    if where is not None and where != phase and phase not in reached:
+        when = f"the job ended in the {where} phase" if reached else "the job never started"
+        summary = f"not run: {when}: " + "; ".join(summaries)
+        return [CheckResult(check, "error", summary, hosts, details)]
+    if where == phase and any(f.kind == "lost" for f in culprits):
+        summaries = [s.replace("during the job", f"during the {phase} phase", 1) for s in summaries]
+    return [
+        CheckResult(check, "fail", summary, tuple(f.host for f in group), details)
+        for summary, group in zip(summaries, groups.values(), strict=True)
+    ]
+
+
+_ERROR_RANK_RE = re.compile(r"^rank (?P<rank>\d+)(?: \([^)]*\))?: (?P<message>.*)$")
+
+
+def phase_error_result(check: str, outcome: JobOutcome, phase: str, message: str) -> CheckResult:
+    """A phase that raised on some rank: the ranks a monitored barrier names, else the rank that failed."""
+    hosts = rank_hosts(outcome)
+    details = {"phase_error": message}
+    barrier = _BARRIER_RE.search(message)
+    if barrier:
+        ranks = [int(r) for r in re.split(r"\s*,\s*", barrier.group("ranks"))]
+        culprit_hosts = tuple(dict.fromkeys(hosts[r] for r in ranks if r in hosts))
+        summary = (
+            f"{describe_ranks(ranks, hosts)} never reached the join barrier "
+            f"(monitored_barrier waited {_seconds(barrier.group('ms'))})"
+        )
+        return CheckResult(check, "fail", summary, culprit_hosts, details)
+    first = message.split("; ")[0]
+    found = _ERROR_RANK_RE.match(first)
+    if found:
+        rank = int(found.group("rank"))
+        where = describe_ranks([rank], hosts)
+        summary = f"the {phase} phase failed on {where}: {clean_message(found.group('message'))}"
+        return CheckResult(check, "fail", summary, (hosts[rank],) if rank in hosts else (), details)
+    return CheckResult(check, "fail", f"the {phase} phase failed: {clean_message(first)}", (), details)

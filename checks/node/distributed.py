@@ -1,0 +1,777 @@
+"""The job every rank runs under torchrun: all-reduce sweep, pair tests, DDP smoke training; rank 0
+prints one ``PREFLIGHT-JOB-RESULT <json>`` line. Self-contained (standard library and torch, Python
+3.8+): shipped base64 in ``PREFLIGHT_JOB``, its argument one JSON object in ``sys.argv[1]``.
+"""
+
+from __future__ import annotations
+
+import copy
+import ctypes
+import hashlib
+import json
+import os
+import socket
+import statistics
+import sys
+import time
+import traceback
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping, Sequence
+
+    Pair = tuple[int, int]
+    JsonDict = dict[str, Any]
+
+JOB_VERSION = 1
+RESULT_MARKER = "PREFLIGHT-JOB-RESULT "
+# Every rank writes a rank line to stderr when it starts, and local rank 0 of each node a phase
+# line when a phase starts: the controller maps ranks to nodes and knows how far the job got
+# even when rank 0 never prints its document.
+RANK_MARKER = "PREFLIGHT-JOB-RANK "
+PHASE_MARKER = "PREFLIGHT-JOB-PHASE "
+PHASES = ("allreduce", "ddp")
+
+GB = 1e9
+FLOAT32_BYTES = 4
+# The sweep starts at 1 KiB: smaller messages only measure launch latency, which says
+# nothing about the links.
+SWEEP_START_BYTES = 1024
+# A pair test first times a message this small: a link too slow for the full pair message then
+# gets a smaller one, so that one op stays well inside the pair's budget and the collective timeout.
+PAIR_PROBE_BYTES = 64 * 1024
+# Correctness values repeat with this period over elements; prime, so that a chunk landing
+# at the wrong offset (a multiple of any power of two) shows up as wrong values.
+PATTERN_PERIOD = 11
+# DDP smoke model: small enough to train in milliseconds on a CPU, big enough to need buckets.
+DDP_SEED = 20240611
+DDP_IN = 16
+DDP_HIDDEN = 32
+DDP_BATCH = 64
+DDP_LR = 0.05
+# Local forward+backward steps timed without DDP, to see a straggler's own compute.
+COMPUTE_TIMING_STEPS = 10
+# Default arguments; a launcher may send fewer keys.
+DEFAULT_ALLREDUCE: JsonDict = {
+    "sweep_budget_s": 6.0,
+    "max_bytes": 64 * 1024 * 1024,
+    "pair_bytes": 4 * 1024 * 1024,
+    "pair_budget_s": 2.0,
+    "warmup_iters": 5,
+    "iters": 20,
+    "slow_ratio": 0.5,
+    "pairwise": True,
+    "rounds": [],
+}
+DEFAULT_DDP: JsonDict = {"steps": 30}
+
+
+# --------------------------------------------------------------------------- pure helpers
+# The re-test planning is here, not in the controller, because the ranks plan re-tests during
+# the job; checks.culprits imports it from this file, so the job and the judge share one copy.
+
+
+def bus_bandwidth(size_bytes: int, time_s: float, n_ranks: int) -> tuple[float, float]:
+    """(algbw, busbw) in GB/s of one all-reduce as nccl-tests defines them (GB = 1e9 bytes)."""
+    if time_s <= 0:
+        return 0.0, 0.0
+    algbw = size_bytes / time_s / GB
+    return algbw, algbw * (2.0 * (n_ranks - 1) / n_ranks if n_ranks > 0 else 0.0)
+
+
+def sweep_sizes(max_bytes: int, start_bytes: int = SWEEP_START_BYTES) -> list[int]:
+    """Doubling message sizes from ``start_bytes`` up to ``max_bytes`` (which is always included)."""
+    top = max(FLOAT32_BYTES, max_bytes - max_bytes % FLOAT32_BYTES)
+    sizes: list[int] = []
+    size = min(start_bytes, top)
+    while size < top:
+        sizes.append(size)
+        size *= 2
+    sizes.append(top)
+    return sizes
+
+
+def plan_iterations(probe_s: float, remaining_s: float, warmup_iters: int, iters: int) -> tuple[int, int]:
+    """(warm-ups, timed iterations) that fit ``remaining_s``, keeping one op for the correctness check.
+
+    Timed iterations come first (at least one); warm-ups get what is left. The probe op that
+    measured ``probe_s`` was itself the first warm-up.
+    """
+    per_op = max(probe_s, 1e-9)
+    available = remaining_s - per_op
+    timed = max(1, min(iters, int(available / per_op)))
+    warm = max(0, min(warmup_iters, int((available - timed * per_op) / per_op)))
+    return warm, timed
+
+
+def pair_size(target_bytes: int, probe_bytes: int, probe_s: float, budget_s: float) -> int:
+    """The pair message: ``target_bytes``, or a power of two at least ``probe_bytes`` small enough that
+    one op (estimated from the probe, as if bandwidth-bound) takes a third of the budget at most."""
+    if probe_s <= 0 or 3 * probe_s * target_bytes / probe_bytes <= budget_s:
+        return target_bytes
+    fits = probe_bytes * (budget_s / 3) / probe_s
+    size = probe_bytes
+    while size * 2 <= min(fits, target_bytes):
+        size *= 2
+    return size
+
+
+def pair_key(a: int, b: int) -> Pair:
+    return (a, b) if a < b else (b, a)
+
+
+def node_best(busbw_by_pair: Mapping[Pair, float]) -> dict[int, float]:
+    """Each node's best pair busbw: what the node can do when its partner is healthy."""
+    best: dict[int, float] = {}
+    for (a, b), busbw in busbw_by_pair.items():
+        for node in (a, b):
+            if node not in best or busbw > best[node]:
+                best[node] = busbw
+    return best
+
+
+def typical_busbw(busbw_by_pair: Mapping[Pair, float]) -> float:
+    """The median over nodes of each node's best pair: what a healthy pair does.
+
+    A plain median of pairs fails on small clusters: with three nodes and one bad node, two
+    of the three pairs are slow and the median is the slow value. A bad node drags down only
+    its own best; a bad link drags down no node's best.
+    """
+    best = node_best(busbw_by_pair)
+    return float(statistics.median(best.values())) if best else 0.0
+
+
+def slow_pairs(busbw_by_pair: Mapping[Pair, float], slow_ratio: float) -> list[Pair]:
+    threshold = slow_ratio * typical_busbw(busbw_by_pair)
+    return sorted(pair for pair, busbw in busbw_by_pair.items() if busbw < threshold)
+
+
+def pack_rounds(tests: Iterable[Pair]) -> list[list[Pair]]:
+    """Tests packed first-fit into rounds of disjoint pairs, in the order given."""
+    rounds: list[list[Pair]] = []
+    busy: list[set[int]] = []
+    for a, b in tests:
+        for index, nodes in enumerate(busy):
+            if a not in nodes and b not in nodes:
+                rounds[index].append((a, b))
+                nodes.update((a, b))
+                break
+        else:
+            rounds.append([(a, b)])
+            busy.append({a, b})
+    return rounds
+
+
+def retest_plan(busbw_by_pair: Mapping[Pair, float], slow_ratio: float) -> list[list[Pair]]:
+    """Rounds of re-tests for the pairs below ``slow_ratio`` x the typical pair; deterministic.
+
+    Every slow pair is re-tested once, and every node that was slow with all its partners is
+    tested against a known-good node (one fast with some partner, fewest slow pairs first,
+    a partner it has not had yet preferred). A node already slow with two or more partners is
+    judged by its test against a good node alone: re-testing each of its pairs would only
+    repeat the same slow number, one round per pair.
+    """
+    slow = slow_pairs(busbw_by_pair, slow_ratio)
+    if not slow:
+        return []
+    threshold = slow_ratio * typical_busbw(busbw_by_pair)
+    partners: dict[int, set[int]] = {}
+    fast: set[int] = set()
+    slow_count: dict[int, int] = {}
+    for (a, b), busbw in busbw_by_pair.items():
+        partners.setdefault(a, set()).add(b)
+        partners.setdefault(b, set()).add(a)
+        if busbw >= threshold:
+            fast.update((a, b))
+        else:
+            slow_count[a] = slow_count.get(a, 0) + 1
+            slow_count[b] = slow_count.get(b, 0) + 1
+    lonely = sorted({node for pair in slow for node in pair} - fast)
+    judged_alone = {node for node in lonely if len(partners[node]) >= 2}
+    tests: list[Pair] = [p for p in slow if p[0] not in judged_alone and p[1] not in judged_alone]
+    planned = set(tests)
+    good = sorted(fast, key=lambda node: (slow_count.get(node, 0), node))
+    order = {node: index for index, node in enumerate(good)}
+    usage = {node: 0 for node in good}
+    for node in lonely:
+        candidates = [g for g in good if g != node]
+        if not candidates:
+            continue
+        partner = min(
+            candidates,
+            key=lambda g: (g in partners[node], pair_key(node, g) in planned, usage[g], order[g]),
+        )
+        usage[partner] += 1
+        key = pair_key(node, partner)
+        if key not in planned:
+            planned.add(key)
+            tests.append(key)
+    return pack_rounds(tests)
+
+
+def first_busbw(measurements: Iterable[Mapping[str, Any]]) -> dict[Pair, float]:
+    """busbw of each pair's first test (re-tests left out)."""
+    found: dict[Pair, float] = {}
+    for record in measurements:
+        if record.get("retest"):
+            continue
+        a, b = record["nodes"]
+        found.setdefault(pair_key(int(a), int(b)), float(record["busbw_gbps"]))
+    return found
+
+
+def pattern_values(period_index: int, rank: int) -> int:
+    """The value rank ``rank`` puts at an element whose index is ``period_index`` mod the period."""
+    return (7 * period_index + rank) % PATTERN_PERIOD + 1
+
+
+def expected_sums(world_size: int) -> list[int]:
+    """The exact all-reduce sum of ``pattern_values`` over every rank, per index in the period."""
+    return [sum(pattern_values(k, r) for r in range(world_size)) for k in range(PATTERN_PERIOD)]
+
+
+def _error_text(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    # torch errors often end in a C++ stack; the first line is the one a person reads.
+    first = lines[0] if lines else ""
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+
+
+def _log(marker: str, payload: Mapping[str, Any]) -> None:
+    sys.stderr.write(marker + json.dumps(dict(payload), sort_keys=True) + "\n")
+    sys.stderr.flush()
+
+
+def finite(value: Any) -> Any:
+    """``value`` with NaN and infinities replaced by None: strict JSON has no such numbers."""
+    if isinstance(value, float):
+        return value if value == value and value not in (float("inf"), float("-inf")) else None
+    if isinstance(value, dict):
+        return {key: finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(item) for item in value]
+    return value
+
+
+def _write_stdout_line(text: str) -> None:
+    # One write of the whole line, so that other output on the same pipe cannot split it.
+    pending = memoryview((text + "\n").encode("ascii"))
+    while pending:
+        pending = pending[os.write(1, pending) :]
+
+
+# --------------------------------------------------------------------------- the job
+
+
+class Job:
+    """One rank's view of the job: its place in the world and the phases it runs."""
+
+    def __init__(self, torch: Any, dist: Any, args: Mapping[str, Any]) -> None:
+        self.torch = torch
+        self.dist = dist
+        self.args = args
+        self.rank = int(os.environ.get("RANK", "0"))
+        self.world = int(os.environ.get("WORLD_SIZE", "1"))
+        self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        self.node_rank = int(os.environ.get("GROUP_RANK", "0"))
+        self.timeout_s = float(args.get("timeout_s", 60))
+        wanted = str(args.get("device", "cpu"))
+        self.cuda = wanted == "cuda" and bool(torch.cuda.is_available())
+        self.backend = str(args.get("backend") or ("nccl" if self.cuda else "gloo"))
+        self.device = torch.device("cuda", self.local_rank) if self.cuda else torch.device("cpu")
+        self.hostname = socket.gethostname()
+        self.usable = False  # the process group answers collectives
+        self.ranks: list[JsonDict] = []
+        self.ranks_of_node: dict[int, list[int]] = {}
+
+    # ---- plumbing
+
+    def sync(self) -> None:
+        if self.cuda:
+            self.torch.cuda.synchronize(self.device)
+
+    def agree_max(self, values: Sequence[float], group: Any = None) -> list[float]:
+        """The maximum of each value over the ranks of ``group``: the same numbers on every rank."""
+        tensor = self.torch.tensor(list(values), dtype=self.torch.float64, device=self.device)
+        self.dist.all_reduce(tensor, op=self.dist.ReduceOp.MAX, group=group)
+        return [float(v) for v in tensor.tolist()]
+
+    def barrier(self, group: Any = None) -> None:
+        # A one-element all-reduce works on every backend and device, without the device
+        # guessing that dist.barrier does for NCCL.
+        tensor = self.torch.zeros(1, device=self.device)
+        self.dist.all_reduce(tensor, group=group)
+        self.sync()
+
+    def gather(self, value: Any) -> list[Any]:
+        """``value`` (plain JSON data) from every rank, by rank.
+
+        Not ``all_gather_object``: it needs numpy, which a training environment may lack.
+        """
+        torch = self.torch
+        data = json.dumps(value).encode("utf-8")
+        size = torch.tensor([len(data)], dtype=torch.int64, device=self.device)
+        sizes = [torch.zeros_like(size) for _ in range(self.world)]
+        self.dist.all_gather(sizes, size)
+        lengths = [int(s.item()) for s in sizes]
+        padded = torch.zeros(max(lengths), dtype=torch.uint8)
+        padded[: len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+        padded = padded.to(self.device)
+        gathered = [torch.empty_like(padded) for _ in range(self.world)]
+        self.dist.all_gather(gathered, padded)
+        pieces = [_tensor_bytes(gathered[i][: lengths[i]]) for i in range(self.world)]
+        return [json.loads(piece.decode("utf-8")) for piece in pieces]
+
+    def time_ops(self, buffer: Any, count: int, group: Any = None) -> float:
+        """Seconds per in-place all-reduce of ``buffer`` over ``count`` back-to-back ops, on this rank."""
+        self.barrier(group)
+        start = time.perf_counter()
+        for _ in range(count):
+            self.dist.all_reduce(buffer, group=group)
+        self.sync()
+        return (time.perf_counter() - start) / count
+
+    # ---- start
+
+    def start(self) -> None:
+        _log(
+            RANK_MARKER,
+            {
+                "rank": self.rank,
+                "node_rank": self.node_rank,
+                "local_rank": self.local_rank,
+                "hostname": self.hostname,
+                "pid": os.getpid(),
+            },
+        )
+        if str(self.args.get("device", "cpu")) == "cuda" and not self.cuda:
+            version = getattr(self.torch, "__version__", "?")
+            raise RuntimeError(f"CUDA is not available to torch {version} on {self.hostname}")
+        if self.cuda:
+            self.torch.cuda.set_device(self.local_rank)
+        self.dist.init_process_group(self.backend, timeout=timedelta(seconds=self.timeout_s))
+        self.world = self.dist.get_world_size()
+        self.rank = self.dist.get_rank()
+        device_name = self.torch.cuda.get_device_name(self.local_rank) if self.cuda else "cpu"
+        me = {
+            "rank": self.rank,
+            "node_rank": self.node_rank,
+            "local_rank": self.local_rank,
+            "hostname": self.hostname,
+            "device_name": device_name,
+        }
+        self.ranks = sorted(self.gather(me), key=lambda r: int(r["rank"]))
+        for info in self.ranks:
+            self.ranks_of_node.setdefault(int(info["node_rank"]), []).append(int(info["rank"]))
+        self.usable = True
+
+    # ---- all-reduce
+
+    def fill_pattern(self, count: int) -> Any:
+        torch = self.torch
+        period = torch.tensor(
+            [float(pattern_values(k, self.rank)) for k in range(PATTERN_PERIOD)],
+            dtype=torch.float32,
+            device=self.device,
+        )
+        return period.repeat((count + PATTERN_PERIOD - 1) // PATTERN_PERIOD)[:count].contiguous()
+
+    def count_wrong(self, count: int) -> int:
+        """Elements that differ from the exact sum after one untimed all-reduce of rank-dependent values."""
+        torch = self.torch
+        buffer = self.fill_pattern(count)
+        self.dist.all_reduce(buffer)
+        period = torch.tensor(
+            [float(v) for v in expected_sums(self.world)], dtype=torch.float32, device=self.device
+        )
+        expected = period.repeat((count + PATTERN_PERIOD - 1) // PATTERN_PERIOD)[:count]
+        wrong = int((buffer != expected).sum().item())
+        # Every rank checks its own copy; a wrong element anywhere counts.
+        return int(self.agree_max([float(wrong)])[0])
+
+    def sweep(self, settings: Mapping[str, Any]) -> JsonDict:
+        torch = self.torch
+        budget = float(settings["sweep_budget_s"])
+        warmup = int(settings["warmup_iters"])
+        iters = max(1, int(settings["iters"]))
+        sizes = sweep_sizes(int(settings["max_bytes"]))
+        rows: list[JsonDict] = []
+        stopped: str | None = None
+        start = time.perf_counter()
+        elapsed = 0.0
+        last_per_op = 0.0
+        for size in sizes:
+            if rows:
+                # The next size takes about twice as long per op; it needs a probe, one
+                # timed op and the check, or the sweep stops growing here.
+                estimate = 2.0 * last_per_op
+                if elapsed + 3.0 * estimate > budget:
+                    stopped = f"the {budget:g} s budget would run out at {size} bytes"
+                    break
+            count = size // FLOAT32_BYTES
+            buffer = torch.zeros(count, dtype=torch.float32, device=self.device)
+            probe_local = self.time_ops(buffer, 1)
+            probe, elapsed = self.agree_max([probe_local, time.perf_counter() - start])
+            remaining = budget - elapsed
+            if rows and remaining < 2.0 * probe:
+                stopped = f"the {budget:g} s budget ran out at {size} bytes"
+                break
+            warm, timed = plan_iterations(probe, remaining, max(0, warmup - 1), iters)
+            for _ in range(warm):
+                self.dist.all_reduce(buffer)
+            per_op_local = self.time_ops(buffer, timed)
+            del buffer
+            wrong = self.count_wrong(count)
+            per_op, elapsed = self.agree_max([per_op_local, time.perf_counter() - start])
+            last_per_op = per_op
+            algbw, busbw = bus_bandwidth(size, per_op, self.world)
+            rows.append(
+                {
+                    "size_bytes": size,
+                    "count": count,
+                    "warmup_iters": warm + 1,
+                    "iters": timed,
+                    "time_s": per_op,
+                    "algbw_gbps": algbw,
+                    "busbw_gbps": busbw,
+                    "wrong": wrong,
+                }
+            )
+        return {
+            "sweep": rows,
+            "sweep_budget_s": budget,
+            "sweep_max_bytes": sizes[-1],
+            "sweep_complete": bool(rows) and rows[-1]["size_bytes"] == sizes[-1],
+            "sweep_stopped": stopped,
+            "sweep_duration_s": time.perf_counter() - start,
+        }
+
+    def pair_test(self, group: Any, settings: Mapping[str, Any]) -> JsonDict:
+        """One pair's measurement on this rank: size and iterations agreed within the pair, time per op."""
+        torch = self.torch
+        target = max(FLOAT32_BYTES, int(settings["pair_bytes"]) // FLOAT32_BYTES * FLOAT32_BYTES)
+        budget = float(settings["pair_budget_s"])
+        probe_bytes = min(target, PAIR_PROBE_BYTES)
+        small = torch.zeros(probe_bytes // FLOAT32_BYTES, dtype=torch.float32, device=self.device)
+        # The first op connects the pair's communicator (NCCL creates it lazily): untimed.
+        self.dist.all_reduce(small, group=group)
+        probe = self.agree_max([self.time_ops(small, 1, group)], group)[0]
+        size = pair_size(target, probe_bytes, probe, budget)
+        buffer = torch.zeros(size // FLOAT32_BYTES, dtype=torch.float32, device=self.device)
+        started = time.perf_counter()
+        probe_local = self.time_ops(buffer, 1, group)
+        probe, spent = self.agree_max([probe_local, time.perf_counter() - started], group)
+        _, timed = plan_iterations(probe, budget - spent, 0, max(1, int(settings["iters"])))
+        per_op_local = self.time_ops(buffer, timed, group)
+        return {"size_bytes": size, "iters": timed, "time_s": per_op_local}
+
+    def pair_rounds(
+        self,
+        rounds: Sequence[Sequence[Sequence[int]]],
+        settings: Mapping[str, Any],
+        first_round: int,
+        retest: bool,
+    ) -> list[JsonDict]:
+        """Run rounds of pair tests (pairs of a round at once); every rank returns every measurement."""
+        plan = [[pair_key(int(a), int(b)) for a, b in pairs] for pairs in rounds]
+        groups: dict[Pair, Any] = {}
+        # Every rank creates every group, in the same order, as new_group requires.
+        for pairs in plan:
+            for pair in pairs:
+                if pair not in groups:
+                    ranks = sorted(self.ranks_of_node.get(pair[0], []) + self.ranks_of_node.get(pair[1], []))
+                    groups[pair] = self.dist.new_group(ranks, timeout=timedelta(seconds=self.timeout_s))
+        local: list[JsonDict] = []
+        for index, pairs in enumerate(plan):
+            mine = next((p for p in pairs if self.node_rank in p), None)
+            if mine is not None:
+                ranks = sorted(self.ranks_of_node.get(mine[0], []) + self.ranks_of_node.get(mine[1], []))
+                result = self.pair_test(groups[mine], settings)
+                result.update({"round": first_round + index, "nodes": list(mine), "ranks": ranks})
+                local.append(result)
+            # Rounds must not overlap: a pair still running would slow the next round's pairs.
+            self.barrier()
+        by_pair: dict[tuple[int, int, int], JsonDict] = {}
+        for rank_results in self.gather(local):
+            for result in rank_results:
+                key = (int(result["round"]), int(result["nodes"][0]), int(result["nodes"][1]))
+                known = by_pair.get(key)
+                # The pair's time is its slowest rank's, as nccl-tests reports.
+                if known is None or result["time_s"] > known["time_s"]:
+                    by_pair[key] = result
+        measurements: list[JsonDict] = []
+        for key in sorted(by_pair):
+            result = by_pair[key]
+            algbw, busbw = bus_bandwidth(
+                int(result["size_bytes"]), float(result["time_s"]), len(result["ranks"])
+            )
+            measurements.append(
+                {
+                    "round": result["round"],
+                    "nodes": result["nodes"],
+                    "ranks": result["ranks"],
+                    "size_bytes": result["size_bytes"],
+                    "iters": result["iters"],
+                    "time_s": result["time_s"],
+                    "algbw_gbps": algbw,
+                    "busbw_gbps": busbw,
+                    "retest": retest,
+                }
+            )
+        return measurements
+
+    def allreduce(self) -> JsonDict:
+        settings = dict(DEFAULT_ALLREDUCE)
+        settings.update(self.args.get("allreduce") or {})
+        start = time.perf_counter()
+        result = self.sweep(settings)
+        pairs: list[JsonDict] = []
+        rounds = settings.get("rounds") or []
+        if settings.get("pairwise") and rounds and len(self.ranks_of_node) >= 2:
+            pair_start = time.perf_counter()
+            pairs = self.pair_rounds(rounds, settings, 0, retest=False)
+            # Every rank has the same measurements, so every rank plans the same re-tests.
+            plan = retest_plan(first_busbw(pairs), float(settings["slow_ratio"]))
+            if plan:
+                pairs += self.pair_rounds(plan, settings, len(rounds), retest=True)
+            result["pairs_duration_s"] = time.perf_counter() - pair_start
+            result["retest_rounds"] = [[list(p) for p in r] for r in plan]
+        result["pairs"] = pairs
+        result["duration_s"] = time.perf_counter() - start
+        return result
+
+    # ---- DDP
+
+    def ddp(self) -> JsonDict:
+        torch = self.torch
+        dist = self.dist
+        settings = dict(DEFAULT_DDP)
+        settings.update(self.args.get("ddp") or {})
+        steps = max(1, int(settings["steps"]))
+        start = time.perf_counter()
+        # Join check: gloo's monitored barrier names the ranks that did not arrive.
+        if self.backend == "gloo":
+            dist.monitored_barrier(timeout=timedelta(seconds=self.timeout_s), wait_all_ranks=True)
+        else:
+            self.barrier()
+        ones = torch.ones(1, device=self.device)
+        dist.all_reduce(ones)
+        ones_value = float(ones.item())
+
+        torch.manual_seed(DDP_SEED)
+        model = torch.nn.Sequential(
+            torch.nn.Linear(DDP_IN, DDP_HIDDEN), torch.nn.Tanh(), torch.nn.Linear(DDP_HIDDEN, 1)
+        ).to(self.device)
+        teacher = torch.Generator().manual_seed(DDP_SEED + 1)
+        true_weights = torch.randn(DDP_IN, 1, generator=teacher)
+        data = torch.Generator().manual_seed(DDP_SEED + 2 + self.rank)  # different data on every rank
+
+        def batch() -> tuple[Any, Any]:
+            x = torch.randn(DDP_BATCH, DDP_IN, generator=data)
+            y = torch.tanh(x @ true_weights) + 0.01 * torch.randn(DDP_BATCH, 1, generator=data)
+            return x.to(self.device), y.to(self.device)
+
+        wrapped = torch.nn.parallel.DistributedDataParallel(
+            model, device_ids=[self.local_rank] if self.cuda else None
+        )
+        optimizer = torch.optim.SGD(wrapped.parameters(), lr=DDP_LR)
+        loss_fn = torch.nn.MSELoss()
+        losses: list[float] = []
+        wall: list[float] = []
+        for _ in range(steps):
+            x, y = batch()
+            self.sync()
+            begin = time.perf_counter()
+            optimizer.zero_grad()
+            loss = loss_fn(wrapped(x), y)
+            loss.backward()
+            optimizer.step()
+            self.sync()
+            wall.append(time.perf_counter() - begin)
+            global_loss = loss.detach().clone()
+            dist.all_reduce(global_loss)
+            losses.append(float(global_loss.item()) / self.world)
+
+        params = [p.detach() for p in model.parameters()]
+        grads = [p.grad.detach() for p in model.parameters() if p.grad is not None]
+        mine = {
+            "param_checksum": float(sum(float(p.double().sum().item()) for p in params)),
+            "grad_checksum": float(sum(float(g.double().sum().item()) for g in grads)),
+            "param_hash": _tensor_hash(params),
+            "grad_hash": _tensor_hash(grads),
+            "wall_step_s": float(statistics.median(wall)),
+            "compute_step_s": self.compute_step(model, loss_fn, batch),
+        }
+        everyone = self.gather(mine)
+        return {
+            "steps": steps,
+            "losses": losses,
+            "loss_first": losses[0],
+            "loss_last": losses[-1],
+            "joined": self.world,
+            "ones_allreduce": ones_value,
+            "param_checksums": [r["param_checksum"] for r in everyone],
+            "grad_checksums": [r["grad_checksum"] for r in everyone],
+            "param_hashes": [r["param_hash"] for r in everyone],
+            "grad_hashes": [r["grad_hash"] for r in everyone],
+            "compute_step_s": [r["compute_step_s"] for r in everyone],
+            "wall_step_s": [r["wall_step_s"] for r in everyone],
+            "duration_s": time.perf_counter() - start,
+        }
+
+    def compute_step(self, model: Any, loss_fn: Any, batch: Any) -> float:
+        """Median seconds of a forward+backward on a local copy: this rank's compute, no all-reduce wait.
+
+        Under DDP every rank's step ends when the slowest rank's gradients arrive, so wall
+        step times are all equal; a straggler shows only in its own compute.
+        """
+        local = copy.deepcopy(model)
+        self.barrier()
+        times: list[float] = []
+        for _ in range(COMPUTE_TIMING_STEPS):
+            x, y = batch()
+            self.sync()
+            begin = time.perf_counter()
+            local.zero_grad()
+            loss_fn(local(x), y).backward()
+            self.sync()
+            times.append(time.perf_counter() - begin)
+        return float(statistics.median(times))
+
+    # ---- phases and the document
+
+    def run_phase(self, name: str, phase: Any, document: JsonDict, errors: JsonDict) -> None:
+        """Run one phase on every rank; afterwards all ranks agree whether any failed."""
+        if self.local_rank == 0:
+            _log(PHASE_MARKER, {"phase": name, "node_rank": self.node_rank, "rank": self.rank})
+        error: str | None = None
+        try:
+            document[name] = phase()
+        except Exception as exc:
+            error = _error_text(exc)
+            traceback.print_exc(file=sys.stderr)
+        try:
+            # Agreement keeps ranks in lock-step: a rank that failed alone is known to all.
+            reported = self.gather(error)
+        except Exception as exc:
+            self.usable = False
+            if error is None:
+                error = f"the process group stopped answering after this phase: {_error_text(exc)}"
+            errors[name] = f"rank {self.rank} ({self.hostname}): {error}"
+            return
+        failed = [(rank, message) for rank, message in enumerate(reported) if message is not None]
+        if failed:
+            errors[name] = "; ".join(f"rank {rank}: {message}" for rank, message in failed[:4])
+            if len(failed) > 4:
+                errors[name] += f"; and {len(failed) - 4} more ranks"
+            document.pop(name, None)
+
+    def document(self, started: float) -> JsonDict:
+        return {
+            "job_version": JOB_VERSION,
+            "world_size": self.world,
+            "nodes": list(self.args.get("nodes") or []),
+            "backend": self.backend,
+            "device": "cuda" if self.cuda else "cpu",
+            "torch": str(getattr(self.torch, "__version__", "")),
+            "ranks": self.ranks,
+            "phase_errors": {},
+            "duration_s": time.perf_counter() - started,
+        }
+
+
+def _tensor_bytes(tensor: Any) -> bytes:
+    """The raw bytes of a tensor, read from its CPU memory (no numpy needed)."""
+    cpu = tensor.detach().to("cpu").contiguous()
+    size = cpu.numel() * cpu.element_size()
+    return ctypes.string_at(cpu.data_ptr(), size) if size else b""
+
+
+def _tensor_hash(tensors: Sequence[Any]) -> str:
+    digest = hashlib.sha256()
+    for tensor in tensors:
+        digest.update(_tensor_bytes(tensor))
+    return digest.hexdigest()[:16]
+
+
+def parse_result_line(stdout: str) -> dict[str, Any] | None:
+    """The document from a ``PREFLIGHT-JOB-RESULT`` line in rank 0's stdout (the last one wins)."""
+    found: dict[str, Any] | None = None
+    for line in stdout.splitlines():
+        at = line.find(RESULT_MARKER)
+        if at < 0:
+            continue
+        try:
+            value = json.loads(line[at + len(RESULT_MARKER) :])
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            found = value
+    return found
+
+
+def _print_document(document: Mapping[str, Any]) -> None:
+    _write_stdout_line(RESULT_MARKER + json.dumps(finite(dict(document)), sort_keys=True, default=str))
+
+
+def main(argv: Sequence[str]) -> int:
+    started = time.perf_counter()
+    args: JsonDict = json.loads(argv[1]) if len(argv) > 1 else {}
+    try:
+        import torch
+        import torch.distributed as dist
+    except Exception as exc:
+        traceback.print_exc(file=sys.stderr)
+        if os.environ.get("RANK", "0") == "0":
+            message = f"torch cannot be imported on {socket.gethostname()}: {_error_text(exc)}"
+            _print_document({"job_version": JOB_VERSION, "phase_errors": {"init": message}})
+            return 0
+        return 1
+
+    job = Job(torch, dist, args)
+    errors: JsonDict = {}
+    document: JsonDict = {}
+    try:
+        job.start()
+    except Exception as exc:
+        traceback.print_exc(file=sys.stderr)
+        errors["init"] = f"rank {job.rank} ({job.hostname}): {_error_text(exc)}"
+    if job.usable:
+        phases = {"allreduce": job.allreduce, "ddp": job.ddp}
+        for name in args.get("phases") or PHASES:
+            if name not in phases:
+                errors[name] = f"unknown phase {name!r}"
+                continue
+            if not job.usable:
+                errors.setdefault(name, "not run: the process group stopped answering in an earlier phase")
+                continue
+            job.run_phase(name, phases[name], document, errors)
+    printed = False
+    if job.rank == 0:
+        result = job.document(started)
+        result.update(document)
+        result["phase_errors"] = errors
+        result["duration_s"] = time.perf_counter() - started
+        _print_document(result)
+        printed = True
+    try:
+        if job.usable:
+            # Nobody tears down while a peer still finishes its last collective.
+            job.barrier()
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    except Exception as exc:
+        sys.stderr.write(f"destroy_process_group failed: {_error_text(exc)}\n")
+    if job.rank == 0:
+        return 0 if printed else 1
+    return 0 if job.usable or "init" not in errors else 1
+
+
+if __name__ == "__main__":
+    status = main(sys.argv)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # No interpreter teardown: torch's C++ destructors (gloo's threads) can abort a process that
+    # finished its work ("terminate called without an active exception"), failing a good job.
+    os._exit(status)

@@ -1,0 +1,370 @@
+"""The ``allreduce`` check, judged on recorded jobs (tests/data/jobs) and variants that change one thing."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from checks import allreduce
+from checks.allreduce import judge_allreduce, size_label
+from checks.culprits import plan_rounds, retest_plan
+from checks.node.distributed import bus_bandwidth, first_busbw
+from checks.torchrun import JobOutcome, NodeOutcome
+from preflight.check import CheckContext
+from preflight.config import AllreduceSection, Config
+from preflight.deadline import Deadline
+from preflight.model import CheckResult
+
+DATA = Path(__file__).parent / "data"
+JOBS = DATA / "jobs"
+NCCL = DATA / "nccl"
+MIB = 1024 * 1024
+
+
+def load_job(name: str) -> JobOutcome:
+    data = json.loads((JOBS / f"{name}.json").read_text(encoding="utf-8"))
+    data["nodes"] = tuple(NodeOutcome(**node) for node in data["nodes"])
+    data["phases"] = tuple(data["phases"])
+    return JobOutcome(**data)
+
+
+def with_document(job: JobOutcome, change: Callable[[dict[str, Any]], None]) -> JobOutcome:
+    """A copy of the job whose document ``change`` edited."""
+    document = copy.deepcopy(dict(job.document or {}))
+    change(document)
+    return dataclasses.replace(job, document=document)
+
+
+def replace_node(job: JobOutcome, host: str, **changes: Any) -> JobOutcome:
+    nodes = tuple(dataclasses.replace(n, **changes) if n.host == host else n for n in job.nodes)
+    return dataclasses.replace(job, nodes=nodes)
+
+
+def with_pairs(
+    job: JobOutcome,
+    busbw: Mapping[tuple[int, int], float],
+    retest_busbw: Mapping[tuple[int, int], float] | None = None,
+    typical_gbps: float = 1.0,
+) -> JobOutcome:
+    """The job's pair measurements replaced: first tests at ``busbw`` (others typical), then the
+    re-tests the job itself would plan, at ``retest_busbw`` (else their first value)."""
+    n_nodes = len(job.nodes)
+    size = 1 * MIB
+
+    def record(pair: tuple[int, int], round_index: int, value: float, retest: bool) -> dict[str, Any]:
+        time_s = size / (value * 1e9)  # two ranks: busbw = algbw
+        algbw, busbw_gbps = bus_bandwidth(size, time_s, 2)
+        return {
+            "round": round_index,
+            "nodes": list(pair),
+            "ranks": list(pair),
+            "size_bytes": size,
+            "iters": 10,
+            "time_s": time_s,
+            "algbw_gbps": algbw,
+            "busbw_gbps": busbw_gbps,
+            "retest": retest,
+        }
+
+    plan = plan_rounds(n_nodes, "full")
+    pairs = [record(p, i, busbw.get(p, typical_gbps), False) for i, r in enumerate(plan) for p in r]
+    retests = retest_plan(first_busbw(pairs), 0.5)
+    again = {**busbw, **(retest_busbw or {})}
+    pairs += [
+        record(p, len(plan) + i, again.get(p, typical_gbps), True) for i, r in enumerate(retests) for p in r
+    ]
+
+    def change(document: dict[str, Any]) -> None:
+        document["allreduce"]["pairs"] = pairs
+        document["allreduce"]["retest_rounds"] = [[list(p) for p in r] for r in retests]
+
+    return with_document(job, change)
+
+
+def only(results: list[CheckResult]) -> CheckResult:
+    assert len(results) == 1, [(r.status, r.summary) for r in results]
+    return results[0]
+
+
+def failing(results: list[CheckResult]) -> list[CheckResult]:
+    return [r for r in results if r.status == "fail"]
+
+
+HEALTHY = load_job("three_nodes")
+ONE_NODE = load_job("one_node_three_ranks")
+CONFIG = Config()
+
+
+def nccl_job(logs: Mapping[str, str], device: str = "cuda") -> JobOutcome:
+    """The healthy job as NCCL would have run it: nodes' stderr replaced by recorded NCCL logs."""
+    job = dataclasses.replace(HEALTHY, backend="nccl")
+    for host, log in logs.items():
+        job = replace_node(job, host, stderr=(NCCL / log).read_text(encoding="utf-8"))
+
+    def change(document: dict[str, Any]) -> None:
+        document["backend"] = "nccl"
+        document["device"] = device
+
+    return with_document(job, change)
+
+
+IB_FACTS = {
+    "net": {"ib_devices": [{"name": "mlx5_0", "port": 1, "state": "ACTIVE", "link_layer": "InfiniBand"}]}
+}
+
+
+# --------------------------------------------------------------------------- recorded, healthy
+
+
+def test_a_recorded_healthy_job_passes_with_the_tables_a_report_charts() -> None:
+    result = only(judge_allreduce(HEALTHY, CONFIG, {}))
+    assert result.status == "pass"
+    assert result.summary.startswith("busbw ") and "at 4 MiB across 3 nodes (3 ranks, gloo)" in result.summary
+    sweep = result.details["sweep"]
+    assert [row["size_bytes"] for row in sweep] == [1024 << i for i in range(13)]
+    assert {"size_bytes", "time_s", "algbw_gbps", "busbw_gbps", "wrong"} <= set(sweep[0])
+    matrix = result.details["pair_matrix"]
+    assert set(matrix) == {"node1", "node2", "node3"}
+    assert matrix["node1"]["node3"] == matrix["node3"]["node1"] > 0
+    assert {tuple(p["nodes"]) for p in result.details["pairs"] if not p["retest"]} == {
+        ("node1", "node2"),
+        ("node1", "node3"),
+        ("node2", "node3"),
+    }
+    assert set(result.details["node_ratio"]) == {"node1", "node2", "node3"}
+
+
+def test_one_node_has_a_sweep_and_no_pairs() -> None:
+    result = only(judge_allreduce(ONE_NODE, CONFIG, {}))
+    assert result.status == "pass"
+    assert "across 1 node (3 ranks, gloo)" in result.summary and "pairs" not in result.summary
+
+
+# --------------------------------------------------------------------------- slow nodes and links
+
+
+def test_a_slow_node_is_named_with_its_ratio_to_the_typical_pair() -> None:
+    job = with_pairs(HEALTHY, {(0, 2): 0.01, (1, 2): 0.012})
+    (result,) = failing(judge_allreduce(job, CONFIG, {}))
+    assert result.hosts == ("node3",)
+    assert result.summary == (
+        "node3 is slow with every partner: 0.012x the typical pair (0.012 vs 1 GB/s busbw), "
+        "confirmed by a re-test"
+    )
+
+
+def test_a_slow_link_is_named_not_its_nodes() -> None:
+    job = with_pairs(HEALTHY, {(0, 2): 0.08})
+    (result,) = failing(judge_allreduce(job, CONFIG, {}))
+    assert result.hosts == ("node1", "node3")
+    assert result.summary.startswith(
+        "the link node1-node3 runs at 0.08x the typical pair (0.08 vs 1 GB/s busbw)"
+    )
+    assert result.details["retest_gbps"] == [pytest.approx(0.08)]
+
+
+def test_a_pair_slow_once_is_not_a_failure() -> None:
+    job = with_pairs(HEALTHY, {(0, 2): 0.08}, retest_busbw={(0, 2): 0.97})
+    result = only(judge_allreduce(job, CONFIG, {}))
+    assert result.status == "pass"
+    assert "node1-node3 slow once (0.08x), fast on re-test" in result.summary
+
+
+def test_pairs_are_compared_with_each_other_not_with_the_world_sweep() -> None:
+    # Pairs far faster than the world's sweep (two ranks against three) are no finding.
+    job = with_pairs(HEALTHY, {}, typical_gbps=50.0)
+    assert only(judge_allreduce(job, CONFIG, {})).status == "pass"
+
+
+def test_a_pair_floor_fails_the_pairs_under_it() -> None:
+    config = Config(allreduce=AllreduceSection(min_pair_busbw_gbps=2.0))
+    # 1.5 GB/s is within the slow ratio of a typical 2.5 GB/s pair, but under the floor.
+    job = with_pairs(HEALTHY, {(1, 2): 1.5}, typical_gbps=2.5)
+    (result,) = failing(judge_allreduce(job, config, {}))
+    assert result.summary == "1 pair below the floor 2 GB/s busbw: node2-node3 1.5 GB/s"
+    assert result.hosts == ("node2", "node3")
+
+
+# --------------------------------------------------------------------------- the sweep
+
+
+def test_wrong_elements_fail_naming_the_size() -> None:
+    def corrupt(document: dict[str, Any]) -> None:
+        document["allreduce"]["sweep"][-1]["wrong"] = 3
+        document["allreduce"]["sweep"][-2]["wrong"] = 1
+
+    results = judge_allreduce(with_document(HEALTHY, corrupt), CONFIG, {})
+    (result,) = failing(results)
+    assert result.summary == (
+        "the sweep found 3 wrong elements at 4 MiB (and 1 at 2 MiB): all-reduce returned corrupted data"
+    )
+    assert "sweep" in result.details  # the tables ride on the first finding
+
+
+def test_busbw_under_the_floor_at_the_largest_size_fails() -> None:
+    config = Config(allreduce=AllreduceSection(min_busbw_gbps=10.0))
+    (result,) = failing(judge_allreduce(HEALTHY, config, {}))
+    largest = HEALTHY.document["allreduce"]["sweep"][-1]["busbw_gbps"]  # type: ignore[index]
+    assert result.summary == f"busbw {largest:.3g} GB/s at 4 MiB is below the floor 10 GB/s"
+
+
+def test_the_floor_judges_the_largest_size_only() -> None:
+    largest = HEALTHY.document["allreduce"]["sweep"][-1]["busbw_gbps"]  # type: ignore[index]
+    config = Config(allreduce=AllreduceSection(min_busbw_gbps=largest * 0.9))
+    assert only(judge_allreduce(HEALTHY, config, {})).status == "pass"  # small sizes are far slower
+
+
+def test_a_sweep_cut_short_by_its_budget_says_so_in_the_headline() -> None:
+    def cut(document: dict[str, Any]) -> None:
+        section = document["allreduce"]
+        section["sweep"] = section["sweep"][:8]
+        section["sweep_complete"] = False
+        section["sweep_stopped"] = "the 3 s budget would run out at 262144 bytes"
+
+    result = only(judge_allreduce(with_document(HEALTHY, cut), CONFIG, {}))
+    assert result.status == "pass"
+    assert (
+        "GB/s at 128 KiB across 3 nodes (3 ranks, gloo) (the sweep's 3 s budget stopped it short of 4 MiB)"
+        in (result.summary)
+    )
+
+
+# --------------------------------------------------------------------------- nodes that failed
+
+
+def test_a_killed_worker_names_its_node_and_says_the_others_were_ended() -> None:
+    (result,) = judge_allreduce(load_job("worker_killed"), CONFIG, {})
+    assert result.status == "fail" and result.hosts == ("node3",)
+    assert result.summary == (
+        "node3: rank 2 was ended by SIGKILL (from outside the job: the out-of-memory killer?); "
+        "preflight ended the job on node[1-2]"
+    )
+
+
+def test_a_lost_node_stopped_answering_during_the_phase() -> None:
+    job = replace_node(load_job("worker_killed"), "node3", lost=True, exit_status=None)
+    (result,) = judge_allreduce(job, CONFIG, {})
+    assert result.summary == (
+        "node3 stopped answering during the allreduce phase; preflight ended the job on node[1-2]"
+    )
+
+
+def test_a_node_that_cannot_reach_the_master_never_joined() -> None:
+    job = load_job("master_unreachable")
+    (result,) = judge_allreduce(job, CONFIG, {})
+    assert result.status == "fail" and result.hosts == ("node2",)
+    assert result.summary.startswith("node2 never joined: torchrun could not reach the master 127.0.0.1:")
+    assert result.summary.endswith("(no connection within 8 s: the port is closed, filtered or dropped)")
+
+
+def test_a_launch_error_is_an_error_and_a_job_without_the_phase_a_skip() -> None:
+    failed = dataclasses.replace(HEALTHY, launch_error="node2: connection refused by sshd")
+    assert [(r.status, r.summary) for r in judge_allreduce(failed, CONFIG, {})] == [
+        ("error", "the job could not be started: node2: connection refused by sshd")
+    ]
+    ddp_only = dataclasses.replace(HEALTHY, phases=("ddp",))
+    assert only(judge_allreduce(ddp_only, CONFIG, {})).status == "skip"
+
+
+def test_a_phase_error_without_a_failed_node_names_the_rank() -> None:
+    def broke(document: dict[str, Any]) -> None:
+        del document["allreduce"]
+        document["phase_errors"] = {"allreduce": "rank 1: RuntimeError: CUDA error: an illegal memory access"}
+
+    (result,) = judge_allreduce(with_document(HEALTHY, broke), CONFIG, {})
+    assert result.status == "fail" and result.hosts == ("node2",)
+    assert result.summary == (
+        "the allreduce phase failed on rank 1 on node2: RuntimeError: CUDA error: an illegal memory access"
+    )
+
+
+# --------------------------------------------------------------------------- transport
+
+
+def test_a_fall_back_to_tcp_where_infiniband_exists_fails() -> None:
+    job = nccl_job({"node2": "socket_fallback_ib_cluster_ibext.log"})
+    results = judge_allreduce(job, CONFIG, {"node2": IB_FACTS})
+    (result,) = failing(results)
+    assert result.summary == (
+        "NCCL used NET/Socket between nodes on node2 where InfiniBand mlx5_0 exists: fall-back to TCP"
+    )
+    assert result.hosts == ("node2",)
+    assert result.details["transport"]["node2"] == "NET/Socket"
+    assert result.details["fallback"]["node2"]["channels"] == {"NET/Socket": 6, "P2P/IPC": 17}
+
+
+def test_sockets_are_fine_where_no_node_has_infiniband_unless_ib_is_expected() -> None:
+    job = nccl_job({"node2": "socket_two_nodes_mpirun_prefix.log"})
+    assert not failing(judge_allreduce(job, CONFIG, {}))
+    config = Config(allreduce=AllreduceSection(expect_transport="ib"))
+    (result,) = failing(judge_allreduce(job, config, {}))
+    assert result.summary == (
+        "NCCL used NET/Socket between nodes on node2 "
+        'where [allreduce] expect_transport = "ib": fall-back to TCP'
+    )
+
+
+def test_infiniband_with_gdrdma_passes_and_says_so() -> None:
+    logs = {host: "ib_gdrdma_h20_two_nodes.log" for host in ("node1", "node2", "node3")}
+    result = only(judge_allreduce(nccl_job(logs), CONFIG, {h: IB_FACTS for h in logs}))
+    assert result.status == "pass" and "; NCCL over NET/IB with GPUDirect RDMA" in result.summary
+    assert result.details["transport"]["node1"] == "NET/IB with GDRDMA"
+
+
+def test_infiniband_without_gdrdma_on_gpus_warns() -> None:
+    job = nccl_job({"node1": "ib_gdrdma_h20_two_nodes.log"})
+    job = replace_node(job, "node1", stderr=job.nodes[0].stderr.replace("/GDRDMA", ""))
+    (warning,) = [r for r in judge_allreduce(job, CONFIG, {}) if r.status == "warn"]
+    assert warning.hosts == ("node1",) and "without GPUDirect RDMA" in warning.summary
+
+
+def test_nccl_warnings_are_shown_once_per_node_set() -> None:
+    job = nccl_job(
+        {"node1": "ib_mixed_link_layers_2.12.12_warn.log", "node3": "ib_mixed_link_layers_2.12.12_warn.log"}
+    )
+    (warning,) = [r for r in judge_allreduce(job, CONFIG, {}) if r.status == "warn"]
+    assert warning.summary == (
+        "NCCL warned on node[1,3]: nvmlDeviceGetHandleByPciBusId() failed: Not Found (4 warnings)"
+    )
+
+
+# --------------------------------------------------------------------------- the check
+
+
+def test_the_check_relabels_a_launcher_result_and_judges_a_job(monkeypatch: pytest.MonkeyPatch) -> None:
+    from checks import torchrun
+
+    ctx = CheckContext(config=CONFIG, sessions=[], deadline=Deadline.after(10))
+    skipped = CheckResult("", "skip", "not launched: the rendezvous port 29500 is blocked on node1")
+    monkeypatch.setattr(torchrun, "distributed_job", lambda _ctx: skipped)
+    assert allreduce.CHECK.run(ctx) == [dataclasses.replace(skipped, check="allreduce")]
+    monkeypatch.setattr(torchrun, "distributed_job", lambda _ctx: HEALTHY)
+    assert [r.status for r in allreduce.CHECK.run(ctx)] == ["pass"]
+
+
+def test_size_labels() -> None:
+    assert [size_label(s) for s in (8, 1024, 1536, 64 * MIB, 1 << 30)] == [
+        "8 B",
+        "1 KiB",
+        "1.5 KiB",
+        "64 MiB",
+        "1 GiB",
+    ]
+
+
+def test_a_world_of_one_rank_has_no_traffic_to_measure() -> None:
+    def alone(document: dict[str, Any]) -> None:
+        document["world_size"] = 1
+        document["ranks"] = document["ranks"][:1]
+
+    result = only(judge_allreduce(with_document(ONE_NODE, alone), CONFIG, {}))
+    assert (result.status, result.summary) == (
+        "skip",
+        "one rank only: no all-reduce traffic to measure (results checked up to 4 MiB)",
+    )

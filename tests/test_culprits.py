@@ -1,0 +1,298 @@
+"""Pair planning and culprit naming on simulated clusters (a pair runs at its slower node's speed times
+its link's factor and noise, re-tested as the job plans), and why a recorded job died.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from checks.culprits import (
+    FULL_PLAN_MAX_NODES,
+    Culprits,
+    explain_failures,
+    last_error_line,
+    name_culprits,
+    pack_rounds,
+    plan_rounds,
+    retest_plan,
+    typical_busbw,
+)
+from checks.node.distributed import first_busbw
+from tests.test_allreduce import JOBS, load_job, replace_node
+
+Pair = tuple[int, int]
+HEALTHY_GBPS = 20.0
+
+
+def simulate(
+    n_nodes: int,
+    *,
+    mode: str = "auto",
+    slow_nodes: Mapping[int, float] | None = None,
+    slow_links: Mapping[Pair, float] | None = None,
+    noise: float = 0.0,
+    transient: Mapping[Pair, float] | None = None,
+    seed: int = 0,
+    slow_ratio: float = 0.5,
+) -> tuple[list[dict[str, Any]], list[list[Pair]], list[list[Pair]]]:
+    """The measurements of a job on this cluster: first rounds, then the re-tests the job plans.
+
+    ``slow_nodes``: node -> factor of its speed; ``slow_links``: pair -> factor; ``transient``:
+    pair -> factor of its first test only (a burst of traffic from someone else).
+    """
+    rng = random.Random(seed)
+    speed = {n: HEALTHY_GBPS * (slow_nodes or {}).get(n, 1.0) for n in range(n_nodes)}
+
+    def measure(pair: Pair, round_index: int, retest: bool) -> dict[str, Any]:
+        a, b = pair
+        busbw = min(speed[a], speed[b]) * (slow_links or {}).get(pair, 1.0)
+        if not retest:
+            busbw *= (transient or {}).get(pair, 1.0)
+        busbw *= 1 + rng.uniform(-noise, noise)
+        return {"round": round_index, "nodes": [a, b], "busbw_gbps": busbw, "retest": retest}
+
+    plan = plan_rounds(n_nodes, mode)  # type: ignore[arg-type]
+    records = [measure(p, i, False) for i, pairs in enumerate(plan) for p in pairs]
+    retests = retest_plan(first_busbw(records), slow_ratio)
+    records += [measure(p, len(plan) + i, True) for i, pairs in enumerate(retests) for p in pairs]
+    return records, plan, retests
+
+
+def judged(n_nodes: int, **cluster: Any) -> Culprits:
+    records, _, _ = simulate(n_nodes, **cluster)
+    return name_culprits(records, n_nodes, 0.5)
+
+
+def assert_disjoint(rounds: list[list[Pair]]) -> None:
+    for pairs in rounds:
+        nodes = [n for pair in pairs for n in pair]
+        assert len(nodes) == len(set(nodes)), pairs
+
+
+# --------------------------------------------------------------------------- planning
+
+
+@pytest.mark.parametrize("n_nodes", range(2, FULL_PLAN_MAX_NODES + 1))
+def test_the_full_plan_tests_every_pair_once_in_disjoint_rounds(n_nodes: int) -> None:
+    rounds = plan_rounds(n_nodes, "full")
+    assert len(rounds) == (n_nodes - 1 if n_nodes % 2 == 0 else n_nodes)
+    assert_disjoint(rounds)
+    tested = [pair for pairs in rounds for pair in pairs]
+    assert sorted(tested) == list(itertools.combinations(range(n_nodes), 2))
+
+
+@pytest.mark.parametrize("n_nodes", [17, 18, 64, 65, 1000, 4095, 4096])
+def test_the_sparse_plan_puts_every_node_in_a_pair(n_nodes: int) -> None:
+    rounds = plan_rounds(n_nodes, "sparse")
+    assert_disjoint(rounds)
+    assert {n for pairs in rounds for pair in pairs for n in pair} == set(range(n_nodes))
+    assert len(rounds) == (1 if n_nodes % 2 == 0 else 2)
+    assert all(a < b for pairs in rounds for a, b in pairs)
+    # Partners half the inventory apart: across racks, not neighbours.
+    assert rounds[0][0] == (0, n_nodes // 2)
+
+
+def test_auto_is_full_up_to_sixteen_nodes_then_sparse() -> None:
+    assert plan_rounds(16) == plan_rounds(16, "full")
+    assert plan_rounds(17) == plan_rounds(17, "sparse")
+    assert plan_rounds(1) == [] and plan_rounds(0) == []
+    assert plan_rounds(2) == [[(0, 1)]]
+
+
+def test_packing_keeps_rounds_disjoint_in_the_given_order() -> None:
+    assert pack_rounds([(0, 1), (0, 2), (1, 2), (3, 4)]) == [[(0, 1), (3, 4)], [(0, 2)], [(1, 2)]]
+
+
+def test_no_retests_when_every_pair_is_fast() -> None:
+    records, _, retests = simulate(8, noise=0.2, seed=3)
+    assert retests == []
+    assert len(records) == 28
+
+
+def test_a_slow_node_is_retested_against_a_good_node_not_pair_by_pair() -> None:
+    _, _, retests = simulate(8, slow_nodes={5: 0.01})
+    # Slow with seven partners already: one test against a good node confirms it.
+    assert retests == [[(0, 5)]]
+
+
+def test_retests_in_sparse_mode_give_each_suspect_a_new_good_partner() -> None:
+    _, plan, retests = simulate(64, slow_nodes={40: 0.01})
+    assert (8, 40) in plan[0]
+    tested = [pair for pairs in retests for pair in pairs]
+    assert (8, 40) in tested  # the slow pair itself, once
+    partners_of_40 = {a if b == 40 else b for a, b in tested if 40 in (a, b)} - {8}
+    partners_of_8 = {a if b == 8 else b for a, b in tested if 8 in (a, b)} - {40}
+    assert len(partners_of_40) == 1 and len(partners_of_8) == 1 and partners_of_40 != partners_of_8
+    assert_disjoint(retests)
+
+
+def test_the_retest_plan_is_the_same_for_the_same_measurements() -> None:
+    records, _, _ = simulate(12, slow_nodes={3: 0.1}, slow_links={(4, 9): 0.1}, noise=0.1, seed=7)
+    first = first_busbw(records)
+    assert retest_plan(first, 0.5) == retest_plan(dict(reversed(list(first.items()))), 0.5)
+
+
+# --------------------------------------------------------------------------- naming
+
+
+def test_a_slow_node_among_eight_is_named_alone() -> None:
+    culprits = judged(8, slow_nodes={5: 0.01}, noise=0.05)
+    assert [s.node for s in culprits.slow_nodes] == [5]
+    assert culprits.slow_links == () and culprits.unconfirmed == ()
+    (slow,) = culprits.slow_nodes
+    assert slow.ratio == pytest.approx(0.01, rel=0.2)
+    assert slow.partners == (0, 1, 2, 3, 4, 6, 7)
+    assert culprits.typical_busbw_gbps == pytest.approx(HEALTHY_GBPS, rel=0.1)
+    assert culprits.node_ratio[5] < 0.02 and all(culprits.node_ratio[n] > 0.9 for n in range(8) if n != 5)
+
+
+def test_a_slow_link_among_eight_is_named_and_not_its_nodes() -> None:
+    culprits = judged(8, slow_links={(2, 6): 0.08}, noise=0.05)
+    assert [link.nodes for link in culprits.slow_links] == [(2, 6)]
+    assert culprits.slow_nodes == () and culprits.unconfirmed == ()
+    (link,) = culprits.slow_links
+    assert link.ratio == pytest.approx(0.08, rel=0.2) and len(link.retest_gbps) == 1
+
+
+def test_a_slow_node_and_a_slow_link_are_both_named() -> None:
+    culprits = judged(8, slow_nodes={1: 0.05}, slow_links={(3, 6): 0.1}, noise=0.05)
+    assert [s.node for s in culprits.slow_nodes] == [1]
+    assert [link.nodes for link in culprits.slow_links] == [(3, 6)]
+    assert culprits.unconfirmed == ()
+
+
+@pytest.mark.parametrize("seed", range(25))
+@pytest.mark.parametrize("n_nodes", [3, 8, 16, 64])
+def test_noise_of_twenty_percent_is_no_finding(n_nodes: int, seed: int) -> None:
+    culprits = judged(n_nodes, noise=0.2, seed=seed)
+    assert not culprits.confirmed and culprits.unconfirmed == ()
+
+
+def test_a_pair_slow_once_and_fast_on_retest_is_only_a_note() -> None:
+    culprits = judged(8, transient={(0, 3): 0.1}, noise=0.05)
+    assert not culprits.confirmed
+    (note,) = culprits.unconfirmed
+    assert note.nodes == (0, 3) and note.reason == "fast on re-test" and len(note.retest_gbps) == 1
+
+
+def test_three_nodes_with_one_slow_node_name_it_though_most_pairs_are_slow() -> None:
+    # Two of three pairs are slow: their plain median is the slow value and would hide it.
+    culprits = judged(3, slow_nodes={2: 0.02})
+    assert [s.node for s in culprits.slow_nodes] == [2]
+    assert culprits.median_pair_busbw_gbps < 1.0 < culprits.typical_busbw_gbps
+
+
+def test_three_nodes_with_one_slow_link() -> None:
+    culprits = judged(3, slow_links={(0, 2): 0.08})
+    assert [link.nodes for link in culprits.slow_links] == [(0, 2)] and culprits.slow_nodes == ()
+
+
+def test_sparse_mode_confirms_a_slow_node_against_a_second_partner() -> None:
+    culprits = judged(64, slow_nodes={40: 0.01}, noise=0.1, seed=2)
+    assert [s.node for s in culprits.slow_nodes] == [40]
+    assert len(culprits.slow_nodes[0].partners) == 2
+    assert culprits.slow_links == () and culprits.unconfirmed == ()
+
+
+def test_sparse_mode_tells_a_slow_link_from_its_nodes() -> None:
+    culprits = judged(64, slow_links={(8, 40): 0.05}, noise=0.1, seed=2)
+    assert [link.nodes for link in culprits.slow_links] == [(8, 40)]
+    assert culprits.slow_nodes == ()
+
+
+def test_a_slow_pair_never_retested_stays_unconfirmed() -> None:
+    records, _, _ = simulate(8, slow_links={(2, 6): 0.08})
+    first_only = [r for r in records if not r["retest"]]
+    culprits = name_culprits(first_only, 8, 0.5)
+    assert not culprits.confirmed
+    assert [(u.nodes, u.reason) for u in culprits.unconfirmed] == [((2, 6), "not re-tested")]
+
+
+def test_pairs_under_an_absolute_floor_are_listed_with_their_best_measurement() -> None:
+    records, _, _ = simulate(4, noise=0.0)
+    culprits = name_culprits(records, 4, 0.5, min_pair_busbw_gbps=HEALTHY_GBPS * 2)
+    assert len(culprits.below_floor) == 6 and not culprits.confirmed
+    assert name_culprits(records, 4, 0.5, min_pair_busbw_gbps=1.0).below_floor == ()
+
+
+def test_typical_busbw_is_the_median_nodes_best_pair() -> None:
+    assert typical_busbw({(0, 1): 1.0, (0, 2): 1.0, (1, 2): 9.0}) == 9.0
+    assert typical_busbw({}) == 0.0
+
+
+def test_four_thousand_nodes_are_planned_and_judged_in_well_under_a_second() -> None:
+    started = time.perf_counter()
+    culprits = judged(4096, slow_nodes={1234: 0.01}, slow_links={(7, 2055): 0.05}, noise=0.1, seed=1)
+    elapsed = time.perf_counter() - started
+    assert [s.node for s in culprits.slow_nodes] == [1234]
+    assert [link.nodes for link in culprits.slow_links] == [(7, 2055)]
+    assert elapsed < 1.0, elapsed
+
+
+# --------------------------------------------------------------------------- why a job died
+
+
+def test_a_worker_killed_mid_job_is_the_culprit_and_the_others_were_ended() -> None:
+    failures = explain_failures(load_job("worker_killed"))
+    assert [(f.host, f.kind, f.culprit) for f in failures] == [
+        ("node3", "crashed", True),
+        ("node1", "ended", False),
+        ("node2", "ended", False),
+    ]
+    assert failures[0].reason.startswith("rank 2 was ended by SIGKILL")
+
+
+def test_a_node_that_cannot_reach_the_master_is_named_even_after_the_master_gave_up() -> None:
+    job = load_job("master_unreachable")
+    failures = explain_failures(job)
+    assert failures[0].host == "node2" and failures[0].kind == "never_joined"
+    assert failures[0].reason.startswith("torchrun could not reach the master 127.0.0.1:")
+    victims = {f.host: f.reason for f in failures[1:]}
+    assert victims == {
+        "node1": "the rendezvous saw only 2 of 3 nodes join",
+        "node3": "joined the rendezvous, but the other nodes never came",
+    }
+
+
+def test_a_missing_node_with_nothing_in_its_stderr_is_found_by_elimination() -> None:
+    # Ended by preflight before it printed anything: only the master's count tells.
+    job = replace_node(load_job("master_unreachable"), "node2", stderr="", killed=True, exit_status=None)
+    failures = explain_failures(job)
+    assert (failures[0].host, failures[0].kind) == ("node2", "never_joined")
+    assert "2 of 3 nodes join" in failures[0].reason
+
+
+def test_a_connection_refused_says_so() -> None:
+    job = load_job("master_unreachable")
+    node2 = next(n for n in job.nodes if n.host == "node2")
+    job = replace_node(job, "node2", stderr=node2.stderr + "\n[Errno 111] Connection refused\n")
+    assert explain_failures(job)[0].reason.endswith("(connection refused)")
+
+
+def test_a_lost_node_is_named_whatever_its_stderr_says() -> None:
+    job = replace_node(load_job("worker_killed"), "node3", lost=True, exit_status=None)
+    failures = explain_failures(job)
+    assert (failures[0].host, failures[0].kind) == ("node3", "lost")
+
+
+def test_the_quoted_line_is_the_last_exception_without_rank_or_source_prefixes() -> None:
+    stderr = (JOBS / "monitored_barrier.stderr").read_text()
+    assert (
+        last_error_line(stderr)
+        == "RuntimeError: [Rank 0]: Ranks 2 failed to pass monitoredBarrier in 3000 ms"
+    )
+    assert last_error_line("UserWarning: nothing\n\n") is None
+
+
+def test_a_bad_switch_of_a_hundred_nodes_among_four_thousand_is_planned_quickly() -> None:
+    started = time.perf_counter()
+    culprits = judged(4096, slow_nodes={n: 0.05 for n in range(2048, 2148)}, noise=0.1, seed=4)
+    elapsed = time.perf_counter() - started
+    assert [s.node for s in culprits.slow_nodes] == list(range(2048, 2148))
+    assert elapsed < 2.0, elapsed
