@@ -78,7 +78,7 @@ class AllreduceSection:
 
     # Seconds the whole-world sweep of message sizes may take; sizes stop growing past it.
     sweep_budget_s: float = 6.0
-    # Largest message of the sweep in bytes; 0 picks by device (64 MiB on CPU, 1 GiB on GPU).
+    # Largest message of the sweep in bytes; 0 picks by device (16 MiB on CPU, 1 GiB on GPU).
     max_bytes: int = 0
     # Message size of the pairwise tests; 0 picks by device (4 MiB on CPU, 256 MiB on GPU).
     pair_bytes: int = 0
