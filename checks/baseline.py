@@ -7,6 +7,7 @@ sweep by message size, and each pair of nodes) beyond ``[baseline] max_busbw_dro
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 from typing import Any
 
@@ -131,9 +132,18 @@ def _bandwidth(baseline: RunReport, results: Sequence[CheckResult], config: Conf
                 )
             )
     old_pairs, new_pairs = _pairs(baseline.results), _pairs(results)
-    for pair in sorted(set(old_pairs) & set(new_pairs)):
+    common_pairs = sorted(set(old_pairs) & set(new_pairs))
+    if not common_pairs:
+        return findings
+    # A link is named when it fell against its own baseline AND against the other pairs of
+    # the same run: noise that slows a whole run is not one link's fault (a slower fabric
+    # as a whole is the sweep's finding above).
+    typical_before = statistics.median(old_pairs[p] for p in common_pairs)
+    typical_after = statistics.median(new_pairs[p] for p in common_pairs)
+    for pair in common_pairs:
         before, after = old_pairs[pair], new_pairs[pair]
-        if before > 0 and after < floor * before:
+        relative_drop = (after / typical_after) < floor * (before / typical_before) if typical_after else True
+        if before > 0 and after < floor * before and relative_drop:
             summary = (
                 f"the link {pair[0]}-{pair[1]} dropped to {after / before:.2f}x its baseline busbw "
                 f"({after:.2f} vs {before:.2f} GB/s)"

@@ -25,7 +25,7 @@ from preflight.model import CheckResult
 from preflight.nodeset import fold
 from preflight.probes import node_script, start_node_script
 from preflight.redact import MASK, is_secret_name
-from preflight.transport import HostUnavailable, RemoteProcess
+from preflight.transport import HostUnavailable, RemoteProcess, Transport
 
 
 @dataclass(frozen=True)
@@ -73,15 +73,17 @@ JOB_BOOTSTRAP = (
     "import base64,os;exec(compile(base64.b64decode(os.environ['PREFLIGHT_JOB']),'preflight-job','exec'))"
 )
 # torchrun's agent leaves torchelastic_* directories in $TMPDIR: give it a private one and
-# remove it however the job ends (the host's `timeout` sends TERM before KILL).
-# The directory is announced on stderr, so that the controller can remove it too when the
-# job had to be killed before the trap could run.
+# remove it however the job ends. The job runs in the background so that a TERM (the host's
+# `timeout`, or preflight ending the job) runs the trap at once, not after torchrun's own
+# shutdown; the directory is also announced on stderr, so that the controller can remove it
+# when even the trap was killed.
 TMPDIR_WRAPPER = (
     'd=$(mktemp -d "${TMPDIR:-/tmp}/preflight.XXXXXX") || '
     '{ echo "preflight: cannot create a temporary directory in ${TMPDIR:-/tmp}" >&2; exit 70; }; '
-    'echo "preflight-tmpdir=$d" >&2; '
-    "trap 'rm -rf \"$d\"' EXIT; trap 'rm -rf \"$d\"; exit 143' HUP INT TERM; "
-    'TMPDIR="$d" "$@"'
+    'echo "preflight-tmpdir=$d" >&2; pid=; '
+    'trap \'rm -rf "$d"; [ -n "$pid" ] && kill -TERM $pid 2>/dev/null; wait $pid; rm -rf "$d"; exit 143\' '
+    "HUP INT TERM; "
+    'TMPDIR="$d" "$@" & pid=$!; wait $pid; status=$?; rm -rf "$d"; exit $status'
 )
 _TMPDIR_RE = re.compile(rb"^preflight-tmpdir=(/[\w./-]*/preflight\.\w{6})$", re.MULTILINE)
 TMPDIR_FAILED = 70
@@ -295,8 +297,12 @@ def launch(ctx: CheckContext, phases: tuple[str, ...]) -> JobOutcome | CheckResu
             failures[session.spec.name] = exc.error.message
 
     with cf.ThreadPoolExecutor(max_workers=min(ctx.config.run.fanout, len(ordered))) as pool:
-        list(pool.map(start, ordered))
-        outcomes = _watch(ctx, ordered, processes, failures, budget, pool)
+        try:
+            list(pool.map(start, ordered))
+            outcomes = _watch(ctx, ordered, processes, failures, budget, pool)
+        except BaseException:  # Ctrl-C: end the job everywhere and remove what it made, then go
+            _abort(ordered, processes, pool)
+            raise
     return JobOutcome(
         phases=phases,
         backend="nccl" if gpu else "gloo",
@@ -356,15 +362,8 @@ def _watch(
     ):
         finished[name] = result
 
-    def remove_tmpdir(name: str) -> None:
-        """The wrapper's trap cannot run when the job is killed: remove its directory from here."""
-        found = _TMPDIR_RE.search(finished[name].stderr)
-        transport = transports[name]
-        if found and transport is not None:
-            with contextlib.suppress(HostUnavailable, OSError):
-                transport.run(["rm", "-rf", "--", found.group(1).decode()], timeout_s=10)
-
-    list(pool.map(remove_tmpdir, [n for n, r in finished.items() if not r.ok and n not in lost]))
+    ended = [n for n, r in finished.items() if not r.ok and n not in lost]
+    list(pool.map(lambda name: _remove_tmpdir(transports[name], finished[name].stderr), ended))
     outcomes: dict[str, _Watched] = {}
     for rank, session in enumerate(sessions):
         name = session.spec.name
@@ -384,6 +383,28 @@ def _watch(
             stdout=result.stdout,
         )
     return outcomes
+
+
+def _remove_tmpdir(transport: Transport | None, stderr: bytes) -> None:
+    """Remove the job's private directory from the controller: when the job was killed, the
+    wrapper's own trap may not have run."""
+    found = _TMPDIR_RE.search(stderr)
+    if found and transport is not None:
+        with contextlib.suppress(HostUnavailable, OSError):
+            transport.run(["rm", "-rf", "--", found.group(1).decode()], timeout_s=10)
+
+
+def _abort(
+    sessions: Sequence[HostSession], processes: Mapping[str, RemoteProcess], pool: cf.ThreadPoolExecutor
+) -> None:
+    transports = {s.spec.name: s.transport for s in sessions}
+
+    def end(name: str) -> None:
+        process = processes[name]
+        process.kill()
+        _remove_tmpdir(transports[name], process.stderr_so_far)
+
+    list(pool.map(end, list(processes)))
 
 
 def distributed_job(ctx: CheckContext) -> JobOutcome | CheckResult:

@@ -86,6 +86,13 @@ def test_a_bandwidth_drop_at_the_largest_size_fails() -> None:
     assert finding.summary == "all-reduce busbw at 1 GiB dropped to 0.65x the baseline (30.00 vs 46.00 GB/s)"
 
 
+def test_a_run_slower_as_a_whole_names_no_link() -> None:
+    before = {("gpu01", "gpu02"): 24.0, ("gpu03", "gpu04"): 24.0, ("gpu01", "gpu03"): 24.0}
+    after = {pair: value * 0.7 for pair, value in before.items()}  # every pair alike: not a link
+    findings = compare(run(hosts(), [allreduce(46, before)]), hosts(), [allreduce(46, after)], Config())
+    assert [f.details["item"] for f in findings if f.status == "fail"] == []
+
+
 def test_a_slower_link_is_named_by_its_pair() -> None:
     before = {("gpu01", "gpu02"): 24.0, ("gpu03", "gpu04"): 24.0}
     after = {("gpu01", "gpu02"): 23.5, ("gpu04", "gpu03"): 6.0}

@@ -95,17 +95,24 @@ def test_torch_missing_on_one_node_is_named(make_lab: MakeLab, tmp_path: Path) -
     assert any("torch" in r["summary"] and "not found" in r["summary"] for r in failing)
 
 
-def test_ctrl_c_ends_the_run_writes_the_report_and_leaves_nothing(make_lab: MakeLab, tmp_path: Path) -> None:
+@pytest.mark.parametrize("during", ["facts", "job"])
+def test_ctrl_c_ends_the_run_writes_the_report_and_leaves_nothing(
+    make_lab: MakeLab, tmp_path: Path, during: str
+) -> None:
     lab = make_lab(2)
     hosts = lab.hosts_file(tmp_path / "hosts.txt")
     report = tmp_path / "run.json"
     proc = subprocess.Popen(
         check_argv(lab, hosts, report), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
-    deadline = time.monotonic() + 60
+    # The facts probe runs the node's Python on stdin; the job runs torchrun.
+    marker = NODE_PYTHON if during == "facts" else "torch.distributed.run"
+    deadline = time.monotonic() + 90
     first = lab.nodes[0]
-    while time.monotonic() < deadline and not any(NODE_PYTHON in c for _, c in lab.processes(first)):
+    while time.monotonic() < deadline and not any(marker in c for _, c in lab.processes(first)):
         time.sleep(0.05)
+    if during == "job":
+        time.sleep(2)  # well into it: workers started
     proc.send_signal(signal.SIGINT)
     started = time.monotonic()
     out, err = proc.communicate(timeout=60)

@@ -111,6 +111,11 @@ class RemoteProcess(ABC):
     def kill(self) -> None:
         """End the process group on the host (TERM, then KILL); best effort, bounded."""
 
+    @property
+    def stderr_so_far(self) -> bytes:
+        """What the process has written to stderr until now."""
+        return bytes(self._stderr)
+
     def running(self, wait_s: float = 0.0) -> bool:
         """Collect output that is ready (waiting up to ``wait_s``); False once the process is over."""
         return self._pump(wait_s)
