@@ -175,7 +175,7 @@ def _job_args(ctx: CheckContext, phases: tuple[str, ...], names: list[str], gpu:
             "iters": cfg.iters,
             "slow_ratio": cfg.slow_ratio,
             "pairwise": pairwise and n >= 2,
-            "rounds": plan_rounds(n, "full" if n <= 16 else "sparse") if pairwise and n >= 2 else [],
+            "rounds": plan_rounds(n, cfg.pair_plan) if pairwise and n >= 2 else [],
         },
         "ddp": {"steps": ctx.config.ddp.steps},
     }
@@ -186,8 +186,9 @@ def _budget_s(args: Mapping[str, Any]) -> float:
     rounds = len(allreduce["rounds"])
     budget = STARTUP_S + float(args["timeout_s"])
     if "allreduce" in args["phases"]:
-        # Every pair round may be tested again (re-tests of suspects), each pair within its budget.
-        budget += allreduce["sweep_budget_s"] * 1.5 + 2 * rounds * (allreduce["pair_budget_s"] + 1)
+        # The first wave, then up to three rounds of re-tests (the slow pairs, and each suspect
+        # against two good nodes), every pair within its budget.
+        budget += allreduce["sweep_budget_s"] * 1.5 + (rounds + 3) * (allreduce["pair_budget_s"] + 1)
     if "ddp" in args["phases"]:
         budget += DDP_S
     return budget

@@ -93,6 +93,11 @@ class AllreduceSection:
     min_pair_busbw_gbps: float = 0.0
     # "auto": pairwise tests when there are 3 or more nodes; "always"; "never".
     pairwise: Literal["auto", "always", "never"] = "auto"
+    # Which pairs the first wave tests. "full": every pair (n-1 rounds): finds any slow link.
+    # "sparse": one round of disjoint pairs covering every node (a few rounds with re-tests at
+    # any size): finds every slow node, but a slow link only if its pair was drawn.
+    # "auto": full up to 16 nodes, sparse above.
+    pair_plan: Literal["auto", "full", "sparse"] = "auto"
     # The network NCCL must use between nodes: "auto" (IB where the nodes have IB devices), "ib", "socket".
     expect_transport: Literal["auto", "ib", "socket"] = "auto"
     # Interface for NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME; empty: the route to the master.

@@ -163,14 +163,20 @@ def pack_rounds(tests: Iterable[Pair]) -> list[list[Pair]]:
     return rounds
 
 
+# Known-good partners each suspect node is re-tested with (see retest_plan).
+RETEST_GOOD_PARTNERS = 2
+
+
 def retest_plan(busbw_by_pair: Mapping[Pair, float], slow_ratio: float) -> list[list[Pair]]:
     """Rounds of re-tests for the pairs below ``slow_ratio`` x the typical pair; deterministic.
 
     Every slow pair is re-tested once, and every node that was slow with all its partners is
-    tested against a known-good node (one fast with some partner, fewest slow pairs first,
-    a partner it has not had yet preferred). A node already slow with two or more partners is
-    judged by its test against a good node alone: re-testing each of its pairs would only
-    repeat the same slow number, one round per pair.
+    tested against two known-good nodes (fast with some partner, fewest slow pairs first, a
+    partner it has not had yet preferred, spread around the cluster rather than always the
+    lowest-numbered). Two, because one good partner may sit behind a slow link: a healthy
+    node that met a slow node and then crossed a slow link would be blamed. A node already
+    slow with two or more partners is judged by its tests against good nodes alone:
+    re-testing each of its pairs would only repeat the same slow number, one round per pair.
     """
     slow = slow_pairs(busbw_by_pair, slow_ratio)
     if not slow:
@@ -192,19 +198,24 @@ def retest_plan(busbw_by_pair: Mapping[Pair, float], slow_ratio: float) -> list[
     tests: list[Pair] = [p for p in slow if p[0] not in judged_alone and p[1] not in judged_alone]
     planned = set(tests)
     good = sorted(fast, key=lambda node: (slow_count.get(node, 0), node))
-    order = {node: index for index, node in enumerate(good)}
     usage = {node: 0 for node in good}
+    span = max(partners) + 1
     for node in lonely:
-        candidates = [g for g in good if g != node]
-        if not candidates:
-            continue
-        partner = min(
-            candidates,
-            key=lambda g: (g in partners[node], pair_key(node, g) in planned, usage[g], order[g]),
-        )
-        usage[partner] += 1
-        key = pair_key(node, partner)
-        if key not in planned:
+        for _ in range(RETEST_GOOD_PARTNERS):
+            candidates = [g for g in good if g != node and pair_key(node, g) not in planned]
+            if not candidates:
+                break
+            partner = min(
+                candidates,
+                key=lambda g: (
+                    g in partners[node],
+                    usage[g],
+                    slow_count.get(g, 0),
+                    (g - node) % span,  # the nearest good node after this one, not always node 0
+                ),
+            )
+            usage[partner] += 1
+            key = pair_key(node, partner)
             planned.add(key)
             tests.append(key)
     return pack_rounds(tests)
