@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Sets up everything the test suite needs on a fresh Debian machine, then runs it:
 # system packages (sshd, ip/tc, iptables, Chromium for the HTML report tests), a virtual
-# environment with the project and
-# its test tools, and the lab's training stack (CPU torch, pinned for the lab only).
+# environment with the project and its test tools, and the lab's training stack (CPU torch,
+# pinned for the lab only).
 # Needs root: the lab cluster is built from network namespaces.
 # Usage: bash tests/run.sh [pytest arguments]
 set -euo pipefail
@@ -15,6 +15,8 @@ for tool in sshd:openssh-server ssh:openssh-client ssh-keygen:openssh-client ip:
     || missing+=("${tool#*:}")
 done
 if [ ${#missing[@]} -gt 0 ]; then
+  # Chromium only recommends its fonts; the report tests need text that renders.
+  [[ " ${missing[*]} " == *" chromium "* ]] && missing+=(fonts-liberation)
   echo "installing: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
