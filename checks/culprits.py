@@ -5,7 +5,6 @@ job script's own (``checks.node.distributed``), re-exported here.
 
 from __future__ import annotations
 
-import json
 import re
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
@@ -16,6 +15,7 @@ from checks.node.distributed import (
     PHASE_MARKER,
     RANK_MARKER,
     first_busbw,
+    marked_lines,
     node_best,
     pack_rounds,
     pair_key,
@@ -329,27 +329,12 @@ def last_error_line(stderr: str) -> str | None:
     return clean_message(meaningful[-1]) if meaningful else None
 
 
-def _markers(stderr: str, marker: str) -> list[dict[str, Any]]:
-    found: list[dict[str, Any]] = []
-    for line in stderr.splitlines():
-        at = line.find(marker)
-        if at < 0:
-            continue
-        try:
-            value = json.loads(line[at + len(marker) :])
-        except ValueError:
-            continue
-        if isinstance(value, dict):
-            found.append(value)
-    return found
-
-
 def rank_hosts(outcome: JobOutcome) -> dict[int, str]:
     """Global rank -> inventory host name: from the document when there is one, else from the rank
     lines every rank writes to its node's stderr."""
     hosts: dict[int, str] = {}
     for node in outcome.nodes:
-        for marker in _markers(node.stderr, RANK_MARKER):
+        for marker in marked_lines(node.stderr, RANK_MARKER):
             if isinstance(marker.get("rank"), int):
                 hosts[marker["rank"]] = node.host
     document = outcome.document or {}
@@ -371,7 +356,7 @@ def phases_reached(outcome: JobOutcome) -> list[str]:
     """The phases the job started, in order, from the phase lines in the nodes' stderr."""
     reached: list[str] = []
     for node in outcome.nodes:
-        for marker in _markers(node.stderr, PHASE_MARKER):
+        for marker in marked_lines(node.stderr, PHASE_MARKER):
             phase = marker.get("phase")
             if isinstance(phase, str) and phase not in reached:
                 reached.append(phase)
@@ -398,7 +383,7 @@ def _seconds(ms: str) -> str:
 def _never_joined(stderr: str) -> str | None:
     """Why this node's torchrun never reached the master, when its stderr says so."""
     master = _MASTER_TIMEOUT_RE.search(stderr) or _MASTER_FAILED_RE.search(stderr)
-    if master is None or _markers(stderr, RANK_MARKER):
+    if master is None or marked_lines(stderr, RANK_MARKER):
         return None  # workers started: it got through the rendezvous
     address = f"{master.group('addr')}:{master.group('port')}"
     if _REFUSED_RE.search(stderr):
@@ -467,7 +452,9 @@ def _diagnose(node: NodeOutcome, hosts: Mapping[int, str]) -> NodeFailure:
 
 
 def _started_hosts(outcome: JobOutcome) -> set[str]:
-    return {n.host for n in outcome.nodes if _markers(n.stderr, RANK_MARKER) or _ASSIGNED_RE.search(n.stderr)}
+    return {
+        n.host for n in outcome.nodes if marked_lines(n.stderr, RANK_MARKER) or _ASSIGNED_RE.search(n.stderr)
+    }
 
 
 def explain_failures(outcome: JobOutcome) -> list[NodeFailure]:

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from checks.node.distributed import parse_result_line
 from checks.ports import master_of
 from preflight.check import CheckContext, HostSession
 from preflight.deadline import Deadline
@@ -67,7 +68,6 @@ class JobOutcome:
 
 
 JOB_PHASES = ("allreduce", "ddp")
-RESULT_MARKER = b"PREFLIGHT-JOB-RESULT "
 # Every rank runs the job script from the environment: nothing is written to the node.
 JOB_BOOTSTRAP = (
     "import base64,os;exec(compile(base64.b64decode(os.environ['PREFLIGHT_JOB']),'preflight-job','exec'))"
@@ -202,17 +202,6 @@ def _cap(stderr: bytes) -> str:
     return f"{text[:STDERR_HEAD]}\n[... {cut} characters cut ...]\n{text[-STDERR_TAIL:]}"
 
 
-def _document(stdout: bytes) -> dict[str, Any] | None:
-    for line in stdout.splitlines():
-        if line.startswith(RESULT_MARKER):
-            try:
-                found = json.loads(line[len(RESULT_MARKER) :])
-            except json.JSONDecodeError:
-                return None
-            return found if isinstance(found, dict) else None
-    return None
-
-
 def launch(ctx: CheckContext, phases: tuple[str, ...]) -> JobOutcome | CheckResult:
     """Start torchrun on every reachable node at once and watch the job to its end."""
     sessions = ctx.live_sessions
@@ -311,7 +300,10 @@ def launch(ctx: CheckContext, phases: tuple[str, ...]) -> JobOutcome | CheckResu
         port=port,
         nodes=tuple(outcomes[s.spec.name] for s in ordered),
         duration_s=round(time.monotonic() - started, 3),
-        document=next((d for n in outcomes.values() if (d := _document(n.stdout))), None),
+        document=next(
+            (d for n in outcomes.values() if (d := parse_result_line(n.stdout.decode("utf-8", "replace")))),
+            None,
+        ),
         launch_error="; ".join(failures.values()) or None,
         environment={
             n: {k: MASK if is_secret_name(k) else v for k, v in env.items()}

@@ -706,20 +706,27 @@ def _tensor_hash(tensors: Sequence[Any]) -> str:
     return digest.hexdigest()[:16]
 
 
-def parse_result_line(stdout: str) -> dict[str, Any] | None:
-    """The document from a ``PREFLIGHT-JOB-RESULT`` line in rank 0's stdout (the last one wins)."""
-    found: dict[str, Any] | None = None
-    for line in stdout.splitlines():
-        at = line.find(RESULT_MARKER)
+def marked_lines(text: str, marker: str) -> list[dict[str, Any]]:
+    """The JSON objects that follow ``marker`` on lines of ``text`` (other lines, and marked
+    lines that are not a JSON object, are skipped)."""
+    found: list[dict[str, Any]] = []
+    for line in text.splitlines():
+        at = line.find(marker)
         if at < 0:
             continue
         try:
-            value = json.loads(line[at + len(RESULT_MARKER) :])
+            value = json.loads(line[at + len(marker) :])
         except ValueError:
             continue
         if isinstance(value, dict):
-            found = value
+            found.append(value)
     return found
+
+
+def parse_result_line(stdout: str) -> dict[str, Any] | None:
+    """The document from a ``PREFLIGHT-JOB-RESULT`` line in rank 0's stdout (the last one wins)."""
+    documents = marked_lines(stdout, RESULT_MARKER)
+    return documents[-1] if documents else None
 
 
 def _print_document(document: Mapping[str, Any]) -> None:
