@@ -28,6 +28,10 @@ from typing import Literal, Protocol, TypeAlias
 
 ENV_MOUNT = "/opt/pflab/env"  # every node sees its own Python environment at this same path
 NODE_PYTHON = ENV_MOUNT + "/bin/python"
+# Every node also sees the lab's base environment here: an environment derived from it
+# (tests/lab/envs.py) reaches its packages through this path when the base's own path is
+# hidden in the node (a checkout under /tmp, behind the node's private /tmp).
+BASE_MOUNT = "/opt/pflab/base"
 
 STATE_DIR = Path("/var/tmp/pflab")  # not under /tmp: each node hides /tmp behind its own tmpfs
 CLAIMS_DIR = STATE_DIR / "claims"
@@ -408,6 +412,7 @@ class LabCluster:
         if bad := sorted(set(node_envs) - set(range(1, n_nodes + 1))):
             raise ValueError(f"node_envs names nodes that do not exist: {bad}")
         self.n_nodes = n_nodes
+        self._base_env = Path(env).absolute()
         self._envs = {i: Path(node_envs.get(i, env)).absolute() for i in range(1, n_nodes + 1)}
         self._root_arg = root
         self._k: int | None = None
@@ -519,7 +524,8 @@ class LabCluster:
             known.append(f"{node.address} {key_type} {key_b64}\n")
             (node.node_dir / "sshd_config").write_text(self._sshd_config(node, host_key))
         self.known_hosts_path.write_text("".join(known))
-        Path(ENV_MOUNT).mkdir(parents=True, exist_ok=True)  # the mount point, left empty
+        Path(ENV_MOUNT).mkdir(parents=True, exist_ok=True)  # the mount points, left empty
+        Path(BASE_MOUNT).mkdir(parents=True, exist_ok=True)
         Path("/run/sshd").mkdir(parents=True, exist_ok=True)  # sshd's privilege separation dir
 
     def _etc_hosts_text(self) -> str:
@@ -564,6 +570,7 @@ class LabCluster:
         script = "; ".join([
             "set -e",
             f"mount --bind {q(str(node.env))} {ENV_MOUNT}",
+            f"mount --bind {q(str(self._base_env))} {BASE_MOUNT}",
             "mount -t tmpfs -o mode=1777 pflab-tmp /tmp",
             "mount -t tmpfs -o mode=1777 pflab-shm /dev/shm",
             f"mount --bind {q(str(self._etc_hosts))} /etc/hosts",

@@ -10,6 +10,8 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from .cluster import BASE_MOUNT
+
 _PATHS_SCRIPT = """
 import json, sys, sysconfig
 new = {"base": sys.argv[1], "platbase": sys.argv[1]}
@@ -112,9 +114,20 @@ def derive_env(
     site = Path(paths["new_site"])
     # addsitedir (not a plain path line) so that base's own .pth files run too, such as
     # editable installs; base comes after this env's site-packages, which therefore wins.
-    chain = [f"import site; site.addsitedir({paths['purelib']!r})"]
-    if paths["platlib"] != paths["purelib"]:
-        chain.append(f"import site; site.addsitedir({paths['platlib']!r})")
+    # Inside a lab node the base may be hidden (a checkout under /tmp): then it is reached
+    # where every node mounts the lab's base environment.
+    chain = []
+    for key in dict.fromkeys(("purelib", "platlib")):
+        real = paths[key]
+        if key == "platlib" and real == paths["purelib"]:
+            continue
+        try:
+            in_node = str(Path(BASE_MOUNT) / Path(real).relative_to(base.absolute()))
+        except ValueError:  # not inside base (a system Python): no other way in
+            in_node = real
+        chain.append(
+            f"import os, site; site.addsitedir({real!r} if os.path.isdir({real!r}) else {in_node!r})"
+        )
     (site / "_pflab_base.pth").write_text("\n".join(chain) + "\n")
     for name, version in (packages or {}).items():
         _write_dist_info(site, name, version)
