@@ -10,6 +10,7 @@ import subprocess
 from collections.abc import Sequence
 
 from preflight.deadline import Deadline
+from preflight.inventory import HostSpec
 from preflight.transport import RemoteProcess, Transport
 
 _NOT_FOUND = 127
@@ -101,8 +102,8 @@ class LocalProcess(RemoteProcess):
 
 
 class LocalTransport(Transport):
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+    def __init__(self, spec: HostSpec) -> None:
+        super().__init__(spec)
         self._running: list[LocalProcess] = []
 
     def open(self, deadline: Deadline) -> None:
