@@ -217,11 +217,15 @@ def launch(ctx: CheckContext, phases: tuple[str, ...]) -> JobOutcome | CheckResu
         if not f.get("torch")
     }
     if no_torch:
-        first = next(iter(no_torch.values()))
+        first = str(next(iter(no_torch.values()))).removeprefix("torch not importable: ")
+        python = ctx.config.run.python
         return CheckResult(
             check="",
             status="fail",
-            summary=f"torch is not importable on {fold(no_torch)} ({first}): the job cannot run there",
+            summary=(
+                f"{fold(no_torch)}: {python} cannot import torch ({first}), so the job cannot run there; "
+                "point --python at the training environment's interpreter"
+            ),
             hosts=tuple(no_torch),
             details={"item": "torch", "unavailable": no_torch},
         )

@@ -24,6 +24,8 @@ def headline(report: RunReport, *, limit: int = 2) -> str:
         note = f" ({warnings} warning{'s' if warnings != 1 else ''})" if warnings else ""
         return f"PASS — {hosts} host{'s' if hosts != 1 else ''} ready{note}"
     label = "FAIL" if worst == "fail" else "ERROR"
-    shown = "; ".join(r.summary for r in culprits[:limit])
-    more = f"; and {len(culprits) - limit} more" if len(culprits) > limit else ""
+    # One cause can fail several checks with the same words (no torch: allreduce and ddp).
+    summaries = list(dict.fromkeys(r.summary for r in culprits))
+    shown = "; ".join(summaries[:limit])
+    more = f"; and {len(summaries) - limit} more" if len(summaries) > limit else ""
     return f"{label} — {shown}{more}"

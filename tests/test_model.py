@@ -73,3 +73,20 @@ def test_an_interrupted_run_exits_130_whatever_it_found() -> None:
     report = sample_report(interrupted=True)
     assert report.exit_code == ExitCode.INTERRUPTED
     assert report.verdict == "error"
+
+
+def test_the_headline_says_one_cause_once_even_when_it_fails_several_checks() -> None:
+    from reports.summary import headline
+
+    cause = "node3: python3 cannot import torch (No module named 'torch')"
+    report = RunReport.build(
+        tool_version="0.1.0",
+        started_at="2026-11-22T10:00:00Z",
+        duration_s=1,
+        hosts=[HostReport("node3", "node3", "node3", True)],
+        results=[
+            CheckResult("allreduce", "fail", cause, ("node3",)),
+            CheckResult("ddp", "fail", cause, ("node3",)),
+        ],
+    )
+    assert headline(report) == f"FAIL — {cause}"
