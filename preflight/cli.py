@@ -22,7 +22,9 @@ from preflight.config import load_config, with_overrides
 from preflight.errors import ExitCode, PreflightError, UsageError
 from preflight.files import write_atomic
 from preflight.inventory import (
+    HostSpec,
     build_inventory,
+    jump_hosts,
     load_ssh_config,
     local_host,
     parse_nodelist,
@@ -142,7 +144,8 @@ def _write_outputs(report: RunReport, args: argparse.Namespace, summary: Console
             write_atomic(Path(target), render(report))
 
 
-def _inventory(args: argparse.Namespace) -> list:  # type: ignore[type-arg]
+def _inventory(args: argparse.Namespace) -> tuple[list[HostSpec], dict[str, HostSpec]]:
+    """The hosts to check, and the ProxyJump hosts they go through, both resolved."""
     if args.hosts is not None and args.nodes:
         raise UsageError("give a hosts file or --nodes, not both")
     if args.nodes:
@@ -150,8 +153,10 @@ def _inventory(args: argparse.Namespace) -> list:  # type: ignore[type-arg]
     elif args.hosts is not None:
         specs = read_hosts_file(args.hosts)
     else:
-        return [local_host()]
-    return build_inventory(specs, load_ssh_config(args.ssh_config))
+        return [local_host()], {}
+    ssh_config = load_ssh_config(args.ssh_config)
+    hosts = build_inventory(specs, ssh_config)
+    return hosts, jump_hosts(hosts, ssh_config)
 
 
 def _raise_open_file_limit(hosts: int) -> None:
@@ -188,7 +193,7 @@ def _check(args: argparse.Namespace) -> ExitCode:
     skip = [*(args.skip or ()), *([] if baseline else ["baseline"])]
     only = [*args.only, "baseline"] if args.only and baseline else args.only
     checks = select_checks(only, skip)
-    hosts = _inventory(args)
+    hosts, jumps = _inventory(args)
     _raise_open_file_limit(len(hosts))
     ssh = None
     if any(not h.local for h in hosts):
@@ -198,6 +203,7 @@ def _check(args: argparse.Namespace) -> ExitCode:
             accept_new_host_keys=args.accept_new_host_keys,
             identity_files=tuple(args.identity),
             connect_timeout_s=config.run.connect_timeout_s,
+            resolve_jump=jumps,
         )
     progress_console, summary = _consoles(args.json == "-")
     progress = None if args.quiet else LiveProgress(progress_console)

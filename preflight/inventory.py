@@ -235,6 +235,32 @@ def parse_nodelist(expression: str) -> list[HostSpec]:
     return [HostSpec(name=name, address=name, source="--nodes") for name in names]
 
 
+def parse_jump(text: str) -> HostSpec:
+    """A ProxyJump value, ``[user@]host[:port]`` (the first hop of a chain), as a host to reach."""
+    first = text.split(",", 1)[0].strip()
+    user, _, hostport = first.rpartition("@")
+    host, _, port = hostport.partition(":")
+    return HostSpec(
+        name=host,
+        address=host,
+        user=user or None,
+        port=int(port) if port.isdigit() else DEFAULT_SSH_PORT,
+        source="ProxyJump",
+    )
+
+
+def jump_hosts(specs: Sequence[HostSpec], ssh_config: paramiko.SSHConfig | None) -> dict[str, HostSpec]:
+    """Every ProxyJump the inventory uses, resolved through ssh_config like any host (an alias
+    such as ``bastion`` gets its HostName, User, Port and IdentityFile)."""
+    jumps: dict[str, HostSpec] = {}
+    for spec in specs:
+        if spec.proxy_jump and spec.proxy_jump not in jumps:
+            jump = resolve(parse_jump(spec.proxy_jump), ssh_config)
+            # A jump host's own ProxyJump (a chain) is not followed: one hop.
+            jumps[spec.proxy_jump] = replace(jump, proxy_jump=None)
+    return jumps
+
+
 def build_inventory(specs: Sequence[HostSpec], ssh_config: paramiko.SSHConfig | None) -> list[HostSpec]:
     """Resolve every host through ssh_config and refuse two entries that reach one endpoint."""
     resolved = [resolve(spec, ssh_config) for spec in specs]

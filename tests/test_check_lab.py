@@ -173,3 +173,29 @@ def test_a_changed_host_key_is_always_refused(make_lab: MakeLab, tmp_path: Path)
     (refused,) = [r for r in results(data, "connect") if r["status"] == "error"]
     assert refused["hosts"] == [second.address]
     assert refused["details"]["cause"] == "host_key_changed"
+
+
+def test_a_node_behind_a_jump_host_is_reached_through_ssh_config(make_lab: MakeLab, tmp_path: Path) -> None:
+    lab = make_lab(2)
+    jump, target = lab.nodes
+    # The controller's own way to the target's sshd is dropped: only the jump host gets through.
+    lab.exec(
+        target,
+        ["iptables", "-A", "INPUT", "-p", "tcp", "--dport", "22", "-s", lab.bridge_address, "-j", "DROP"],
+    )
+    config = tmp_path / "ssh_config"
+    config.write_text(
+        f"Host bastion\n  HostName {jump.address}\n  User root\n\n"
+        f"Host gpu-behind\n  HostName {target.address}\n  User root\n  ProxyJump bastion\n"
+    )
+    hosts = tmp_path / "hosts.txt"
+    hosts.write_text("gpu-behind\n")
+    run, data = run_check(lab, tmp_path, "--only", "connect", "--ssh-config", str(config), hosts=hosts)
+    assert run.returncode == 0, run.stdout + run.stderr
+    (host,) = data["hosts"]
+    assert (host["name"], host["address"], host["hostname"]) == ("gpu-behind", target.address, target.name)
+
+    # The same node, named without the jump: not reachable from here (the drop is real).
+    hosts.write_text(f"root@{target.address}\n")
+    run, data = run_check(lab, tmp_path, "--only", "connect", "--connect-timeout", "3", hosts=hosts)
+    assert run.returncode == 3, run.stdout + run.stderr

@@ -23,7 +23,7 @@ from pathlib import Path
 import paramiko
 
 from preflight.deadline import Deadline
-from preflight.inventory import DEFAULT_SSH_PORT, HostSpec, default_user
+from preflight.inventory import HostSpec, default_user, parse_jump
 from preflight.model import HostError
 from preflight.transport import HostUnavailable, RemoteProcess, Transport, split_pgid, wrap_command
 
@@ -224,7 +224,7 @@ class SshTransport(Transport):
 
     def _jump_channel(self, timeout_s: float) -> paramiko.Channel:
         name = self.spec.proxy_jump or ""
-        jump_spec = self.settings.resolve_jump.get(name) or _parse_jump(name)
+        jump_spec = self.settings.resolve_jump.get(name) or parse_jump(name)
         self._jump = SshTransport(jump_spec, self.settings)
         try:
             self._jump.open(Deadline.after(timeout_s))
@@ -381,17 +381,3 @@ def _drain(channel: paramiko.Channel, out: bytearray, err: bytearray) -> bool:
         err += channel.recv_stderr(65536)
         got = True
     return got
-
-
-def _parse_jump(text: str) -> HostSpec:
-    """A ProxyJump value ``[user@]host[:port]`` (first hop only)."""
-    first = text.split(",", 1)[0]
-    user, _, hostport = first.rpartition("@")
-    host, _, port = hostport.partition(":")
-    return HostSpec(
-        name=host,
-        address=host,
-        user=user or None,
-        port=int(port) if port.isdigit() else DEFAULT_SSH_PORT,
-        source="ProxyJump",
-    )
