@@ -105,3 +105,11 @@ def test_any_text_loads_or_gives_a_one_line_error(text: str) -> None:
         except ConfigError as exc:
             assert str(exc).startswith(str(path))
             assert "\n" not in str(exc)
+
+
+def test_the_example_config_in_the_readme_is_valid(tmp_path: Path) -> None:
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    example = readme.split("```toml\n", 1)[1].split("```", 1)[0]
+    config = load_config(write(tmp_path, example))
+    assert config.expect["torch"] == "2.4"
+    assert config.gpu_memory.gpus_per_node == 8
