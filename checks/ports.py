@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import contextlib
+import ipaddress
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -264,6 +265,55 @@ def _judge_routes(obs: PortsObservation) -> list[CheckResult]:
     return findings
 
 
+GC_THRESH3 = "net.ipv4.neigh.default.gc_thresh3"
+
+
+def judge_neighbour_limits(facts: Mapping[str, Mapping[str, Any]]) -> list[CheckResult]:
+    """Nodes with more peers on their own subnets than their kernel keeps ARP entries for.
+
+    A job's all-to-all traffic makes every node resolve every peer on its layer-2 network;
+    past ``gc_thresh3`` the kernel refuses new neighbours and those peers look unreachable.
+    Peers are counted from the addresses the nodes report, grouped by subnet.
+    """
+    members: dict[ipaddress.IPv4Network, set[str]] = {}
+    networks: dict[str, set[ipaddress.IPv4Network]] = {}
+    for host, node in facts.items():
+        for interface in (node.get("net") or {}).get("interfaces") or []:
+            for address in interface.get("addresses") or []:
+                try:
+                    network = ipaddress.ip_interface(str(address)).network
+                except ValueError:
+                    continue
+                if (
+                    isinstance(network, ipaddress.IPv4Network)
+                    and not network.is_loopback
+                    and network.prefixlen < 32
+                ):
+                    members.setdefault(network, set()).add(host)
+                    networks.setdefault(host, set()).add(network)
+    crowded: dict[tuple[int, int], list[str]] = {}
+    for host, node in facts.items():
+        limit = (node.get("sysctl") or {}).get(GC_THRESH3)
+        if not isinstance(limit, int):
+            continue
+        peers = len(set().union(*(members[n] for n in networks.get(host, ()))) - {host})
+        if peers > limit:
+            crowded.setdefault((peers, limit), []).append(host)
+    return [
+        _result(
+            "warn",
+            f"{fold(hosts)}: {peers:,} peers on the same subnet, more than {GC_THRESH3} = {limit:,}: "
+            "under a job's all-to-all traffic the kernel refuses new ARP entries and some peers "
+            "look unreachable; raise gc_thresh1/2/3",
+            hosts,
+            item="neighbours",
+            peers=peers,
+            gc_thresh3=limit,
+        )
+        for (peers, limit), hosts in sorted(crowded.items())
+    ]
+
+
 def _matrix(obs: PortsObservation) -> dict[str, Any]:
     details: dict[str, Any] = {"master": obs.master, "master_address": obs.master_address, "port": obs.port}
     details["nodes"] = {
@@ -282,7 +332,7 @@ def _matrix(obs: PortsObservation) -> dict[str, Any]:
 def run(ctx: CheckContext) -> list[CheckResult]:
     if not ctx.live_sessions:
         return [_result("skip", "no reachable host to probe", [])]
-    return judge_ports(observe_ports(ctx))
+    return judge_ports(observe_ports(ctx)) + judge_neighbour_limits(ctx.facts())
 
 
 CHECK = Check(

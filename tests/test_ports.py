@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import ipaddress
+import itertools
 import json
 from pathlib import Path
 
 import pytest
 
-from checks.ports import PortsObservation, judge_ports
+from checks.ports import GC_THRESH3, PortsObservation, judge_neighbour_limits, judge_ports
 
 DATA = Path(__file__).parent / "data" / "ports"
 
@@ -79,3 +81,39 @@ def test_a_master_that_does_not_resolve_fails_on_the_nodes_that_tried() -> None:
     (finding,) = [f for f in findings if f.status == "fail"]
     assert finding.hosts == ("node2", "node3")
     assert finding.summary == "node[2-3]: cannot resolve gpu-master: Name or service not known"
+
+
+# --------------------------------------------------------------------------- neighbour tables
+
+NODE = json.loads((Path(__file__).parent / "data" / "runs" / "cpu_node.json").read_text())
+
+
+def flat_cluster(subnets: dict[str, int], gc_thresh3: int = 1024) -> dict[str, dict[str, object]]:
+    """Nodes built from a recorded node's facts, numbered across the given /16 or /24 subnets."""
+    facts: dict[str, dict[str, object]] = {}
+    for subnet, count in subnets.items():
+        network = ipaddress.ip_network(subnet)
+        for address in itertools.islice(network.hosts(), count):
+            name = f"gpu{len(facts) + 1:04d}"
+            facts[name] = {
+                **NODE,
+                "net": {"interfaces": [{"name": "eth0", "addresses": [f"{address}/{network.prefixlen}"]}]},
+                "sysctl": {GC_THRESH3: gc_thresh3},
+            }
+    return facts
+
+
+def test_more_peers_on_one_subnet_than_the_arp_table_keeps_is_named() -> None:
+    (finding,) = judge_neighbour_limits(flat_cluster({"10.10.0.0/16": 1100}))
+    assert finding.status == "warn"
+    assert len(finding.hosts) == 1100
+    assert finding.summary.startswith("gpu[0001-1100]: 1,099 peers on the same subnet, more than")
+    assert "gc_thresh3 = 1,024" in finding.summary
+
+
+def test_a_cluster_within_the_limit_or_split_into_subnets_is_fine() -> None:
+    assert judge_neighbour_limits(flat_cluster({"10.10.0.0/16": 1000})) == []
+    assert (
+        judge_neighbour_limits(flat_cluster({"10.10.1.0/24": 250, "10.10.2.0/24": 250}, gc_thresh3=300)) == []
+    )
+    assert judge_neighbour_limits(flat_cluster({"10.10.0.0/16": 1100}, gc_thresh3=4096)) == []

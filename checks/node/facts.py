@@ -555,6 +555,27 @@ def _gather_memory(sink: Sink) -> None:
     }
 
 
+# Kernel settings a multi-node job depends on. gc_thresh3 caps the neighbour (ARP) table:
+# a node that talks to more peers on its own subnet than this has some of them refused.
+SYSCTLS = (
+    "net.ipv4.neigh.default.gc_thresh3",
+    "net.core.somaxconn",
+    "net.ipv4.ip_local_port_range",
+)
+
+
+def _gather_sysctl(sink: Sink) -> None:
+    found: dict[str, Any] = {}
+    for name in SYSCTLS:
+        text = _read_text("/proc/sys/" + name.replace(".", "/"))
+        if text is not None:
+            words = text.split()
+            found[name] = int(words[0]) if len(words) == 1 and words[0].isdigit() else " ".join(words)
+    if not found:
+        raise Unavailable("/proc/sys not readable")
+    sink.facts["sysctl"] = found
+
+
 def _gather_python(sink: Sink) -> None:
     sink.facts["python"] = {
         "version": platform.python_version(),
@@ -994,6 +1015,7 @@ def _gatherers() -> list[tuple[tuple[str, ...], Callable[[Sink], None]]]:
         (("packages",), _gather_packages),
         (("env",), _gather_env),
         (("net",), _gather_net),
+        (("sysctl",), _gather_sysctl),
         (("torch",), _gather_torch),
     ]
 
