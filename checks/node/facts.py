@@ -225,14 +225,17 @@ def parse_nvcc_version(text: str) -> str | None:
     return match.group(1) if match else None
 
 
-def decode_nccl_version(code: int) -> str:
-    """``ncclGetVersion`` code -> "X.Y.Z" (X*10000+Y*100+Z since 2.9, X*1000+Y*100+Z before)."""
-    if code >= 20900:
-        major, rest = divmod(code, 10000)
-    else:
-        major, rest = divmod(code, 1000)
+def _decode_version(code: int, wide_from: int) -> str:
+    """A library's integer version -> "X.Y.Z": X*10000+Y*100+Z from ``wide_from`` on (when the
+    minor number outgrew one digit), X*1000+Y*100+Z before."""
+    major, rest = divmod(code, 10000 if code >= wide_from else 1000)
     minor, patch = divmod(rest, 100)
     return f"{major}.{minor}.{patch}"
+
+
+def decode_nccl_version(code: int) -> str:
+    """``ncclGetVersion`` code -> "X.Y.Z" (X*10000+Y*100+Z since 2.9, X*1000+Y*100+Z before)."""
+    return _decode_version(code, 20900)
 
 
 def format_nccl_version(value: Any) -> str | None:
@@ -248,12 +251,7 @@ def format_nccl_version(value: Any) -> str | None:
 
 def decode_cudnn_version(code: int) -> str:
     """``cudnnGetVersion`` code -> "X.Y.Z" (X*1000+Y*100+Z up to 8.x, X*10000+Y*100+Z from 9)."""
-    if code >= 90000:
-        major, rest = divmod(code, 10000)
-    else:
-        major, rest = divmod(code, 1000)
-    minor, patch = divmod(rest, 100)
-    return f"{major}.{minor}.{patch}"
+    return _decode_version(code, 90000)
 
 
 def decode_cuda_version(code: int) -> str:
