@@ -97,6 +97,8 @@ ADVICE: dict[tuple[str, str], str] = {
     ("ports", "listen"): "Find what holds the port on that node (ss -ltnp) and stop it, or run the job "
     "on another --port.",
     ("ports", "route"): "Pin the interface: set NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME on every node.",
+    ("ports", "neighbours"): "Raise net.ipv4.neigh.default.gc_thresh1/2/3 on the nodes named (sysctl, and "
+    "in /etc/sysctl.d to keep it) above the number of peers on their subnet.",
     ("gpu_memory", "memory_free"): "Stop the processes named (nvidia-smi on the node lists them) or wait "
     "for the other job before launching.",
     ("gpu_memory", "ecc_errors"): "Drain the node and reset the GPU; replace it if the errors return.",
