@@ -32,7 +32,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from checks.allreduce import size_label
+from preflight.units import binary_size as size_label
 from tests.lab import NODE_PYTHON, LabCluster
 from tests.test_check_lab import check_argv
 

@@ -15,6 +15,8 @@ from preflight.check import Check, CheckContext
 from preflight.config import Config
 from preflight.model import CheckResult
 from preflight.nodeset import fold, group_by_value
+from preflight.status import by_severity
+from preflight.units import binary_size, gbps, ratio
 
 NAME = "allreduce"
 PHASE = "allreduce"
@@ -25,25 +27,6 @@ PHASE = "allreduce"
 
 # A summary names this many pairs before "and N more" (details have them all).
 _LISTED_PAIRS = 4
-
-
-def size_label(size_bytes: int) -> str:
-    """``67108864`` -> ``64 MiB``; ``1536`` -> ``1.5 KiB``."""
-    value = float(size_bytes)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{value:g} {unit}"
-        value /= 1024
-    return f"{value:g} GiB"
-
-
-def gbps(value: float) -> str:
-    """Three significant digits: ``1.92``, ``0.0213``, ``372``."""
-    return f"{value:.3g}"
-
-
-def ratio_text(value: float) -> str:
-    return f"{value:.2g}x"
 
 
 def node_names(outcome: JobOutcome) -> list[str]:
@@ -79,16 +62,16 @@ def _sweep_results(
         wrong.sort(key=lambda r: -int(r["size_bytes"]))
         first, *others = wrong
         noun = "element" if int(first["wrong"]) == 1 else "elements"
-        summary = f"the sweep found {first['wrong']} wrong {noun} at {size_label(int(first['size_bytes']))}"
+        summary = f"the sweep found {first['wrong']} wrong {noun} at {binary_size(int(first['size_bytes']))}"
         if others:
-            more = ", ".join(f"{r['wrong']} at {size_label(int(r['size_bytes']))}" for r in others[:3])
+            more = ", ".join(f"{r['wrong']} at {binary_size(int(r['size_bytes']))}" for r in others[:3])
             summary += f" (and {more})"
         details = {"wrong": {str(r["size_bytes"]): r["wrong"] for r in wrong}}
         results.append(
             CheckResult(NAME, "fail", summary + ": all-reduce returned corrupted data", (), details)
         )
     largest = rows[-1]
-    size = size_label(int(largest["size_bytes"]))
+    size = binary_size(int(largest["size_bytes"]))
     busbw = float(largest["busbw_gbps"])
     floor = config.allreduce.min_busbw_gbps
     if floor > 0 and busbw < floor:
@@ -99,7 +82,7 @@ def _sweep_results(
     headline = f"busbw {gbps(busbw)} GB/s at {size} across {nodes} ({ranks}, {backend})"
     if not section.get("sweep_complete", True):
         # Not a finding by itself: a slow network is judged by the floor and by the pairs.
-        top = size_label(int(section.get("sweep_max_bytes") or largest["size_bytes"]))
+        top = binary_size(int(section.get("sweep_max_bytes") or largest["size_bytes"]))
         budget = float(section.get("sweep_budget_s") or config.allreduce.sweep_budget_s)
         headline += f" (the sweep's {budget:g} s budget stopped it short of {top})"
     return results, headline
@@ -118,7 +101,7 @@ def _pair_results(
         host = _name(names, slow.node)
         partners = ", ".join(_name(names, p) for p in slow.partners)
         summary = (
-            f"{host} is slow with every partner: {ratio_text(slow.ratio)} the typical pair "
+            f"{host} is slow with every partner: {ratio(slow.ratio)} the typical pair "
             f"({gbps(slow.busbw_gbps)} vs {gbps(typical)} GB/s busbw), confirmed by a re-test"
         )
         details = {"node": host, "busbw_gbps": slow.busbw_gbps, "ratio": slow.ratio, "partners": partners}
@@ -126,7 +109,7 @@ def _pair_results(
     for link in culprits.slow_links:
         hosts = (_name(names, link.nodes[0]), _name(names, link.nodes[1]))
         summary = (
-            f"the link {hosts[0]}-{hosts[1]} runs at {ratio_text(link.ratio)} the typical pair "
+            f"the link {hosts[0]}-{hosts[1]} runs at {ratio(link.ratio)} the typical pair "
             f"({gbps(link.busbw_gbps)} vs {gbps(typical)} GB/s busbw) in its test and re-test; "
             "both nodes are fast with other partners"
         )
@@ -151,8 +134,7 @@ def _pair_results(
         floor_details = {"floor_gbps": floor, "pairs": {_link(names, p): v for p, v in culprits.below_floor}}
         results.append(CheckResult(NAME, "fail", summary, floor_hosts, floor_details))
     notes = [
-        f"{_link(names, u.nodes)} slow once ({ratio_text(u.first_gbps / typical if typical else 0.0)}), "
-        f"{u.reason}"
+        f"{_link(names, u.nodes)} slow once ({ratio(u.first_gbps / typical if typical else 0.0)}), {u.reason}"
         for u in culprits.unconfirmed
     ]
     return results, notes
@@ -336,7 +318,7 @@ def judge_allreduce(
         details["notes"] = notes
     if world == 1 and not any(r.status in ("fail", "error") for r in results):
         # busbw is 0 by definition for one rank: there is no traffic to measure.
-        top = size_label(int(details["sweep"][-1]["size_bytes"])) if details["sweep"] else "?"
+        top = binary_size(int(details["sweep"][-1]["size_bytes"])) if details["sweep"] else "?"
         summary = f"one rank only: no all-reduce traffic to measure (results checked up to {top})"
         return [CheckResult(NAME, "skip", summary, (), details)]
     if not any(r.status in ("fail", "error") for r in results):
@@ -348,7 +330,7 @@ def judge_allreduce(
             )
         results.append(CheckResult(NAME, "pass", summary, (), details))
         return results
-    results.sort(key=lambda r: {"fail": 0, "error": 1, "warn": 2}.get(r.status, 3))
+    results = by_severity(results)
     first_result = results[0]
     results[0] = dataclasses.replace(first_result, details={**details, **first_result.details})
     return results

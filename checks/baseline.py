@@ -16,6 +16,7 @@ from preflight.check import Check, CheckContext
 from preflight.config import Config
 from preflight.model import CheckResult, HostReport, RunReport, Status
 from preflight.nodeset import fold
+from preflight.units import binary_size
 
 
 def _result(status: Status, summary: str, hosts: Sequence[str], **details: Any) -> CheckResult:
@@ -123,7 +124,7 @@ def _bandwidth(baseline: RunReport, results: Sequence[CheckResult], config: Conf
         before, after = old_sweep[size], new_sweep[size]
         if after < floor * before:
             summary = (
-                f"all-reduce busbw at {_size(size)} dropped to {after / before:.2f}x the baseline "
+                f"all-reduce busbw at {binary_size(size)} dropped to {after / before:.2f}x the baseline "
                 f"({after:.2f} vs {before:.2f} GB/s)"
             )
             findings.append(
@@ -154,13 +155,6 @@ def _bandwidth(baseline: RunReport, results: Sequence[CheckResult], config: Conf
                 )
             )
     return findings
-
-
-def _size(size: int) -> str:
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if size >= scale:
-            return f"{size / scale:g} {unit}"
-    return f"{size} B"
 
 
 def compare(

@@ -16,6 +16,7 @@ from preflight.check import Check, CheckContext
 from preflight.config import Config
 from preflight.model import CheckResult
 from preflight.nodeset import group_by_value
+from preflight.status import by_severity
 
 NAME = "ddp"
 PHASE = "ddp"
@@ -191,7 +192,7 @@ def judge_ddp(outcome: JobOutcome, config: Config) -> list[CheckResult]:
         )
         results.append(CheckResult(NAME, "pass", summary, (), details))
         return results
-    results.sort(key=lambda r: {"fail": 0, "error": 1, "warn": 2}.get(r.status, 3))
+    results = by_severity(results)
     results[0] = dataclasses.replace(results[0], details={**details, **results[0].details})
     return results
 

@@ -15,17 +15,12 @@ from preflight.check import Check, CheckContext
 from preflight.config import Config
 from preflight.model import CheckResult, Status
 from preflight.nodeset import fold, group_by_value, minority
+from preflight.units import gib
 
 NAME = "gpu_memory"
 
-GIB = 1024**3
-
 # How many processes a summary names before "and N more" (details list them all).
 _LISTED_PROCESSES = 3
-
-
-def gib(size_bytes: float) -> str:
-    return f"{size_bytes / GIB:.1f}"
 
 
 def _int(value: Any) -> int | None:

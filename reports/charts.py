@@ -30,6 +30,8 @@ from typing import Literal
 
 from markupsafe import Markup, escape
 
+from preflight.units import significant
+
 Scale = Literal["log2", "linear"]
 
 # Approximate advance of one character at the chart font sizes, for label gutters.
@@ -71,28 +73,6 @@ def _svg(width: float, height: float, label: str, body: list[str], css: str) -> 
 
 
 # --------------------------------------------------------------------------- number formats
-
-
-def format_bytes(size: float) -> str:
-    """Binary units, as message sizes are powers of two: ``1 KiB``, ``64 MiB``, ``1.5 GiB``."""
-    for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
-        if size >= scale:
-            value = size / scale
-            return f"{value:.0f} {unit}" if value == int(value) else f"{value:.1f} {unit}"
-    return f"{size:.0f} B"
-
-
-def format_number(value: float) -> str:
-    """Up to three significant figures, no exponent: ``0.0123``, ``4.5``, ``1230``."""
-    if value == 0:
-        return "0"
-    magnitude = abs(value)
-    if magnitude >= 100:
-        return f"{value:.0f}"
-    if magnitude >= 10:
-        return f"{value:.1f}".rstrip("0").rstrip(".")
-    digits = max(2, 2 - math.floor(math.log10(magnitude)))
-    return f"{value:.{digits}f}".rstrip("0").rstrip(".")
 
 
 def nice_ticks(low: float, high: float, *, count: int = 5) -> list[float]:
@@ -149,7 +129,7 @@ class Band:
 class Axis:
     label: str
     scale: Scale = "linear"
-    format: Callable[[float], str] = format_number
+    format: Callable[[float], str] = significant
     zero: bool = True  # a linear axis starts at zero
 
 

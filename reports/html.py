@@ -15,7 +15,7 @@ import json
 import re
 import statistics
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import cache
@@ -28,6 +28,9 @@ from markupsafe import Markup
 from preflight.errors import ExitCode
 from preflight.model import CheckResult, HostReport, RunReport
 from preflight.nodeset import fold
+from preflight.status import LABELS as STATUS_LABELS
+from preflight.status import overall, severity, worst
+from preflight.units import binary_size, duration, gib, significant
 from reports import charts
 from reports.escape import printable
 from reports.summary import headline, ordered
@@ -51,15 +54,8 @@ CHECK_ABOUT = {
     "allreduce": "all-reduce bus bandwidth over the whole world and between pairs of nodes",
     "ddp": "a tiny model trains with DDP on every rank: loss falls, ranks agree, no straggler",
 }
-RANK: dict[str, int] = {"fail": 0, "error": 1, "warn": 2, "skip": 3, "pass": 4, "unchecked": 5}
-LABELS = {
-    "pass": "pass",
-    "warn": "warn",
-    "fail": "FAIL",
-    "error": "ERROR",
-    "skip": "skip",
-    "unchecked": "not checked",
-}
+# "unchecked": a node that could not be reached, in the node x check grid; it sorts after every status.
+LABELS = {**STATUS_LABELS, "unchecked": "not checked"}
 ICONS = {"pass": "✓", "warn": "!", "fail": "✕", "error": "?", "skip": "\u2013", "unchecked": "·"}
 EXIT_MEANING = {
     ExitCode.OK: "every check passed",
@@ -114,7 +110,6 @@ ADVICE: dict[tuple[str, str], str] = {
     ("ddp", "*"): "Look at the named rank's node first: versions, GPU health and its link.",
 }
 
-_SECTION_ORDER = {"fail": 0, "error": 1, "warn": 2, "pass": 3, "skip": 4}
 _KIND_ORDER = {"rendezvous": 0, "extra": 1, "ephemeral": 2}
 _MAX_RAW_CHARS = 16_000  # raw JSON shown per finding; the JSON report has all of it
 _MAX_TABLE_ROWS = 200
@@ -122,7 +117,6 @@ _MAX_VERSION_COLUMNS = 10
 _MATRIX_MAX_NODES = 64
 _MAX_PAIR_LINES = 12
 _MAX_BARS = 48
-_GIB = 1024**3
 
 
 # --------------------------------------------------------------------------- view model
@@ -283,33 +277,8 @@ def _text(value: Any) -> str:
     return printable(str(value), keep_newlines=False)
 
 
-def _worst(statuses: Iterable[str]) -> str:
-    found = list(statuses)
-    return min(found, key=lambda s: RANK[s]) if found else "pass"
-
-
-def _overall(statuses: Iterable[str]) -> str:
-    """A row's or a check's status: its worst problem; else pass when anything passed (a skip
-    beside a pass is no news); else skip or not checked."""
-    found = list(statuses)
-    problems = [s for s in found if s in ("fail", "error", "warn")]
-    if problems:
-        return _worst(problems)
-    return "pass" if "pass" in found or not found else _worst(found)
-
-
 def _natural_key(name: str) -> list[Any]:
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
-
-
-def _duration(seconds: float) -> str:
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    minutes, rest = divmod(round(seconds), 60)
-    if minutes < 60:
-        return f"{minutes} min {rest} s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours} h {minutes} min"
 
 
 def _when(started_at: str) -> str:
@@ -323,10 +292,6 @@ def _when(started_at: str) -> str:
     if offset is None:
         return shown
     return f"{shown} UTC" if offset == timedelta(0) else f"{shown} {moment.strftime('%z')}"
-
-
-def _gib(size: float) -> str:
-    return f"{size / _GIB:.1f}"
 
 
 def _as_text(value: Any) -> str:
@@ -425,7 +390,7 @@ def _scalar(value: Any) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, float):
-        return charts.format_number(value)
+        return significant(value)
     return _text(value)
 
 
@@ -459,14 +424,14 @@ def node_statuses(report: RunReport) -> dict[str, dict[str, str]]:
             results = by_check[check]
             named = [r.status for r in results if host.name in r.hosts]
             if named:
-                row[check] = _worst(named)
+                row[check] = worst(named)
                 continue
             if not host.reachable:
                 row[check] = "unchecked"
                 continue
             wide = [r.status for r in results if not r.hosts and r.status in ("fail", "error", "warn")]
             if wide:
-                row[check] = _worst(wide)
+                row[check] = worst(wide)
             elif all(r.status == "skip" for r in results):
                 row[check] = "skip"
             else:
@@ -506,7 +471,7 @@ def build_grid(
         ]
         host = hosts[name]
         note = _text(host.hostname) if host.hostname and host.hostname != name else ""
-        rows.append(GridRow(_text(name), anchors(name), 1, note, cells, _overall(row.values())))
+        rows.append(GridRow(_text(name), anchors(name), 1, note, cells, overall(row.values())))
     for key, names in groups.items():
         cells = [TCell(ICONS[s], f"st-{s}", f"{c}: {LABELS[s]}") for c, s in zip(checks, key, strict=True)]
         anchor = anchors(names[0]) if len(names) == 1 else ""
@@ -514,8 +479,8 @@ def build_grid(
         if len(names) == 1:
             host = hosts[names[0]]
             note = _text(host.hostname) if host.hostname and host.hostname != names[0] else ""
-        rows.append(GridRow(_text(fold(names)), anchor, len(names), note, cells, _overall(key)))
-    rows.sort(key=lambda r: (RANK[r.status], r.count, _natural_key(r.label)))
+        rows.append(GridRow(_text(fold(names)), anchor, len(names), note, cells, overall(key)))
+    rows.sort(key=lambda r: (severity(r.status), r.count, _natural_key(r.label)))
     hidden = max(0, len(rows) - max_rows)
     return checks, rows[:max_rows], hidden
 
@@ -598,7 +563,7 @@ def _chips(host: HostReport) -> list[str]:
     if (cpus := get("cpu", "count")) is not None:
         chips.append(f"{_text(cpus)} CPUs")
     if (memory := _float(get("memory", "total_bytes"))) is not None:
-        chips.append(f"{_gib(memory)} GiB RAM")
+        chips.append(f"{gib(memory)} GiB RAM")
     return chips
 
 
@@ -948,8 +913,8 @@ def gpu_blocks(report: RunReport) -> list[Block]:
                 if isinstance(p, Mapping)
             )
             where = f"{_text(label)} GPU {index}" if len(names) == 1 else f"GPU {index} on {len(names)} nodes"
-            used_text = "?" if used is None else _gib(used)
-            tip = f"{where}: {_text(gpu.get('name') or 'GPU')}, {used_text} GiB used of {_gib(total)} GiB"
+            used_text = "?" if used is None else gib(used)
+            tip = f"{where}: {_text(gpu.get('name') or 'GPU')}, {used_text} GiB used of {gib(total)} GiB"
             if len(names) > 1:
                 tip += " (the most used of the group)"
             if proc_text:
@@ -960,7 +925,7 @@ def gpu_blocks(report: RunReport) -> list[Block]:
     cols = [f"GPU {j}" for j in range(width)]
     svg = charts.meter_grid(labels, cols, meters, label="GPU memory in use per node and GPU")
     models = Counter(
-        f"{_text(g.get('name') or 'GPU')} {_gib(_float(g.get('memory_total_bytes')) or 0)} GiB"
+        f"{_text(g.get('name') or 'GPU')} {gib(_float(g.get('memory_total_bytes')) or 0)} GiB"
         for gpus in per_host.values()
         for g in gpus
     )
@@ -1083,7 +1048,7 @@ def allreduce_blocks(report: RunReport) -> list[Block]:
     if series:
         svg = charts.line_chart(
             series,
-            x=charts.Axis("message size", "log2", charts.format_bytes),
+            x=charts.Axis("message size", "log2", binary_size),
             y=charts.Axis("busbw GB/s"),
             label="All-reduce bus bandwidth against message size",
             band=band,
@@ -1180,7 +1145,7 @@ def _sweep_table(sweep: Any) -> Table | None:
         time_s = _float(row.get("time_s"))
         rows.append(
             [
-                TCell(charts.format_bytes(size) if size is not None else "—", "num"),
+                TCell(binary_size(size) if size is not None else "—", "num"),
                 TCell(f"{time_s * 1e6:,.0f}" if time_s is not None else "—", "num"),
                 TCell(_scalar(row.get("algbw_gbps")), "num"),
                 TCell(_scalar(row.get("busbw_gbps")), "num"),
@@ -1244,7 +1209,7 @@ def _pair_matrix(
             f"The 20 slowest of {len(seen)} pairs",
             svg,
             caption=f"A typical pair (the median of each node's best pair) runs at "
-            f"{charts.format_number(typical)} GB/s busbw.",
+            f"{significant(typical)} GB/s busbw.",
         )
     cells: dict[tuple[int, int], charts.Cell] = {}
     for i, a in enumerate(names):
@@ -1262,8 +1227,8 @@ def _pair_matrix(
             )
             cells[(i, j)] = charts.Cell(
                 css,
-                charts.format_number(number),
-                f"{_text(a)} ↔ {_text(b)}: {charts.format_number(number)} GB/s busbw, "
+                significant(number),
+                f"{_text(a)} ↔ {_text(b)}: {significant(number)} GB/s busbw, "
                 f"{ratio:.2f}\u00d7 a typical pair",
             )
     shown = [_text(n) for n in names]
@@ -1280,7 +1245,7 @@ def _pair_matrix(
         "Pair bandwidth",
         svg,
         caption=f"busbw of an all-reduce between each pair of nodes, GB/s; a typical pair (the median of "
-        f"each node's best pair) runs at {charts.format_number(typical)} GB/s. A slow node darkens its "
+        f"each node's best pair) runs at {significant(typical)} GB/s. A slow node darkens its "
         "whole row and column; a slow link, one cell.",
         legend=[
             Legend("≥ 0.9\u00d7 typical", "r-good"),
@@ -1375,7 +1340,7 @@ def ddp_blocks(report: RunReport) -> list[Block]:
                 "Loss",
                 svg,
                 caption=f"A seeded tiny model on synthetic data, every rank on its own batches; the global "
-                f"loss {trend} from {charts.format_number(first)} to {charts.format_number(last)}.",
+                f"loss {trend} from {significant(first)} to {significant(last)}.",
                 legend=[Legend(s.label, s.css) for s in series[:16]] if len(series) > 1 else (),
             )
         )
@@ -1403,7 +1368,7 @@ def ddp_blocks(report: RunReport) -> list[Block]:
             label = _rank_label(rank, ranks[rank])
             ms = value * 1000
             ratio = f"{value / median:.2f}\u00d7 the median rank" if median else ""
-            tip = f"{label}: {charts.format_number(ms)} ms, {ratio}"
+            tip = f"{label}: {significant(ms)} ms, {ratio}"
             bars.append((value, charts.Bar(label, ms, "bad" if rank in named else "c0", tip)))
         note = ""
         if len(bars) > _MAX_BARS:
@@ -1528,8 +1493,8 @@ def build_sections(report: RunReport, findings: Mapping[int, Finding]) -> list[S
     sections: list[Section] = []
     for position, check in enumerate(_checks_of(report)):
         indexed = [(i, r) for i, r in enumerate(report.results) if r.check == check]
-        status = _overall(r.status for _, r in indexed)
-        ordered_findings = [findings[i] for i, _ in sorted(indexed, key=lambda ir: RANK[ir[1].status])]
+        status = overall(r.status for _, r in indexed)
+        ordered_findings = [findings[i] for i, _ in sorted(indexed, key=lambda ir: severity(ir[1].status))]
         blocks = builders[check](report) if check in builders else []
         first = ordered_findings[0].summary if ordered_findings else ""
         sections.append(
@@ -1545,7 +1510,7 @@ def build_sections(report: RunReport, findings: Mapping[int, Finding]) -> list[S
             )
         )
     # Problems first, then what passed; a skipped check says least.
-    sections.sort(key=lambda s: _SECTION_ORDER.get(s.status, 9))
+    sections.sort(key=lambda s: (s.status == "skip", severity(s.status)))
     return sections
 
 
@@ -1625,7 +1590,7 @@ def build_page(report: RunReport) -> Page:
     statuses = node_statuses(report)
     common, per_host = node_facts(report.hosts)
     nodes = []
-    for host in sorted(report.hosts, key=lambda h: RANK[_overall(statuses[h.name].values())]):
+    for host in sorted(report.hosts, key=lambda h: severity(overall(statuses[h.name].values()))):
         facts, shared = per_host[host.name]
         nodes.append(
             NodeView(
@@ -1633,7 +1598,7 @@ def build_page(report: RunReport) -> Page:
                 anchor=anchors(host.name),
                 hostname=_text(host.hostname or ""),
                 address=_text(host.address),
-                status=_overall(statuses[host.name].values()),
+                status=overall(statuses[host.name].values()),
                 reachable=host.reachable,
                 error=_text(f"{host.error.kind}: {host.error.message}") if host.error else "",
                 chips=_chips(host),
@@ -1654,7 +1619,7 @@ def build_page(report: RunReport) -> Page:
         sentence=sentence,
         exit_code=int(report.exit_code),
         exit_meaning=EXIT_MEANING.get(report.exit_code, ""),
-        duration=_duration(report.duration_s),
+        duration=duration(report.duration_s),
         started_at=_when(report.started_at),
         started_iso=_text(report.started_at),
         tool_version=_text(report.tool_version),

@@ -14,12 +14,12 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 
 from preflight.model import CheckResult, HostReport, RunReport
+from preflight.status import severity
 from reports.escape import printable
 
 CLUSTER = "cluster"
 _DETAILS_MAX_CHARS = 8000
 _XML_INVALID_RE = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
-_RANK = {"fail": 0, "error": 1, "skip": 2, "warn": 3, "pass": 4}
 
 
 def _text(value: str) -> str:
@@ -37,7 +37,12 @@ def _case(
     parent: ET.Element, classname: str, name: str, findings: Sequence[CheckResult], note: str = ""
 ) -> str:
     case = ET.SubElement(parent, "testcase", classname=_text(classname), name=name, time="0")
-    worst = min(findings, key=lambda r: _RANK[r.status]) if findings else None
+    # JUnit has no warning: a warning is a pass with a note, so a skip outranks it here.
+    worst = (
+        min(findings, key=lambda r: severity("pass" if r.status == "warn" else r.status))
+        if findings
+        else None
+    )
     outcome = "pass"
     if worst is not None and worst.status in ("fail", "error", "skip"):
         tag = {"fail": "failure", "error": "error", "skip": "skipped"}[worst.status]

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from preflight.model import CheckResult, RunReport
-
-_ORDER = {"fail": 0, "error": 1, "warn": 2, "skip": 3, "pass": 4}
+from preflight.status import by_severity
 
 
 def ordered(results: tuple[CheckResult, ...] | list[CheckResult]) -> list[CheckResult]:
     """Failures first, then errors, warnings, skips, passes; stable within each."""
-    return sorted(results, key=lambda r: _ORDER[r.status])
+    return by_severity(results)
 
 
 def headline(report: RunReport, *, limit: int = 2) -> str:

@@ -19,19 +19,12 @@ from rich.text import Text
 
 from preflight.model import CheckResult, RunReport
 from preflight.nodeset import fold
+from preflight.status import LABELS, overall
 from reports.escape import printable
 from reports.summary import headline, ordered
 
 STYLES = {"pass": "green", "warn": "yellow", "fail": "bold red", "error": "bold magenta", "skip": "dim"}
-LABELS = {"pass": "pass", "warn": "warn", "fail": "FAIL", "error": "ERROR", "skip": "skip"}
 _SHOWN_ACTIVE_HOSTS = 6
-
-
-def _worst(results: Sequence[CheckResult]) -> str:
-    for status in ("fail", "error", "warn", "pass", "skip"):
-        if any(r.status == status for r in results):
-            return status
-    return "pass"
 
 
 class LiveProgress:
@@ -69,7 +62,7 @@ class LiveProgress:
         with self._lock:
             self._checks = [(n, list(results) if n == name else r) for n, r in self._checks]
         if self._live is None:
-            status = _worst(results)
+            status = overall(r.status for r in results)
             self.console.print(Text.assemble(f"  {name:<12} ", (LABELS[status], STYLES[status])))
 
     def close(self) -> None:
@@ -103,7 +96,7 @@ class LiveProgress:
                 running.add_row(Spinner("dots"), Text(f" {name}"))
                 rows.append(running)
             else:
-                status = _worst(results)
+                status = overall(r.status for r in results)
                 rows.append(
                     Text.assemble(
                         ("✔ " if status == "pass" else "• "),

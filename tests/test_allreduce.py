@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from checks import allreduce
-from checks.allreduce import judge_allreduce, size_label
+from checks.allreduce import judge_allreduce
 from checks.culprits import plan_rounds, retest_plan
 from checks.node.distributed import bus_bandwidth, first_busbw
 from checks.torchrun import JobOutcome, NodeOutcome
@@ -20,6 +20,7 @@ from preflight.check import CheckContext
 from preflight.config import AllreduceSection, Config
 from preflight.deadline import Deadline
 from preflight.model import CheckResult
+from preflight.units import binary_size as size_label
 
 DATA = Path(__file__).parent / "data"
 JOBS = DATA / "jobs"

@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 from checks import gpu_memory
-from checks.gpu_memory import GIB, fold_indices, judge_gpu_memory
+from checks.gpu_memory import fold_indices, judge_gpu_memory
 from preflight.config import Config, GpuMemorySection
+from preflight.units import GIB
 from tests.test_versions import CPU, DELETE, H100, cluster, load, only
 
 BUSY_GPUS = load("h100_busy_gpus.json")

@@ -17,8 +17,10 @@ from typing import Any
 
 import pytest
 
+from preflight import units
 from preflight.errors import ExitCode
 from preflight.model import CheckResult, HostError, HostReport, RunReport
+from preflight.status import severity
 from reports import charts, html
 from reports.json_report import load
 from reports.summary import headline
@@ -211,7 +213,7 @@ def test_a_thousand_nodes_fold_into_a_few_rows_with_every_culprit_on_its_own(lar
     assert folded.count == 1000 - len(culprits)
     assert folded.label.startswith("gpu[0001-0122,0124-0255,")
     # Failures first.
-    assert [r.status for r in rows] == sorted((r.status for r in rows), key=html.RANK.__getitem__)
+    assert [r.status for r in rows] == sorted((r.status for r in rows), key=severity)
 
 
 def test_a_thousand_nodes_make_a_file_of_sane_size(large_page: str) -> None:
@@ -549,19 +551,19 @@ def math_is_power_of_two(value: float) -> bool:
 def test_nice_ticks_and_number_formats() -> None:
     assert charts.nice_ticks(0, 9.3) == [0, 2, 4, 6, 8, 10]
     assert charts.nice_ticks(0, 0) == [0, 0.2, 0.4, 0.6, 0.8, 1.0]
-    assert charts.format_bytes(1024) == "1 KiB"
-    assert charts.format_bytes(64 * 2**20) == "64 MiB"
-    assert charts.format_bytes(1.5 * 2**30) == "1.5 GiB"
-    assert charts.format_number(0.01234) == "0.0123"
-    assert charts.format_number(12.345) == "12.3"
-    assert charts.format_number(1234.5) == "1234"
+    assert units.binary_size(1024) == "1 KiB"
+    assert units.binary_size(64 * 2**20) == "64 MiB"
+    assert units.binary_size(1.5 * 2**30) == "1.5 GiB"
+    assert units.significant(0.01234) == "0.0123"
+    assert units.significant(12.345) == "12.3"
+    assert units.significant(1234.5) == "1234"
 
 
 def test_charts_escape_their_labels_and_have_a_size() -> None:
     svg = str(
         charts.line_chart(
             [charts.Series("<a&b>", [(1024, 1.0), (2048, 2.0)])],
-            x=charts.Axis("size", "log2", charts.format_bytes),
+            x=charts.Axis("size", "log2", units.binary_size),
             y=charts.Axis("busbw"),
             label='"><script>',
         )

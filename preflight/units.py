@@ -1,0 +1,57 @@
+"""Numbers as reports write them: sizes in binary units, rates, ratios, durations."""
+
+from __future__ import annotations
+
+import math
+
+GIB = 1 << 30
+
+
+def binary_size(size_bytes: float) -> str:
+    """Binary units, as message and memory sizes are powers of two: ``512 B``, ``1.5 KiB``,
+    ``64 MiB``, ``80 GiB``."""
+    value = float(size_bytes)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(value) < 1024 or unit == "GiB":
+            return f"{value:g} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def gib(size_bytes: float) -> str:
+    """A memory amount in GiB with one decimal, without the unit: ``79.6``."""
+    return f"{size_bytes / GIB:.1f}"
+
+
+def significant(value: float) -> str:
+    """Up to three significant figures, no exponent: ``0.0123``, ``4.5``, ``1230``."""
+    if value == 0:
+        return "0"
+    magnitude = abs(value)
+    if magnitude >= 100:
+        return f"{value:.0f}"
+    if magnitude >= 10:
+        return f"{value:.1f}".rstrip("0").rstrip(".")
+    digits = max(2, 2 - math.floor(math.log10(magnitude)))
+    return f"{value:.{digits}f}".rstrip("0").rstrip(".")
+
+
+def gbps(value: float) -> str:
+    """A bandwidth in GB/s to three significant digits: ``1.92``, ``0.0213``, ``372``."""
+    return f"{value:.3g}"
+
+
+def ratio(value: float) -> str:
+    """``0.1x``, ``0.0067x``."""
+    return f"{value:.2g}x"
+
+
+def duration(seconds: float) -> str:
+    """``4.2 s``, ``3 min 5 s``, ``2 h 10 min``."""
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, rest = divmod(round(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {rest} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min"
