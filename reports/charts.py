@@ -26,13 +26,21 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
 
 from markupsafe import Markup, escape
 
-from preflight.units import significant
-
-Scale = Literal["log2", "linear"]
+from preflight.view import (
+    Axis,
+    Band,
+    Bar,
+    BarChart,
+    Cell,
+    Figure,
+    Heatmap,
+    LineChart,
+    Meter,
+    Series,
+)
 
 # Approximate advance of one character at the chart font sizes, for label gutters.
 _CHAR_PX = 7.0
@@ -103,34 +111,6 @@ def log2_ticks(low: float, high: float, *, most: int = 9) -> list[float]:
 
 
 # --------------------------------------------------------------------------- line chart
-
-
-@dataclass(frozen=True)
-class Series:
-    """One line. ``css`` picks its colour class (``c0``..``c7``, ``bad``, ``muted``)."""
-
-    label: str
-    points: Sequence[tuple[float, float]]
-    css: str = "c0"
-    note: str = ""  # added to every point's tooltip
-    strong: bool = False
-
-
-@dataclass(frozen=True)
-class Band:
-    """A shaded range (for example the min-max of many healthy pairs) behind the lines."""
-
-    label: str
-    lower: Sequence[tuple[float, float]]
-    upper: Sequence[tuple[float, float]]
-
-
-@dataclass(frozen=True)
-class Axis:
-    label: str
-    scale: Scale = "linear"
-    format: Callable[[float], str] = significant
-    zero: bool = True  # a linear axis starts at zero
 
 
 @dataclass
@@ -289,15 +269,6 @@ def empty_chart(label: str, *, width: float = 720, height: float = 60) -> Markup
 # --------------------------------------------------------------------------- heatmap
 
 
-@dataclass(frozen=True)
-class Cell:
-    """One heatmap cell: its colour class, a short text drawn in it and a tooltip."""
-
-    css: str
-    text: str = ""
-    title: str = ""
-
-
 def heatmap(
     rows: Sequence[str],
     cols: Sequence[str],
@@ -366,15 +337,6 @@ def heatmap(
 
 
 # --------------------------------------------------------------------------- bars
-
-
-@dataclass(frozen=True)
-class Bar:
-    label: str
-    value: float
-    css: str = "c0"
-    title: str = ""
-    text: str = ""  # the value as shown at the bar's end (default: formatted value)
 
 
 def bar_chart(
@@ -462,17 +424,6 @@ def bar_chart(
 # --------------------------------------------------------------------------- GPU memory meters
 
 
-@dataclass(frozen=True)
-class Meter:
-    """One GPU: ``used`` and ``total`` in any unit; ``scale`` is the largest total drawn."""
-
-    used: float
-    total: float
-    css: str = ""
-    text: str = ""
-    title: str = ""
-
-
 def meter_grid(
     rows: Sequence[str],
     cols: Sequence[str],
@@ -537,3 +488,29 @@ def meter_grid(
             )
         body.append(_el("g", _title(m.title) + "".join(parts), class_=f"meter {m.css}".strip()))
     return _svg(width, height, label, body, "meters")
+
+
+def draw(figure: Figure) -> Markup:
+    """The SVG of a figure a check chose."""
+    if isinstance(figure, LineChart):
+        return line_chart(
+            figure.series,
+            x=figure.x,
+            y=figure.y,
+            label=figure.label,
+            band=figure.band,
+            reference=figure.reference,
+        )
+    if isinstance(figure, Heatmap):
+        return heatmap(
+            figure.rows,
+            figure.cols,
+            figure.cells,
+            label=figure.label,
+            row_axis=figure.row_axis,
+            col_axis=figure.col_axis,
+            cell_px=figure.cell_px,
+        )
+    if isinstance(figure, BarChart):
+        return bar_chart(figure.bars, label=figure.label, axis=figure.axis, markers=figure.markers)
+    return meter_grid(figure.rows, figure.cols, figure.meters, label=figure.label)

@@ -25,12 +25,14 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
+from preflight import view
 from preflight.errors import ExitCode
 from preflight.model import CheckResult, HostReport, RunReport
 from preflight.nodeset import fold
 from preflight.status import LABELS as STATUS_LABELS
 from preflight.status import overall, severity, worst
 from preflight.units import binary_size, duration, gib, significant
+from preflight.view import Block, Chart, Legend, Note, Table, TCell
 from reports import charts
 from reports.escape import printable
 from reports.summary import headline, ordered
@@ -120,49 +122,6 @@ _MAX_BARS = 48
 
 
 # --------------------------------------------------------------------------- view model
-
-
-@dataclass(frozen=True)
-class TCell:
-    text: str
-    css: str = ""
-    title: str = ""
-
-
-@dataclass(frozen=True)
-class Table:
-    head: Sequence[str]
-    rows: Sequence[Sequence[TCell]]
-    title: str = ""
-    note: str = ""
-    css: str = ""
-    kind: str = "table"
-
-
-@dataclass(frozen=True)
-class Legend:
-    label: str
-    css: str
-
-
-@dataclass(frozen=True)
-class Chart:
-    title: str
-    svg: Markup
-    caption: str = ""
-    legend: Sequence[Legend] = ()
-    data: Table | None = None
-    kind: str = "chart"
-
-
-@dataclass(frozen=True)
-class Note:
-    text: str
-    css: str = ""
-    kind: str = "note"
-
-
-Block = Chart | Table | Note
 
 
 @dataclass(frozen=True)
@@ -720,15 +679,15 @@ def ports_blocks(report: RunReport) -> list[Block]:
             set(matrix) | {t for row in matrix.values() if isinstance(row, Mapping) for t in row},
             key=_natural_key,
         )
-        cells: dict[tuple[int, int], charts.Cell] = {}
+        cells: dict[tuple[int, int], view.Cell] = {}
         for i, src in enumerate(names):
             for j, dst in enumerate(names):
                 if i == j:
-                    cells[(i, j)] = charts.Cell("self", "", f"{src} (itself)")
+                    cells[(i, j)] = view.Cell("self", "", f"{src} (itself)")
                     continue
                 kinds = (matrix.get(src) or {}).get(dst) if isinstance(matrix.get(src), Mapping) else None
                 if not isinstance(kinds, Mapping) or not kinds:
-                    cells[(i, j)] = charts.Cell("none", "", f"{src} → {dst}: not probed")
+                    cells[(i, j)] = view.Cell("none", "", f"{src} → {dst}: not probed")
                     continue
                 bad = {k: v for k, v in kinds.items() if v != "open"}
                 parts = []
@@ -742,11 +701,11 @@ def ports_blocks(report: RunReport) -> list[Block]:
                     parts.append(f"{kind}{where} {status}")
                 tip = f"{_text(src)} → {_text(dst)}: " + ", ".join(_text(p) for p in parts)
                 if bad:
-                    cells[(i, j)] = charts.Cell("st-fail", "✕", tip)
+                    cells[(i, j)] = view.Cell("st-fail", "✕", tip)
                 else:
-                    cells[(i, j)] = charts.Cell("st-pass", "✓", tip)
+                    cells[(i, j)] = view.Cell("st-pass", "✓", tip)
         shown = [_text(n) for n in names]
-        svg = charts.heatmap(
+        figure: view.Figure = view.Heatmap(
             shown,
             shown,
             cells,
@@ -758,7 +717,7 @@ def ports_blocks(report: RunReport) -> list[Block]:
         blocks.append(
             Chart(
                 "Who reaches whom",
-                svg,
+                figure,
                 caption="Each cell is one node probing another on the rendezvous port"
                 + (f" {port}" if port else "")
                 + " and on the target's ephemeral port; hover a cell for each port's result.",
@@ -886,7 +845,7 @@ def gpu_blocks(report: RunReport) -> list[Block]:
         key=lambda row: (0 if any(h in row[1] for h, _ in bad) else 1, -len(row[1]) * 0, _natural_key(row[0]))
     )
     width = max(len(g) for _, _, g in rows)
-    meters: dict[tuple[int, int], charts.Meter] = {}
+    meters: dict[tuple[int, int], view.Meter] = {}
     labels: list[str] = []
     for i, (label, names, gpus) in enumerate(rows):
         labels.append(_text(label) + (f" \u00d7{len(names)}" if len(names) > 1 else ""))
@@ -921,9 +880,9 @@ def gpu_blocks(report: RunReport) -> list[Block]:
                 tip += f"; {proc_text}"
             if status:
                 tip += f" — {LABELS[status]}"
-            meters[(i, j)] = charts.Meter(used or 0.0, total, css, used_text, tip)
+            meters[(i, j)] = view.Meter(used or 0.0, total, css, used_text, tip)
     cols = [f"GPU {j}" for j in range(width)]
-    svg = charts.meter_grid(labels, cols, meters, label="GPU memory in use per node and GPU")
+    figure: view.Figure = view.MeterGrid(labels, cols, meters, label="GPU memory in use per node and GPU")
     models = Counter(
         f"{_text(g.get('name') or 'GPU')} {gib(_float(g.get('memory_total_bytes')) or 0)} GiB"
         for gpus in per_host.values()
@@ -943,7 +902,7 @@ def gpu_blocks(report: RunReport) -> list[Block]:
         Legend("free", "meter-track"),
         Legend("named by a finding", "st-fail"),
     ]
-    return [Chart("GPU memory", svg, caption=caption, legend=legend)]
+    return [Chart("GPU memory", figure, caption=caption, legend=legend)]
 
 
 # --------------------------------------------------------------------------- evidence: all-reduce
@@ -997,16 +956,16 @@ def allreduce_blocks(report: RunReport) -> list[Block]:
     details = _merged_details(results)
     culprits = {h for r in results if r.status in ("fail", "warn", "error") for h in r.hosts}
     blocks: list[Block] = []
-    series: list[charts.Series] = []
+    series: list[view.Series] = []
     world = _sweep_points(details.get("sweep"))
     if world:
         nodes, ranks = details.get("nodes"), details.get("world_size")
         label = f"all {len(nodes)} nodes" if isinstance(nodes, list) and nodes else "whole world"
         if isinstance(ranks, int) and ranks:
             label += f" ({ranks} ranks)"
-        series.append(charts.Series(label, world, "c0", strong=True))
+        series.append(view.Series(label, world, "c0", strong=True))
     pairs = [p for p in _list(details.get("pairs")) if isinstance(p, Mapping)]
-    pair_series: list[charts.Series] = []
+    pair_series: list[view.Series] = []
     for pair in pairs:
         nodes = _pair_nodes(pair)
         points = _sweep_points(pair.get("sweep"))
@@ -1018,7 +977,7 @@ def allreduce_blocks(report: RunReport) -> list[Block]:
         involved = bool(set(nodes) & culprits)
         retest = " (re-test)" if pair.get("retest") else ""
         pair_series.append(
-            charts.Series(
+            view.Series(
                 f"{_text(nodes[0])} \u2194 {_text(nodes[1])}{retest}",
                 points,
                 "bad" if involved else "muted",
@@ -1037,19 +996,19 @@ def allreduce_blocks(report: RunReport) -> list[Block]:
             middle.append((size, statistics.median(values)))
         label = f"{len(healthy)} other pairs"
         if len(sizes) > 1:
-            band = charts.Band(f"{label} (min\u2013max)", lower, upper)
-            kept = [charts.Series(f"{label}, median", middle, "muted")]
+            band = view.Band(f"{label} (min\u2013max)", lower, upper)
+            kept = [view.Series(f"{label}, median", middle, "muted")]
         else:
             # One message size: the others' spread reads as a range bar from min to max.
             spread = [lower[0], middle[0], upper[0]]
-            kept = [charts.Series(f"{label}: min, median, max", spread, "muted")]
+            kept = [view.Series(f"{label}: min, median, max", spread, "muted")]
         pair_series = [s for s in pair_series if s.strong] + kept
     series += pair_series
     if series:
-        svg = charts.line_chart(
+        figure: view.Figure = view.LineChart(
             series,
-            x=charts.Axis("message size", "log2", binary_size),
-            y=charts.Axis("busbw GB/s"),
+            x=view.Axis("message size", "log2", binary_size),
+            y=view.Axis("busbw GB/s"),
             label="All-reduce bus bandwidth against message size",
             band=band,
         )
@@ -1064,7 +1023,7 @@ def allreduce_blocks(report: RunReport) -> list[Block]:
         blocks.append(
             Chart(
                 "Bus bandwidth by message size",
-                svg,
+                figure,
                 caption="busbw = algbw \u00d7 2(n\u22121)/n, comparable across world sizes "
                 "(nccl-tests' definition); "
                 "judge the large sizes, where the link, not latency, is the limit.",
@@ -1195,44 +1154,44 @@ def _pair_matrix(
             seen.setdefault(frozenset((a, b)), number)
         slowest = sorted(seen.items(), key=lambda kv: kv[1])[:20]
         bars = [
-            charts.Bar(
+            view.Bar(
                 " ↔ ".join(sorted(_text(n) for n in pair)),
                 number,
                 "bad" if pair & culprits or number < 0.7 * typical else "c0",
             )
             for pair, number in slowest
         ]
-        svg = charts.bar_chart(
-            bars, label="Slowest node pairs", axis=charts.Axis("busbw GB/s"), markers=[(typical, "typical")]
+        figure: view.Figure = view.BarChart(
+            bars, label="Slowest node pairs", axis=view.Axis("busbw GB/s"), markers=[(typical, "typical")]
         )
         return Chart(
             f"The 20 slowest of {len(seen)} pairs",
-            svg,
+            figure,
             caption=f"A typical pair (the median of each node's best pair) runs at "
             f"{significant(typical)} GB/s busbw.",
         )
-    cells: dict[tuple[int, int], charts.Cell] = {}
+    cells: dict[tuple[int, int], view.Cell] = {}
     for i, a in enumerate(names):
         for j, b in enumerate(names):
             if a == b:
-                cells[(i, j)] = charts.Cell("self", "", f"{a}")
+                cells[(i, j)] = view.Cell("self", "", f"{a}")
                 continue
             number = values.get((a, b))
             if number is None:
-                cells[(i, j)] = charts.Cell("none", "", f"{_text(a)} ↔ {_text(b)}: not measured")
+                cells[(i, j)] = view.Cell("none", "", f"{_text(a)} ↔ {_text(b)}: not measured")
                 continue
             ratio = number / typical if typical else 1.0
             css = (
                 "r-good" if ratio >= 0.9 else "r-ok" if ratio >= 0.7 else "r-low" if ratio >= 0.5 else "r-bad"
             )
-            cells[(i, j)] = charts.Cell(
+            cells[(i, j)] = view.Cell(
                 css,
                 significant(number),
                 f"{_text(a)} ↔ {_text(b)}: {significant(number)} GB/s busbw, "
                 f"{ratio:.2f}\u00d7 a typical pair",
             )
     shown = [_text(n) for n in names]
-    svg = charts.heatmap(
+    figure = view.Heatmap(
         shown,
         shown,
         cells,
@@ -1243,7 +1202,7 @@ def _pair_matrix(
     )
     return Chart(
         "Pair bandwidth",
-        svg,
+        figure,
         caption=f"busbw of an all-reduce between each pair of nodes, GB/s; a typical pair (the median of "
         f"each node's best pair) runs at {significant(typical)} GB/s. A slow node darkens its "
         "whole row and column; a slow link, one cell.",
@@ -1315,12 +1274,10 @@ def ddp_blocks(report: RunReport) -> list[Block]:
     ranks = rank_table(details)
     blocks: list[Block] = []
     losses = details.get("losses", details.get("loss"))
-    series: list[charts.Series] = []
+    series: list[view.Series] = []
     if _numbers(losses):
         # The global loss (averaged over the ranks) at each step.
-        series.append(
-            charts.Series("global loss", [(float(i + 1), v) for i, v in enumerate(_numbers(losses))])
-        )
+        series.append(view.Series("global loss", [(float(i + 1), v) for i, v in enumerate(_numbers(losses))]))
     else:
         for rank, values in sorted(_per_rank(losses).items()):
             points = [(float(i + 1), v) for i, v in enumerate(_numbers(values))]
@@ -1328,17 +1285,17 @@ def ddp_blocks(report: RunReport) -> list[Block]:
                 host = ranks.get(rank, {}).get("host")
                 bad = host is not None and host in culprits
                 label = _rank_label(rank, ranks.get(rank, {}))
-                series.append(charts.Series(label, points, "bad" if bad else f"c{rank % 8}", strong=bad))
+                series.append(view.Series(label, points, "bad" if bad else f"c{rank % 8}", strong=bad))
     if series:
         first, last = series[0].points[0][1], series[0].points[-1][1]
-        svg = charts.line_chart(
-            series[:16], x=charts.Axis("step", "linear"), y=charts.Axis("loss"), label="Training loss by step"
+        figure: view.Figure = view.LineChart(
+            series[:16], x=view.Axis("step", "linear"), y=view.Axis("loss"), label="Training loss by step"
         )
         trend = "fell" if last < first else "did not fall"
         blocks.append(
             Chart(
                 "Loss",
-                svg,
+                figure,
                 caption=f"A seeded tiny model on synthetic data, every rank on its own batches; the global "
                 f"loss {trend} from {significant(first)} to {significant(last)}.",
                 legend=[Legend(s.label, s.css) for s in series[:16]] if len(series) > 1 else (),
@@ -1369,7 +1326,7 @@ def ddp_blocks(report: RunReport) -> list[Block]:
             ms = value * 1000
             ratio = f"{value / median:.2f}\u00d7 the median rank" if median else ""
             tip = f"{label}: {significant(ms)} ms, {ratio}"
-            bars.append((value, charts.Bar(label, ms, "bad" if rank in named else "c0", tip)))
+            bars.append((value, view.Bar(label, ms, "bad" if rank in named else "c0", tip)))
         note = ""
         if len(bars) > _MAX_BARS:
             # Many ranks: the slowest, which are the ones to look at.
@@ -1378,10 +1335,10 @@ def ddp_blocks(report: RunReport) -> list[Block]:
         blocks.append(
             Chart(
                 title,
-                charts.bar_chart(
+                view.BarChart(
                     [bar for _, bar in bars],
                     label=title,
-                    axis=charts.Axis("median step time (ms)"),
+                    axis=view.Axis("median step time (ms)"),
                     markers=[(median * 1000, "median")],
                 ),
                 caption=f"Median per rank of {about}. A straggler holds every other rank back at each step; "
@@ -1536,7 +1493,7 @@ def _environment() -> Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
-    env.globals.update(labels=LABELS, icons=ICONS, titles=CHECK_TITLES)
+    env.globals.update(labels=LABELS, icons=ICONS, titles=CHECK_TITLES, draw=charts.draw)
     return env
 
 

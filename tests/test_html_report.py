@@ -182,7 +182,7 @@ def test_a_cpu_only_cluster_says_so_instead_of_an_empty_chart() -> None:
 def test_the_ports_matrix_marks_the_blocked_probes() -> None:
     report = load(REPORTS / "blocked_port.json")
     (chart, *_rest) = [b for b in html.ports_blocks(report) if isinstance(b, html.Chart)]
-    svg = str(chart.svg)
+    svg = str(charts.draw(chart.figure))
     # node2 and node3 cannot reach node1's rendezvous port; everything else is open.
     assert svg.count('class="cell st-fail"') == 2
     assert svg.count('class="cell st-pass"') == 4
@@ -233,7 +233,7 @@ def test_a_thousand_nodes_still_name_every_culprit(large: RunReport, large_page:
 def test_gpu_memory_is_charted_per_node_and_gpu_with_the_busy_gpus_marked(large: RunReport) -> None:
     (chart,) = html.gpu_blocks(large)
     assert isinstance(chart, html.Chart)
-    svg = str(chart.svg)
+    svg = str(charts.draw(chart.figure))
     # Two culprit nodes and one folded row, eight GPUs each.
     assert svg.count('<g class="meter') == 3 * 8
     assert svg.count('<g class="meter st-fail"') == 7 + 1  # gpu0733's busy GPUs, gpu0123's GPU 2
@@ -487,14 +487,14 @@ def test_the_sweep_is_charted_on_a_log2_axis_with_the_pairs_and_a_pair_matrix() 
     blocks = html.allreduce_blocks(report)
     charts_ = [b for b in blocks if isinstance(b, html.Chart)]
     assert [c.title for c in charts_] == ["Bus bandwidth by message size", "Pair bandwidth"]
-    sweep_svg = str(charts_[0].svg)
+    sweep_svg = str(charts.draw(charts_[0].figure))
     # The world, then every pair test and re-test at its one size: node3's in red, on top.
     assert sweep_svg.count("<polyline") == 1 + len(report.results_for("allreduce")[0].details["pairs"])
     assert 'class="series bad strong"' in sweep_svg
     for tick in ("1 KiB", "1 MiB", "64 MiB"):
         assert f">{tick}</text>" in sweep_svg
     assert "all 4 nodes (16 ranks)" in sweep_svg
-    matrix = str(charts_[1].svg)
+    matrix = str(charts.draw(charts_[1].figure))
     assert matrix.count('class="cell r-bad"') == 6  # node3's row and column
     assert matrix.count('class="cell r-good"') == 6
     assert charts_[0].data is not None and len(charts_[0].data.rows) == 17
@@ -506,7 +506,7 @@ def test_ddp_charts_the_loss_and_the_step_time_per_rank_with_the_stragglers_mark
     blocks = html.ddp_blocks(bandwidth_report())
     titles = [b.title for b in blocks if isinstance(b, html.Chart)]
     assert titles == ["Loss", "Compute step time per rank"]
-    bars = str(blocks[1].svg) if isinstance(blocks[1], html.Chart) else ""
+    bars = str(charts.draw(blocks[1].figure)) if isinstance(blocks[1], html.Chart) else ""
     assert bars.count('class="bar bad"') == 3  # node3's ranks 9-11 (rank 8 is its GPU 0, not busy)
     assert "rank 9 node3" in bars
     assert isinstance(blocks[2], html.Note) and "identical on all 16 ranks" in blocks[2].text
@@ -518,7 +518,7 @@ def test_a_recorded_job_renders_its_sweep_pairs_and_training() -> None:
     titles = [b.title for b in blocks if isinstance(b, html.Chart)]
     assert titles[:2] == ["Bus bandwidth by message size", "Pair bandwidth"]
     assert "Loss" in titles and "Compute step time per rank" in titles
-    assert all(c.svg.count("<") > 10 for c in blocks if isinstance(c, html.Chart))
+    assert all(charts.draw(c.figure).count("<") > 10 for c in blocks if isinstance(c, html.Chart))
     text = Page(html.render(report)).visible_text
     for result in report.results:
         assert result.summary in text
@@ -529,10 +529,10 @@ def test_a_thousand_nodes_chart_the_slowest_pairs_and_ranks_not_all_of_them(larg
     titles = [b.title for b in blocks if isinstance(b, html.Chart)]
     assert any(t.startswith("The 20 slowest of ") and t.endswith(" pairs") for t in titles)
     slowest = next(b for b in blocks if isinstance(b, html.Chart) and b.title.startswith("The 20 slowest"))
-    assert "gpu0256" in str(slowest.svg)
+    assert "gpu0256" in str(charts.draw(slowest.figure))
     steps = next(b for b in blocks if isinstance(b, html.Chart) and b.title == "Compute step time per rank")
     assert "48 slowest of 7984 ranks" in steps.caption
-    assert str(steps.svg).count('class="bar bad"') == 7  # gpu0733's busy GPUs 1-7
+    assert str(charts.draw(steps.figure)).count('class="bar bad"') == 7  # gpu0733's busy GPUs 1-7
 
 
 # ------------------------------------------------------------------- charts
