@@ -1,4 +1,7 @@
-"""The checks preflight runs, in the order it runs them: :func:`registry`.
+"""The checks preflight runs, in the order it runs them and reports show them: :func:`registry`.
+
+A check that reads another's findings (``Check.reads``) comes after it; what checks share
+by I/O goes through probes (``CheckContext.probe``), which do not depend on the order.
 
 Importing the package imports no check (the node scripts in ``checks.node`` are used on
 their own, by the core too); the registry imports them when it is first asked.
@@ -20,12 +23,9 @@ def registry() -> tuple[Check, ...]:
     return (
         connect.CHECK,
         versions.CHECK,
-        gpu_memory.CHECK,
-        # Before the distributed job: a blocked rendezvous port skips it instead of waiting it out.
         ports.CHECK,
-        # One torchrun launch serves both.
+        gpu_memory.CHECK,
         allreduce.CHECK,
         ddp.CHECK,
-        # Compares what the checks above found with a previous run: it comes last.
         baseline.CHECK,
     )

@@ -8,7 +8,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from checks.culprits import Culprits, job_results, name_culprits, phase_error_result
+from checks.culprits import Culprits, failures_table, job_results, name_culprits, phase_error_result
 from checks.nccl_log import NcclTransport, parse_nccl_log
 from checks.torchrun import JobOutcome
 from preflight.check import Check, CheckContext
@@ -17,6 +17,7 @@ from preflight.model import CheckResult
 from preflight.nodeset import fold, group_by_value
 from preflight.status import by_severity
 from preflight.units import binary_size, gbps, ratio
+from preflight.view import Presentation, advice_by_item
 
 NAME = "allreduce"
 PHASE = "allreduce"
@@ -349,8 +350,22 @@ def _run(ctx: CheckContext) -> list[CheckResult]:
     return judge_allreduce(outcome, ctx.config, ctx.facts())
 
 
+PRESENTATION = Presentation(
+    heading="All-reduce bandwidth",
+    about="all-reduce bus bandwidth over the whole world and between pairs of nodes",
+    finding=failures_table,
+    advice=advice_by_item(
+        {
+            "*": "Check the named node's NIC (link speed, errors: ibstat, ethtool -S), its cable and "
+            "switch port; rerun without it to confirm."
+        }
+    ),
+)
+
 CHECK = Check(
     name=NAME,
     title="all-reduce bus bandwidth across the world and between node pairs; the slow node or link named",
     run=_run,
+    presentation=PRESENTATION,
+    reads=("ports",),
 )

@@ -17,6 +17,7 @@ from preflight.config import Config
 from preflight.model import CheckResult, HostReport, RunReport, Status
 from preflight.nodeset import fold
 from preflight.units import binary_size
+from preflight.view import Presentation
 
 
 def _result(status: Status, summary: str, hosts: Sequence[str], **details: Any) -> CheckResult:
@@ -182,11 +183,16 @@ def compare(
 def run(ctx: CheckContext) -> list[CheckResult]:
     if ctx.baseline is None:
         return [_result("skip", "no baseline run given (--baseline RUN.json)", [])]
-    return compare(ctx.baseline, ctx.hosts, ctx.earlier, ctx.config)
+    return compare(ctx.baseline, ctx.hosts, ctx.findings.get("allreduce", ()), ctx.config)
 
+
+PRESENTATION = Presentation(heading="baseline", about="")
 
 CHECK = Check(
     name="baseline",
     title="at least as good as a previous known-good run (--baseline): nodes, versions, GPUs, bandwidth",
     run=run,
+    presentation=PRESENTATION,
+    needs_baseline=True,
+    reads=("allreduce",),
 )

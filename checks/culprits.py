@@ -26,6 +26,7 @@ from checks.node.distributed import (
 from checks.torchrun import JobOutcome, NodeOutcome
 from preflight.model import CheckResult
 from preflight.nodeset import fold
+from preflight.view import MAX_TABLE_ROWS, Block, Table, TCell, plain
 
 __all__ = [
     "FULL_PLAN_MAX_NODES",
@@ -612,3 +613,20 @@ def phase_error_result(check: str, outcome: JobOutcome, phase: str, message: str
         summary = f"the {phase} phase failed on {where}: {clean_message(found.group('message'))}"
         return CheckResult(check, "fail", summary, (hosts[rank],) if rank in hosts else (), details)
     return CheckResult(check, "fail", f"the {phase} phase failed: {clean_message(first)}", (), details)
+
+
+def failures_table(result: CheckResult) -> list[Block]:
+    """Why a distributed job died, node by node: the culprits first, then those that only suffered."""
+    failures = [f for f in result.details.get("failures") or [] if isinstance(f, Mapping)]
+    if not failures:
+        return []
+    rows = [
+        [
+            TCell(plain(f.get("host", "?")), "mono"),
+            TCell("culprit" if f.get("culprit") else "affected", "st-text-fail" if f.get("culprit") else ""),
+            TCell(plain(str(f.get("kind", "")).replace("_", " "))),
+            TCell(plain(f.get("reason", ""))),
+        ]
+        for f in sorted(failures, key=lambda f: not f.get("culprit"))[:MAX_TABLE_ROWS]
+    ]
+    return [Table(("node", "role", "what happened", "detail"), rows, title="What each node saw")]

@@ -10,13 +10,14 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from checks.culprits import describe_ranks, job_results, phase_error_result, rank_hosts
+from checks.culprits import describe_ranks, failures_table, job_results, phase_error_result, rank_hosts
 from checks.torchrun import JobOutcome
 from preflight.check import Check, CheckContext
 from preflight.config import Config
 from preflight.model import CheckResult
 from preflight.nodeset import group_by_value
 from preflight.status import by_severity
+from preflight.view import Presentation, advice_by_item
 
 NAME = "ddp"
 PHASE = "ddp"
@@ -206,8 +207,17 @@ def _run(ctx: CheckContext) -> list[CheckResult]:
     return judge_ddp(outcome, ctx.config)
 
 
+PRESENTATION = Presentation(
+    heading="DDP smoke training",
+    about="a tiny model trains with DDP on every rank: loss falls, ranks agree, no straggler",
+    finding=failures_table,
+    advice=advice_by_item({"*": "Look at the named rank's node first: versions, GPU health and its link."}),
+)
+
 CHECK = Check(
     name=NAME,
     title="DDP smoke training: every rank joins, the loss falls, checksums agree, no straggler",
     run=_run,
+    presentation=PRESENTATION,
+    reads=("ports",),
 )

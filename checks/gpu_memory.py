@@ -16,6 +16,7 @@ from preflight.config import Config
 from preflight.model import CheckResult, Status
 from preflight.nodeset import fold, group_by_value, minority
 from preflight.units import gib
+from preflight.view import Presentation, advice_by_item
 
 NAME = "gpu_memory"
 
@@ -393,8 +394,28 @@ def _run(ctx: CheckContext) -> list[CheckResult]:
     return judge_gpu_memory(ctx.facts(), ctx.config)
 
 
+PRESENTATION = Presentation(
+    heading="GPU memory",
+    about="every node has its GPUs, free and without memory faults",
+    advice=advice_by_item(
+        {
+            "memory_free": "Stop the processes named (nvidia-smi on the node lists them) or wait "
+            "for the other job before launching.",
+            "ecc_errors": "Drain the node and reset the GPU; replace it if the errors return.",
+            "remapped_rows": "Reset the GPU or reboot the node before the run; replace the GPU "
+            "if row remapping failed.",
+            "retired_pages": "Reboot the node before the run.",
+            "gpu_count": "Check nvidia-smi and dmesg (Xid errors) on the node, and "
+            "CUDA_VISIBLE_DEVICES; a lost GPU needs a reset or a reboot.",
+            "memory_total": "A GPU in MIG mode, or another SKU: check nvidia-smi -q on the node.",
+            "ecc_mode": "Enable ECC (nvidia-smi -e 1, then reboot) so that every GPU behaves alike.",
+        }
+    ),
+)
+
 CHECK = Check(
     name=NAME,
     title="every node has its GPUs, their memory free and without ECC or row-remap faults",
     run=_run,
+    presentation=PRESENTATION,
 )

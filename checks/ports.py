@@ -15,12 +15,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from preflight.check import Check, CheckContext, HostSession
+from preflight.check import Check, CheckContext, HostSession, Probe
 from preflight.deadline import Deadline
 from preflight.model import CheckResult, Status
 from preflight.nodeset import fold, group_by_value, minority
 from preflight.probes import start_node_script
 from preflight.transport import HostUnavailable, RemoteProcess
+from preflight.view import Presentation, advice_by_item
 
 # Probes whose matrix is kept whole in the report; above this only the blocked ones are.
 MATRIX_MAX_NODES = 64
@@ -142,7 +143,6 @@ def observe_ports(ctx: CheckContext) -> PortsObservation:
     order = {s.spec.name: i for i, s in enumerate(sessions)}
     nodes = {name: nodes[name] for name in sorted(nodes, key=order.__getitem__)}
     probes.sort(key=lambda p: (order[p["from"]], order[p["to"]], p["port"]))
-    ctx.shared["routes"] = {name: node.get("route") for name, node in nodes.items() if node.get("route")}
     return PortsObservation(
         master=master,
         master_address=master_address,
@@ -329,14 +329,40 @@ def _matrix(obs: PortsObservation) -> dict[str, Any]:
     return details
 
 
+# The observation, made once: the training job reads the routes to the master from it.
+OBSERVE = Probe("ports", observe_ports)
+
+
+def routes(obs: PortsObservation) -> dict[str, Any]:
+    """Each node's route to the master, by node name, where it reported one."""
+    return {name: node["route"] for name, node in obs.nodes.items() if node.get("route")}
+
+
 def run(ctx: CheckContext) -> list[CheckResult]:
     if not ctx.live_sessions:
         return [_result("skip", "no reachable host to probe", [])]
-    return judge_ports(observe_ports(ctx)) + judge_neighbour_limits(ctx.facts())
+    return judge_ports(ctx.probe(OBSERVE)) + judge_neighbour_limits(ctx.facts())
 
+
+PRESENTATION = Presentation(
+    heading="Ports",
+    about="the rendezvous, job and ephemeral ports are open between every pair of nodes",
+    advice=advice_by_item(
+        {
+            "probe": "Open the port between the nodes named (firewall rule, security group), or fix the "
+            "route; the job cannot rendezvous or connect otherwise.",
+            "listen": "Find what holds the port on that node (ss -ltnp) and stop it, or run the job "
+            "on another --port.",
+            "route": "Pin the interface: set NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME on every node.",
+            "neighbours": "Raise net.ipv4.neigh.default.gc_thresh1/2/3 on the nodes named (sysctl, and "
+            "in /etc/sysctl.d to keep it) above the number of peers on their subnet.",
+        }
+    ),
+)
 
 CHECK = Check(
     name="ports",
     title="rendezvous, job and ephemeral ports open between every pair of nodes; route to the master",
     run=run,
+    presentation=PRESENTATION,
 )

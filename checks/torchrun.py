@@ -18,9 +18,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from checks import ports
 from checks.node.distributed import parse_result_line
 from checks.ports import master_of
-from preflight.check import CheckContext, HostSession
+from preflight.check import CheckContext, HostSession, Probe
 from preflight.deadline import Deadline
 from preflight.model import CheckResult
 from preflight.nodeset import fold
@@ -107,7 +108,7 @@ def _skip(summary: str, **details: Any) -> CheckResult:
 
 
 def _blocked_by_ports(ctx: CheckContext) -> CheckResult | None:
-    for result in ctx.earlier:
+    for result in ctx.findings.get("ports", ()):
         if result.check == "ports" and result.details.get("blocks_job"):
             return _skip(f"not launched: {result.summary}", blocked_by="ports")
     return None
@@ -128,7 +129,7 @@ def _interface_of(facts: Mapping[str, Any], address: str) -> str | None:
 
 def _routes(ctx: CheckContext, sessions: Sequence[HostSession], master_address: str) -> dict[str, Any]:
     """The route to the master from every node: from the ports check, or asked now."""
-    known: dict[str, Any] = dict(ctx.shared.get("routes") or {})
+    known: dict[str, Any] = ports.routes(ctx.probe(ports.OBSERVE)) if "ports" in ctx.selected else {}
     missing = [s for s in sessions if s.spec.name not in known]
     python = ctx.config.run.python
     setup = json.dumps({"mode": "route", "master": master_address})
@@ -406,8 +407,11 @@ def _abort(
 
 def distributed_job(ctx: CheckContext) -> JobOutcome | CheckResult:
     """The one job that ``allreduce`` and ``ddp`` share: launched on first use, then reused."""
-    if "job" not in ctx.shared:
-        phases = tuple(p for p in JOB_PHASES if p in ctx.selected) or JOB_PHASES
-        ctx.shared["job"] = launch(ctx, phases)
-    job: JobOutcome | CheckResult = ctx.shared["job"]
-    return job
+    return ctx.probe(JOB)
+
+
+def _launch_selected(ctx: CheckContext) -> JobOutcome | CheckResult:
+    return launch(ctx, tuple(p for p in JOB_PHASES if p in ctx.selected) or JOB_PHASES)
+
+
+JOB = Probe("job", _launch_selected)

@@ -21,6 +21,7 @@ from preflight.check import Check, CheckContext
 from preflight.config import Config
 from preflight.model import CheckResult, Status
 from preflight.nodeset import fold, group_by_value, minority
+from preflight.view import Presentation
 
 NAME = "versions"
 
@@ -432,8 +433,36 @@ def _run(ctx: CheckContext) -> list[CheckResult]:
     return judge_versions(ctx.facts(), ctx.config)
 
 
+_ADVICE = {
+    "driver": "Install the majority's driver on the odd nodes (or drain them): ranks with "
+    "different drivers can hang or crash inside NCCL.",
+    "cuda": "Install the majority's driver on the odd nodes (or drain them).",
+    "packages": "Rebuild the odd nodes' environment from the same image or lock file as the others.",
+    "packages-other": "Not part of the training stack: harmless unless your code imports these "
+    "packages; align the environments when convenient.",
+    "expect": "Install the expected version, or change [expect] in the config.",
+    "*": "Make the odd nodes match the majority (same image, same lock file) before the run.",
+}
+
+
+def _advice(result: CheckResult) -> str:
+    if result.status in ("pass", "skip"):
+        return ""
+    item = str(result.details.get("item") or "")
+    if item == "packages" and result.details.get("stack") is False:
+        item = "packages-other"
+    return _ADVICE.get(item, _ADVICE["*"])
+
+
+PRESENTATION = Presentation(
+    heading="Versions",
+    about="driver, CUDA, cuDNN, NCCL, Python, torch and packages agree across nodes",
+    advice=_advice,
+)
+
 CHECK = Check(
     name=NAME,
     title="driver, CUDA, cuDNN, NCCL, Python, torch and package versions agree and meet [expect]",
     run=_run,
+    presentation=PRESENTATION,
 )

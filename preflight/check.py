@@ -1,22 +1,27 @@
-"""What a check is: a name, a line for ``preflight list``, and a function from context to findings.
+"""What a check is, and what it is given.
 
-Checks live in the ``checks`` package and are found through its registry; a check that
-only judges gathered facts is a pure function of :class:`CheckContext`.
+A check declares what it needs and owns its whole path: the probes it asks for (I/O, run at
+most once per run however many checks ask, :meth:`CheckContext.probe`), a pure judge that
+turns what was observed into findings, and its :class:`~preflight.view.Presentation`. Checks
+live in the ``checks`` package and are found through its registry; the core knows none of
+them by name.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar, cast
 
 from preflight.config import Config
 from preflight.deadline import Deadline
 from preflight.inventory import HostSpec
 from preflight.model import CheckResult, HostReport, RunReport
 from preflight.transport import Transport
+from preflight.view import Presentation
 
 Backend = Literal["nccl", "gloo"]
+T = TypeVar("T")
 
 
 @dataclass
@@ -28,18 +33,27 @@ class HostSession:
     transport: Transport | None = None
 
 
+@dataclass(frozen=True)
+class Probe(Generic[T]):
+    """I/O that one or more checks need: observing the ports between the nodes, the one
+    training job that ``allreduce`` and ``ddp`` share. ``run`` is called at most once per run,
+    by the first check that asks; the others get the same value (or the same exception)."""
+
+    name: str
+    run: Callable[[CheckContext], T]
+
+
 @dataclass
 class CheckContext:
     config: Config
     sessions: Sequence[HostSession]  # every host of the inventory, in inventory order
     deadline: Deadline
     backend: Backend | None = None  # None: NCCL where the nodes have GPUs, gloo otherwise
-    earlier: list[CheckResult] = field(default_factory=list)  # findings of checks already run
     selected: tuple[str, ...] = ()  # names of the checks this run runs
     baseline: RunReport | None = None  # a previous known-good run to compare with
-    # What one check measured that a later one reuses (the ports check's routes, the one
-    # torchrun job that allreduce and ddp share), by key.
-    shared: dict[str, Any] = field(default_factory=dict)
+    # Findings of the checks already run, by check: a check sees those it declares in ``reads``.
+    findings: Mapping[str, Sequence[CheckResult]] = field(default_factory=dict)
+    _probed: dict[str, tuple[bool, Any]] = field(default_factory=dict, repr=False)
 
     @property
     def hosts(self) -> list[HostReport]:
@@ -58,9 +72,34 @@ class CheckContext:
         """Facts of every reachable host, by host name."""
         return {h.name: h.facts for h in self.reachable}
 
+    def probe(self, probe: Probe[T]) -> T:
+        """What ``probe`` observed in this run: run on first use, then remembered."""
+        if probe.name not in self._probed:
+            try:
+                self._probed[probe.name] = (True, probe.run(self))
+            except Exception as exc:  # every check that asks sees the same failure
+                self._probed[probe.name] = (False, exc)
+        ok, value = self._probed[probe.name]
+        if not ok:
+            raise value
+        return cast(T, value)
+
 
 @dataclass(frozen=True)
 class Check:
+    """A check: its stable name (DESIGN.md), a line for ``preflight list``, the function that
+    observes and judges, and how it presents itself in a report.
+
+    ``always``: runs whatever ``--only`` and ``--skip`` say (``connect``: every other check's
+    facts come through it). ``needs_baseline``: runs exactly when a baseline run is given
+    (unless skipped). ``reads``: the checks whose findings this one judges; they come earlier
+    in the registry, and the runner hands their findings over in ``CheckContext.findings``.
+    """
+
     name: str
     title: str
     run: Callable[[CheckContext], Sequence[CheckResult]]
+    presentation: Presentation
+    always: bool = False
+    needs_baseline: bool = False
+    reads: tuple[str, ...] = ()

@@ -189,10 +189,7 @@ def _check(args: argparse.Namespace) -> ExitCode:
         from reports.json_report import load
 
         baseline = load(args.baseline)
-    # The baseline comparison runs only when there is a baseline to compare with.
-    skip = [*(args.skip or ()), *([] if baseline else ["baseline"])]
-    only = [*args.only, "baseline"] if args.only and baseline else args.only
-    checks = select_checks(only, skip)
+    checks = select_checks(args.only, args.skip, has_baseline=baseline is not None)
     hosts, jumps = _inventory(args)
     _raise_open_file_limit(len(hosts))
     ssh = None

@@ -1,4 +1,8 @@
-"""The checks and renderers preflight knows, found through their packages' registries."""
+"""The checks preflight knows, found through the ``checks`` package's registry.
+
+This module and the command line are the only places in the core that reach into
+``checks``; everything else receives checks as :class:`~preflight.check.Check` values.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ from collections.abc import Iterable, Sequence
 
 from preflight.check import Check
 from preflight.errors import UsageError
+from preflight.view import Presentation
 
 
 def all_checks() -> tuple[Check, ...]:
@@ -14,7 +19,15 @@ def all_checks() -> tuple[Check, ...]:
     return checks.registry()
 
 
-def select_checks(only: Iterable[str] | None, skip: Iterable[str] | None) -> list[Check]:
+def presentation_of(name: str) -> Presentation | None:
+    """How the check ``name`` presents itself; None for a check this version does not know
+    (a report written by another version)."""
+    return next((c.presentation for c in all_checks() if c.name == name), None)
+
+
+def select_checks(
+    only: Iterable[str] | None, skip: Iterable[str] | None, *, has_baseline: bool = False
+) -> list[Check]:
     """The checks to run, in registry order; unknown names are a usage error listing the known ones."""
     known = all_checks()
     names = {c.name for c in known}
@@ -26,5 +39,12 @@ def select_checks(only: Iterable[str] | None, skip: Iterable[str] | None) -> lis
                 )
     wanted: Sequence[str] = list(only) if only else [c.name for c in known]
     skipped = set(skip or ())
-    # `connect` is how every other check gets its facts: it always runs.
-    return [c for c in known if c.name == "connect" or (c.name in wanted and c.name not in skipped)]
+
+    def chosen(check: Check) -> bool:
+        if check.always:
+            return True
+        if check.needs_baseline:
+            return has_baseline and check.name not in skipped
+        return check.name in wanted and check.name not in skipped
+
+    return [c for c in known if chosen(c)]

@@ -81,6 +81,7 @@ def execute(request: RunRequest, progress: Progress | None = None) -> RunReport:
             progress=progress,
         )
         timings["facts"] = time.monotonic() - phase_started
+        findings: dict[str, list[CheckResult]] = {}
         ctx = CheckContext(
             config=request.config,
             sessions=sessions,
@@ -92,9 +93,11 @@ def execute(request: RunRequest, progress: Progress | None = None) -> RunReport:
         for check in request.checks:
             progress.check_started(check.name)
             phase_started = time.monotonic()
+            # A check sees the findings of the checks it reads, and no others.
+            ctx.findings = {name: findings[name] for name in check.reads if name in findings}
             found = _run_check(check, ctx)
             timings[check.name] = time.monotonic() - phase_started
-            ctx.earlier.extend(found)
+            findings[check.name] = found
             results.extend(found)
             progress.check_done(check.name, found)
     except KeyboardInterrupt:

@@ -11,12 +11,22 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
+from preflight.escape import printable
 from preflight.units import significant
 
 if TYPE_CHECKING:
     from preflight.model import CheckResult, RunReport
 
 Scale = Literal["log2", "linear"]
+
+# Rows a table shows before "N more in the JSON report".
+MAX_TABLE_ROWS = 200
+
+
+def plain(value: object) -> str:
+    """Node-provided text on one line, with no escape sequences or control characters."""
+    return printable(str(value), keep_newlines=False)
+
 
 # --------------------------------------------------------------------------- figures
 
@@ -173,6 +183,19 @@ class Note:
 Block = Chart | Table | Note
 
 # --------------------------------------------------------------------------- a check's presentation
+
+
+def advice_by_item(table: Mapping[str, str]) -> Callable[[CheckResult], str]:
+    """Advice keyed by a finding's ``details.item`` (or ``details.cause``), ``"*"`` for any
+    other item; none for a pass or a skip."""
+
+    def advice(result: CheckResult) -> str:
+        if result.status in ("pass", "skip"):
+            return ""
+        item = str(result.details.get("item") or result.details.get("cause") or "")
+        return table.get(item) or table.get("*", "")
+
+    return advice
 
 
 def _no_blocks(_: object) -> Sequence[Block]:

@@ -27,36 +27,19 @@ from markupsafe import Markup
 
 from preflight import view
 from preflight.errors import ExitCode
+from preflight.escape import printable
 from preflight.model import CheckResult, HostReport, RunReport
 from preflight.nodeset import fold
+from preflight.registry import all_checks, presentation_of
 from preflight.status import LABELS as STATUS_LABELS
 from preflight.status import overall, severity, worst
 from preflight.units import binary_size, duration, gib, significant
 from preflight.view import Block, Chart, Legend, Note, Table, TCell
 from reports import charts
-from reports.escape import printable
 from reports.summary import headline, ordered
 
 # --------------------------------------------------------------------------- vocabulary
 
-CHECK_ORDER = ("connect", "versions", "ports", "gpu_memory", "allreduce", "ddp")
-CHECK_TITLES = {
-    "connect": "Connectivity",
-    "versions": "Versions",
-    "ports": "Ports",
-    "gpu_memory": "GPU memory",
-    "allreduce": "All-reduce bandwidth",
-    "ddp": "DDP smoke training",
-}
-CHECK_ABOUT = {
-    "connect": "every host reached over SSH, its host key trusted and the probe run with its Python",
-    "versions": "driver, CUDA, cuDNN, NCCL, Python, torch and packages agree across nodes",
-    "ports": "the rendezvous, job and ephemeral ports are open between every pair of nodes",
-    "gpu_memory": "every node has its GPUs, free and without memory faults",
-    "allreduce": "all-reduce bus bandwidth over the whole world and between pairs of nodes",
-    "ddp": "a tiny model trains with DDP on every rank: loss falls, ranks agree, no straggler",
-}
-# "unchecked": a node that could not be reached, in the node x check grid; it sorts after every status.
 LABELS = {**STATUS_LABELS, "unchecked": "not checked"}
 ICONS = {"pass": "✓", "warn": "!", "fail": "✕", "error": "?", "skip": "\u2013", "unchecked": "·"}
 EXIT_MEANING = {
@@ -65,51 +48,6 @@ EXIT_MEANING = {
     ExitCode.USAGE_ERROR: "usage or input error",
     ExitCode.HOSTS_UNCHECKED: "hosts could not be checked",
     ExitCode.INTERRUPTED: "interrupted",
-}
-
-# What to do about a finding, by check and by ``details.item`` / ``details.cause``.
-ADVICE: dict[tuple[str, str], str] = {
-    ("connect", "unreachable"): "Is the node up and on this network? Check its console (BMC) and cabling, "
-    "or leave it out of the job's host list.",
-    ("connect", "timeout"): "Is the node up and on this network? Check its console (BMC), its load and "
-    "cabling, or leave it out of the job's host list.",
-    ("connect", "auth_refused"): "Check the user and the key (-i) for this node; is your public key in its "
-    "authorized_keys?",
-    ("connect", "host_key_unknown"): "Verify the fingerprint with the node's admins, then add it to "
-    "known_hosts (or rerun with --accept-new-host-keys on a network you trust).",
-    ("connect", "host_key_changed"): "Do not connect until you know why: the node was reinstalled, or "
-    "something is in the middle. Confirm with its admins, then replace its known_hosts line.",
-    ("connect", "python_missing"): "Point --python at the training environment's interpreter on the nodes.",
-    ("connect", "probe_failed"): "Run the probe on the node by hand to see its error; rerun with --debug.",
-    ("versions", "driver"): "Install the majority's driver on the odd nodes (or drain them): ranks with "
-    "different drivers can hang or crash inside NCCL.",
-    ("versions", "cuda"): "Install the majority's driver on the odd nodes (or drain them).",
-    ("versions", "packages"): "Rebuild the odd nodes' environment from the same image or lock file as "
-    "the others.",
-    ("versions", "packages-other"): "Not part of the training stack: harmless unless your code imports these "
-    "packages; align the environments when convenient.",
-    ("versions", "expect"): "Install the expected version, or change [expect] in the config.",
-    ("versions", "*"): "Make the odd nodes match the majority (same image, same lock file) before the run.",
-    ("ports", "probe"): "Open the port between the nodes named (firewall rule, security group), or fix the "
-    "route; the job cannot rendezvous or connect otherwise.",
-    ("ports", "listen"): "Find what holds the port on that node (ss -ltnp) and stop it, or run the job "
-    "on another --port.",
-    ("ports", "route"): "Pin the interface: set NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME on every node.",
-    ("ports", "neighbours"): "Raise net.ipv4.neigh.default.gc_thresh1/2/3 on the nodes named (sysctl, and "
-    "in /etc/sysctl.d to keep it) above the number of peers on their subnet.",
-    ("gpu_memory", "memory_free"): "Stop the processes named (nvidia-smi on the node lists them) or wait "
-    "for the other job before launching.",
-    ("gpu_memory", "ecc_errors"): "Drain the node and reset the GPU; replace it if the errors return.",
-    ("gpu_memory", "remapped_rows"): "Reset the GPU or reboot the node before the run; replace the GPU "
-    "if row remapping failed.",
-    ("gpu_memory", "retired_pages"): "Reboot the node before the run.",
-    ("gpu_memory", "gpu_count"): "Check nvidia-smi and dmesg (Xid errors) on the node, and "
-    "CUDA_VISIBLE_DEVICES; a lost GPU needs a reset or a reboot.",
-    ("gpu_memory", "memory_total"): "A GPU in MIG mode, or another SKU: check nvidia-smi -q on the node.",
-    ("gpu_memory", "ecc_mode"): "Enable ECC (nvidia-smi -e 1, then reboot) so that every GPU behaves alike.",
-    ("allreduce", "*"): "Check the named node's NIC (link speed, errors: ibstat, ethtool -S), its cable and "
-    "switch port; rerun without it to confirm.",
-    ("ddp", "*"): "Look at the named rank's node first: versions, GPU health and its link.",
 }
 
 _KIND_ORDER = {"rendezvous": 0, "extra": 1, "ephemeral": 2}
@@ -358,8 +296,9 @@ def _scalar(value: Any) -> str:
 
 def _checks_of(report: RunReport) -> list[str]:
     seen = list(dict.fromkeys(r.check for r in report.results))
-    known = [c for c in CHECK_ORDER if c in seen]
-    return known + [c for c in seen if c not in CHECK_ORDER]
+    order = [c.name for c in all_checks()]
+    known = [c for c in order if c in seen]
+    return known + [c for c in seen if c not in order]
 
 
 def check_anchor(check: str, index: int) -> str:
@@ -368,7 +307,7 @@ def check_anchor(check: str, index: int) -> str:
 
 
 def _check_heads(report: RunReport) -> list[tuple[str, str]]:
-    return [(CHECK_TITLES.get(c, _text(c)), check_anchor(c, i)) for i, c in enumerate(_checks_of(report))]
+    return [(_heading(c), check_anchor(c, i)) for i, c in enumerate(_checks_of(report))]
 
 
 def node_statuses(report: RunReport) -> dict[str, dict[str, str]]:
@@ -1388,53 +1327,25 @@ def ddp_blocks(report: RunReport) -> list[Block]:
 # --------------------------------------------------------------------------- sections
 
 
-def _advice(result: CheckResult) -> str:
-    if result.status in ("pass", "skip"):
-        return ""
-    item = str(result.details.get("item") or result.details.get("cause") or "")
-    if result.check == "versions" and item == "packages" and result.details.get("stack") is False:
-        item = "packages-other"
-    elif result.check == "versions" and item not in ("packages", "expect", "driver", "cuda"):
-        item = "*"
-    return ADVICE.get((result.check, item)) or ADVICE.get((result.check, "*"), "")
+def _heading(check: str) -> str:
+    presentation = presentation_of(check)
+    return presentation.heading if presentation else _text(check)
 
 
 def _finding(result: CheckResult, index: int, anchors: _Anchors) -> Finding:
     culprits = [Culprit(_text(h), anchors(h)) for h in result.hosts[:12]]
-    blocks: list[Block] = []
-    if result.check == "connect" and result.status == "error":
-        errors = result.details.get("errors")
-        if isinstance(errors, Mapping) and len(errors) > 1:
-            rows = [
-                [TCell(_text(h), "mono"), TCell(_text(m))] for h, m in list(errors.items())[:_MAX_TABLE_ROWS]
-            ]
-            blocks.append(Table(("host", "error"), rows))
-    failures = [f for f in _list(result.details.get("failures")) if isinstance(f, Mapping)]
-    if failures:
-        # Why a distributed job died, node by node: the culprits first, then those that only suffered.
-        rows = [
-            [
-                TCell(_text(f.get("host", "?")), "mono"),
-                TCell(
-                    "culprit" if f.get("culprit") else "affected", "st-text-fail" if f.get("culprit") else ""
-                ),
-                TCell(_text(str(f.get("kind", "")).replace("_", " "))),
-                TCell(_text(f.get("reason", ""))),
-            ]
-            for f in sorted(failures, key=lambda f: not f.get("culprit"))[:_MAX_TABLE_ROWS]
-        ]
-        blocks.append(Table(("node", "role", "what happened", "detail"), rows, title="What each node saw"))
+    presentation = presentation_of(result.check)
     return Finding(
         anchor=f"finding-{index}",
         check=result.check,
-        check_title=CHECK_TITLES.get(result.check, _text(result.check)),
+        check_title=_heading(result.check),
         status=result.status,
         summary=_text(result.summary),
         hosts=_text(fold(result.hosts)),
         host_count=len(result.hosts),
         culprits=culprits,
-        advice=_advice(result),
-        blocks=blocks,
+        advice=presentation.advice(result) if presentation else "",
+        blocks=list(presentation.finding(result)) if presentation else [],
         raw=generic_details(result.details),
     )
 
@@ -1449,17 +1360,21 @@ def build_sections(report: RunReport, findings: Mapping[int, Finding]) -> list[S
     }
     sections: list[Section] = []
     for position, check in enumerate(_checks_of(report)):
+        presentation = presentation_of(check)
         indexed = [(i, r) for i, r in enumerate(report.results) if r.check == check]
         status = overall(r.status for _, r in indexed)
         ordered_findings = [findings[i] for i, _ in sorted(indexed, key=lambda ir: severity(ir[1].status))]
-        blocks = builders[check](report) if check in builders else []
+        if check in builders:
+            blocks = builders[check](report)
+        else:
+            blocks = list(presentation.evidence(report)) if presentation else []
         first = ordered_findings[0].summary if ordered_findings else ""
         sections.append(
             Section(
                 check=check,
                 anchor=check_anchor(check, position),
-                title=CHECK_TITLES.get(check, _text(check)),
-                about=CHECK_ABOUT.get(check, ""),
+                title=presentation.heading if presentation else _text(check),
+                about=presentation.about if presentation else "",
                 status=status,
                 headline=first,
                 findings=ordered_findings,
@@ -1493,7 +1408,7 @@ def _environment() -> Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
-    env.globals.update(labels=LABELS, icons=ICONS, titles=CHECK_TITLES, draw=charts.draw)
+    env.globals.update(labels=LABELS, icons=ICONS, known={c.name for c in all_checks()}, draw=charts.draw)
     return env
 
 

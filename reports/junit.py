@@ -13,9 +13,9 @@ import re
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 
+from preflight.escape import printable
 from preflight.model import CheckResult, HostReport, RunReport
 from preflight.status import severity
-from reports.escape import printable
 
 CLUSTER = "cluster"
 _DETAILS_MAX_CHARS = 8000

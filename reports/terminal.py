@@ -17,10 +17,10 @@ from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
+from preflight.escape import printable
 from preflight.model import CheckResult, RunReport
 from preflight.nodeset import fold
 from preflight.status import LABELS, overall
-from reports.escape import printable
 from reports.summary import headline, ordered
 
 STYLES = {"pass": "green", "warn": "yellow", "fail": "bold red", "error": "bold magenta", "skip": "dim"}

@@ -23,7 +23,7 @@ def preflight(*args: str, cwd: Path | None = None) -> subprocess.CompletedProces
 def test_version_and_list() -> None:
     assert preflight("--version").stdout.strip().startswith("preflight 0.1.0")
     listed = preflight("list").stdout.split("\n")
-    assert [line.split()[0] for line in listed if line][:3] == ["connect", "versions", "gpu_memory"]
+    assert [line.split()[0] for line in listed if line][:3] == ["connect", "versions", "ports"]
 
 
 @pytest.mark.parametrize(

@@ -597,8 +597,8 @@ def test_an_interrupted_run_says_so() -> None:
 
 
 def test_a_crowded_arp_table_finding_says_what_to_do() -> None:
-    from checks.ports import judge_neighbour_limits
+    from checks.ports import PRESENTATION, judge_neighbour_limits
     from tests.test_ports import flat_cluster
 
     (finding,) = judge_neighbour_limits(flat_cluster({"10.10.0.0/16": 1100}))
-    assert "gc_thresh1/2/3" in html._advice(finding)
+    assert "gc_thresh1/2/3" in PRESENTATION.advice(finding)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from preflight.escape import printable
 from preflight.redact import MASK, redact
-from reports.escape import printable
 
 
 def test_secret_named_environment_values_are_masked() -> None:
