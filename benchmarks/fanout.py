@@ -91,7 +91,7 @@ def by_openssh(lab: LabCluster, specs: list[HostSpec], probe: bool) -> tuple[flo
         os.devnull,
     ]
     command = [NODE_PYTHON, "-"] if probe else ["true"]
-    stdin = node_script("facts") if probe else b""
+    stdin = node_script("preflight.node.facts") if probe else b""
     cpu, started = children_cpu_s(), time.monotonic()
     procs = [
         subprocess.Popen(

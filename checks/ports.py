@@ -77,7 +77,7 @@ def observe_ports(ctx: CheckContext) -> PortsObservation:
         name = session.spec.name
         try:
             process = start_node_script(
-                session.transport, "ports", python=cfg.run.python, args=(setup,), timeout_s=budget
+                session.transport, "checks.node.ports", python=cfg.run.python, args=(setup,), timeout_s=budget
             )
         except (HostUnavailable, OSError) as exc:
             nodes[name] = {"error": str(exc)}

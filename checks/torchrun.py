@@ -138,7 +138,7 @@ def _routes(ctx: CheckContext, sessions: Sequence[HostSession], master_address: 
         assert session.transport is not None
         try:
             process = start_node_script(
-                session.transport, "ports", python=python, args=(setup,), timeout_s=15
+                session.transport, "checks.node.ports", python=python, args=(setup,), timeout_s=15
             )
             process.close_stdin()
             line = process.readline(ctx.deadline.sooner(15))
@@ -241,7 +241,7 @@ def launch(ctx: CheckContext, phases: tuple[str, ...]) -> JobOutcome | CheckResu
     args = _job_args(ctx, phases, names, gpu)
     budget = ctx.deadline.cap(_budget_s(args))
     routes = {} if ctx.config.allreduce.socket_ifname else _routes(ctx, ordered, master_address)
-    source = base64.b64encode(node_script("distributed")).decode()
+    source = base64.b64encode(node_script("checks.node.distributed")).decode()
     python = ctx.config.run.python
     port = ctx.config.run.port
 

@@ -43,7 +43,9 @@ def _gather_one(
         transport.open(deadline)
         connected_s = time.monotonic() - started
         progress.host(spec.name, "probing")
-        document = run_node_script(transport, "facts", python=python, timeout_s=deadline.cap(probe_timeout_s))
+        document = run_node_script(
+            transport, "preflight.node.facts", python=python, timeout_s=deadline.cap(probe_timeout_s)
+        )
     except HostUnavailable as exc:
         session.report = _unchecked(spec, exc.error)
         progress.host(spec.name, "error", error=exc.error.message)
@@ -56,7 +58,7 @@ def _gather_one(
         "python": python,
         "connect_s": round(connected_s, 3),
         "probe_s": round(time.monotonic() - started - connected_s, 3),
-        "accepted_host_keys": getattr(transport, "accepted_host_keys", []),
+        "accepted_host_keys": transport.accepted_host_keys,
     }
     hostname = facts.get("hostname")
     session.report = HostReport(

@@ -1,8 +1,9 @@
 """The node-side scripts preflight ships to nodes, and running them there.
 
-A node script is a self-contained Python file in ``checks/node/`` (standard library,
-plus torch/pynvml when the node has them). It is sent as the stdin of ``python -``, so
-nothing is written to the node's disk, and it prints one JSON document.
+A node script is a self-contained Python module (standard library, plus torch/pynvml when
+the node has them) that never imports preflight: ``preflight.node.facts`` for the facts every
+check reads, and each check's own beside it (``checks.ports.node``...). It is sent as the stdin
+of ``python -``, so nothing is written to the node's disk, and it prints one JSON document.
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ _NOT_EXECUTABLE = 126
 
 
 @cache
-def node_script(name: str) -> bytes:
-    """The source of ``checks/node/<name>.py``, as shipped to nodes."""
-    return resources.files("checks.node").joinpath(f"{name}.py").read_bytes()
+def node_script(module: str) -> bytes:
+    """The source of the module ``module`` (dotted), as shipped to nodes; it is not imported."""
+    package, _, name = module.rpartition(".")
+    return resources.files(package).joinpath(f"{name}.py").read_bytes()
 
 
 def run_node_script(
@@ -99,7 +101,8 @@ def start_node_script(
     """Start a node script that talks by lines (its stdin stays open after the source)."""
     source = node_script(name)
     process = transport.start(
-        [python, "-c", STREAM_BOOTSTRAP, str(len(source)), f"preflight-{name}", *args], timeout_s=timeout_s
+        [python, "-c", STREAM_BOOTSTRAP, str(len(source)), f"preflight-{name.rpartition('.')[2]}", *args],
+        timeout_s=timeout_s,
     )
     process.write(source)
     return process

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from checks.node.facts import MASK, is_secret_name, mask_url_credentials
+from preflight.node.facts import MASK, is_secret_name, mask_url_credentials
 
 __all__ = ["MASK", "is_secret_name", "redact"]
 

@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
-from checks.node import facts
+from preflight.node import facts
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "checks" / "node" / "facts.py"
+SCRIPT = ROOT / "preflight" / "node" / "facts.py"
 DATA = Path(__file__).resolve().parent / "data" / "facts"
 MIB = 1024 * 1024
 

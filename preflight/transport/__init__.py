@@ -186,6 +186,11 @@ class Transport(ABC):
         """Whether the host still answers on this connection within ``timeout_s``."""
         return True
 
+    @property
+    def accepted_host_keys(self) -> list[str]:
+        """Host keys accepted during this run that no known_hosts file had (SSH only)."""
+        return []
+
     @abstractmethod
     def close(self) -> None:
         """Release the connection and end whatever this transport still has running."""
