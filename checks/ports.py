@@ -77,7 +77,7 @@ def observe_ports(ctx: CheckContext) -> PortsObservation:
         name = session.spec.name
         try:
             process = start_node_script(
-                session.transport, "checks.node.ports", python=cfg.run.python, args=(setup,), timeout_s=budget
+                session.transport, NODE_SCRIPT, python=cfg.run.python, args=(setup,), timeout_s=budget
             )
         except (HostUnavailable, OSError) as exc:
             nodes[name] = {"error": str(exc)}
@@ -328,6 +328,9 @@ def _matrix(obs: PortsObservation) -> dict[str, Any]:
     details["blocked"] = [dict(p) for p in obs.probes if p["status"] != "open"]
     return details
 
+
+# The script each node runs: listen, probe its peers, report its route to the master.
+NODE_SCRIPT = "checks.node.ports"
 
 # The observation, made once: the training job reads the routes to the master from it.
 OBSERVE = Probe("ports", observe_ports)

@@ -138,7 +138,7 @@ def _routes(ctx: CheckContext, sessions: Sequence[HostSession], master_address: 
         assert session.transport is not None
         try:
             process = start_node_script(
-                session.transport, "checks.node.ports", python=python, args=(setup,), timeout_s=15
+                session.transport, ports.NODE_SCRIPT, python=python, args=(setup,), timeout_s=15
             )
             process.close_stdin()
             line = process.readline(ctx.deadline.sooner(15))
