@@ -14,8 +14,9 @@ from typing import Any
 from checks.versions import ITEMS, lookup
 from preflight.check import Check, CheckContext
 from preflight.config import Config
-from preflight.model import CheckResult, HostReport, RunReport, Status
+from preflight.model import CheckResult, HostReport, RunReport
 from preflight.nodeset import fold
+from preflight.status import Status
 from preflight.units import binary_size
 from preflight.view import Presentation
 

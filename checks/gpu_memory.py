@@ -13,8 +13,9 @@ from typing import Any
 
 from preflight.check import Check, CheckContext
 from preflight.config import Config
-from preflight.model import CheckResult, Status
+from preflight.model import CheckResult
 from preflight.nodeset import fold, group_by_value, minority
+from preflight.status import Status
 from preflight.units import gib
 from preflight.view import Presentation, advice_by_item
 

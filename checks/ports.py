@@ -17,9 +17,10 @@ from typing import Any
 
 from preflight.check import Check, CheckContext, HostSession, Probe
 from preflight.deadline import Deadline
-from preflight.model import CheckResult, Status
+from preflight.model import CheckResult
 from preflight.nodeset import fold, group_by_value, minority
 from preflight.probes import start_node_script
+from preflight.status import Status
 from preflight.transport import HostUnavailable, RemoteProcess
 from preflight.view import Presentation, advice_by_item
 

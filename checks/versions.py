@@ -19,8 +19,9 @@ from typing import Any, Literal
 from checks.expectations import matches, specifier_error
 from preflight.check import Check, CheckContext
 from preflight.config import Config
-from preflight.model import CheckResult, Status
+from preflight.model import CheckResult
 from preflight.nodeset import fold, group_by_value, minority
+from preflight.status import Status
 from preflight.view import Presentation
 
 NAME = "versions"

@@ -15,6 +15,7 @@ from typing import Any, Generic, Literal, TypeVar, cast
 
 from preflight.config import Config
 from preflight.deadline import Deadline
+from preflight.facts import NodeFacts
 from preflight.inventory import HostSpec
 from preflight.model import CheckResult, HostReport, RunReport
 from preflight.transport import Transport
@@ -71,6 +72,10 @@ class CheckContext:
     def facts(self) -> Mapping[str, Mapping[str, Any]]:
         """Facts of every reachable host, by host name."""
         return {h.name: h.facts for h in self.reachable}
+
+    def nodes(self) -> Mapping[str, NodeFacts]:
+        """Typed facts of every reachable host, by host name."""
+        return {h.name: h.node for h in self.reachable}
 
     def probe(self, probe: Probe[T]) -> T:
         """What ``probe`` observed in this run: run on first use, then remembered."""

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, cast, get_args
+from functools import cached_property
+from typing import Any, Literal, cast
 
 from preflight.errors import ExitCode
+from preflight.facts import NodeFacts
+from preflight.status import STATUSES, Status
 
 SCHEMA_VERSION = 1
 
-Status = Literal["pass", "warn", "fail", "error", "skip"]
-STATUSES: tuple[Status, ...] = get_args(Status)
 Verdict = Literal["pass", "fail", "error"]
 
 # Host error kinds: why a host could not be checked.
@@ -56,6 +57,11 @@ class HostReport:
     reachable: bool = False
     error: HostError | None = None
     facts: Mapping[str, Any] = field(default_factory=dict)
+
+    @cached_property
+    def node(self) -> NodeFacts:
+        """The facts, typed (built on first use)."""
+        return NodeFacts(self.facts)
 
     def to_dict(self) -> dict[str, Any]:
         return {

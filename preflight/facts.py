@@ -1,0 +1,257 @@
+"""Typed, read-only views over what a node reported about itself (the facts probe's JSON).
+
+A node's facts stay a plain mapping in the run model (the JSON contract); ``HostReport.node``
+builds one :class:`NodeFacts` per host, once, and every check and the report read it. Nodes
+are not trusted to send well-formed data: a missing or ill-typed field reads as ``None``
+(or empty), never as an exception.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _int(value: Any) -> int | None:
+    # NVML answers "not supported" for some fields on some GPUs; the probe writes null.
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return int(value)
+
+
+def _float(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def _map(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _records(value: Any) -> list[Mapping[str, Any]]:
+    return [v for v in value if isinstance(v, Mapping)] if isinstance(value, list) else []
+
+
+def lookup(facts: Mapping[str, Any], path: Sequence[str]) -> Any:
+    """The value at ``path`` (``("torch", "version")``), None where any step is missing."""
+    node: Any = facts
+    for key in path:
+        node = node.get(key) if isinstance(node, Mapping) else None
+    return node
+
+
+@dataclass(frozen=True)
+class GpuFacts:
+    """One GPU as NVML or nvidia-smi described it."""
+
+    raw: Mapping[str, Any]
+
+    @property
+    def index(self) -> int | None:
+        return _int(self.raw.get("index"))
+
+    @property
+    def name(self) -> str | None:
+        return _str(self.raw.get("name"))
+
+    @property
+    def uuid(self) -> str | None:
+        return _str(self.raw.get("uuid"))
+
+    @property
+    def memory_total_bytes(self) -> int | None:
+        return _int(self.raw.get("memory_total_bytes"))
+
+    @property
+    def memory_used_bytes(self) -> int | None:
+        return _int(self.raw.get("memory_used_bytes"))
+
+    @property
+    def memory_free_bytes(self) -> int | None:
+        return _int(self.raw.get("memory_free_bytes"))
+
+    @property
+    def ecc_mode(self) -> str | None:
+        return _str(self.raw.get("ecc_mode"))
+
+    @property
+    def ecc_uncorrected_volatile(self) -> int | None:
+        return _int(self.raw.get("ecc_uncorrected_volatile"))
+
+    @property
+    def ecc_uncorrected_aggregate(self) -> int | None:
+        return _int(self.raw.get("ecc_uncorrected_aggregate"))
+
+    @property
+    def remapped_rows(self) -> Mapping[str, Any]:
+        return _map(self.raw.get("remapped_rows"))
+
+    @property
+    def retired_pages_pending(self) -> bool | None:
+        value = self.raw.get("retired_pages_pending")
+        return value if isinstance(value, bool) else None
+
+    @property
+    def processes(self) -> list[Mapping[str, Any]] | None:
+        """Processes on the GPU; None where the node could not say (not the same as none)."""
+        value = self.raw.get("processes")
+        return _records(value) if isinstance(value, list) else None
+
+    @property
+    def temperature_c(self) -> float | None:
+        return _float(self.raw.get("temperature_c"))
+
+    @property
+    def power_w(self) -> float | None:
+        return _float(self.raw.get("power_w"))
+
+
+@dataclass(frozen=True)
+class TorchFacts:
+    """The training stack as the node's torch reports it."""
+
+    raw: Mapping[str, Any]
+
+    @property
+    def version(self) -> str | None:
+        return _str(self.raw.get("version"))
+
+    @property
+    def cuda(self) -> str | None:
+        return _str(self.raw.get("cuda"))
+
+    @property
+    def cuda_available(self) -> bool:
+        return self.raw.get("cuda_available") is True
+
+    @property
+    def device_count(self) -> int | None:
+        return _int(self.raw.get("device_count"))
+
+
+@dataclass(frozen=True)
+class Interface:
+    name: str
+    addresses: tuple[str, ...]  # with prefix length: "10.0.0.11/24"
+    mtu: int | None
+    state: str | None
+
+    def has_address(self, address: str) -> bool:
+        return any(a.split("/")[0] == address for a in self.addresses)
+
+
+@dataclass(frozen=True)
+class IbPort:
+    """One InfiniBand or RoCE port (``/sys/class/infiniband/<device>/ports/<port>``)."""
+
+    device: str
+    port: int | str | None
+    state: str | None  # "ACTIVE", "DOWN", ...
+    rate: str | None
+    link_layer: str | None  # "InfiniBand" | "Ethernet" (RoCE)
+
+
+@dataclass(frozen=True)
+class NodeFacts:
+    """Everything one node said about itself, typed. ``raw`` is the mapping as reported."""
+
+    raw: Mapping[str, Any]
+
+    def value(self, path: Sequence[str]) -> Any:
+        return lookup(self.raw, path)
+
+    @property
+    def hostname(self) -> str | None:
+        return _str(self.raw.get("hostname"))
+
+    @property
+    def unavailable(self) -> Mapping[str, Any]:
+        """Why a fact is missing, by fact name ("torch": "torch not importable: ...")."""
+        return _map(self.raw.get("unavailable"))
+
+    @property
+    def os_name(self) -> str | None:
+        return _str(self.value(("os", "name")))
+
+    @property
+    def python_version(self) -> str | None:
+        return _str(self.value(("python", "version")))
+
+    @property
+    def cpu_count(self) -> int | None:
+        return _int(self.value(("cpu", "count")))
+
+    @property
+    def memory_total_bytes(self) -> float | None:
+        return _float(self.value(("memory", "total_bytes")))
+
+    @property
+    def driver_version(self) -> str | None:
+        return _str(self.value(("driver", "version")))
+
+    @cached_property
+    def torch(self) -> TorchFacts | None:
+        """None where torch could not be imported (``unavailable["torch"]`` says why)."""
+        found = self.raw.get("torch")
+        return TorchFacts(found) if isinstance(found, Mapping) and found else None
+
+    @cached_property
+    def gpus(self) -> list[GpuFacts] | None:
+        """The node's GPUs; None where the node did not report them (``unavailable["gpus"]``)."""
+        listed = self.raw.get("gpus")
+        return [GpuFacts(g) for g in _records(listed)] if isinstance(listed, list) else None
+
+    @property
+    def gpu_count(self) -> int:
+        return len(self.gpus or [])
+
+    @property
+    def uses_cuda(self) -> bool:
+        """GPUs present and visible to the node's torch: the job runs NCCL on CUDA here."""
+        return bool(self.gpus) and self.torch is not None and self.torch.cuda_available
+
+    @cached_property
+    def packages(self) -> Mapping[str, str] | None:
+        listed = self.raw.get("packages")
+        return {str(k): str(v) for k, v in listed.items()} if isinstance(listed, Mapping) else None
+
+    @cached_property
+    def interfaces(self) -> list[Interface]:
+        return [
+            Interface(
+                name=str(i.get("name")),
+                addresses=tuple(str(a) for a in i.get("addresses") or []),
+                mtu=_int(i.get("mtu")),
+                state=_str(i.get("state")),
+            )
+            for i in _records(_map(self.raw.get("net")).get("interfaces"))
+        ]
+
+    def interface_with(self, address: str) -> Interface | None:
+        """The interface that holds ``address``."""
+        return next((i for i in self.interfaces if i.has_address(address)), None)
+
+    @cached_property
+    def ib_ports(self) -> list[IbPort]:
+        return [
+            IbPort(
+                device=str(d.get("name")),
+                port=d.get("port") if isinstance(d.get("port"), int | str) else None,
+                state=_str(d.get("state")),
+                rate=_str(d.get("rate")),
+                link_layer=_str(d.get("link_layer")),
+            )
+            for d in _records(_map(self.raw.get("net")).get("ib_devices"))
+        ]
+
+    @property
+    def connection(self) -> Mapping[str, Any]:
+        """How the controller reached the node (added by the controller, not the node)."""
+        return _map(self.raw.get("connection"))
