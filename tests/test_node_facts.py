@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import platform
-import re
 import shutil
 import socket
 import subprocess
@@ -23,6 +24,7 @@ from preflight.node import facts
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "preflight" / "node" / "facts.py"
 DATA = Path(__file__).resolve().parent / "data" / "facts"
+LAB_SMI = ROOT / "tests" / "lab" / "nvidia_smi.py"
 MIB = 1024 * 1024
 
 
@@ -175,6 +177,7 @@ def test_smi_h100_idle() -> None:
                 "failure": False,
             },
             "retired_pages_pending": None,  # [N/A] on Hopper: it remaps rows instead
+            "mig_mode": "disabled",
             "processes": [],
             "temperature_c": 41,
             "power_w": 69.85,
@@ -494,6 +497,7 @@ def fake_pynvml(*, init_error: Exception | None = None) -> Any:
         "temperature": 31,
         "power": 70500,
         "procs": [SimpleNamespace(pid=1234, usedGpuMemory=1048576000)],
+        "mig": (0, 0),
     }
     volta = {
         "name": "Tesla V100-SXM2-16GB",
@@ -507,6 +511,7 @@ def fake_pynvml(*, init_error: Exception | None = None) -> Any:
         "temperature": 40,
         "power": FakeUnknownError(),
         "procs": [],
+        "mig": None,  # MIG came with Ampere
     }
     devices = [hopper, volta]
     calls: list[str] = []
@@ -559,6 +564,7 @@ def fake_pynvml(*, init_error: Exception | None = None) -> Any:
         nvmlDeviceGetTemperature=value("temperature"),
         nvmlDeviceGetPowerUsage=value("power"),
         nvmlDeviceGetComputeRunningProcesses=value("procs"),
+        nvmlDeviceGetMigMode=value("mig"),
         nvmlSystemGetProcessName=lambda pid: b"python",
     )
 
@@ -581,6 +587,7 @@ def test_nvml_snapshot() -> None:
         "ecc_uncorrected_aggregate": 2,
         "remapped_rows": {"correctable": 0, "uncorrectable": 1, "pending": True, "failure": False},
         "retired_pages_pending": None,  # Ampere and later: not asked
+        "mig_mode": "disabled",
         "processes": [{"pid": 1234, "used_memory_bytes": 1048576000, "name": "python"}],
         "temperature_c": 31,
         "power_w": 70.5,
@@ -591,8 +598,17 @@ def test_nvml_snapshot() -> None:
     assert volta["remapped_rows"] is None
     assert volta["retired_pages_pending"] is True  # pre-Ampere: page retirement
     assert volta["power_w"] is None
+    assert volta["mig_mode"] is None
     assert problems == {"gpus[1].power_w": "NVML: Unknown Error"}
     assert nv.calls == ["init", "shutdown"]
+
+
+def test_a_failed_nvml_process_query_is_not_reported_rather_than_no_process() -> None:
+    nv = fake_pynvml()
+    nv.nvmlDeviceGetComputeRunningProcesses = lambda handle: (_ for _ in ()).throw(FakeUnknownError())
+    _, (hopper, volta), problems = facts.nvml_snapshot(nv)
+    assert hopper["processes"] is None and volta["processes"] is None
+    assert problems["gpus[0].processes"] == "NVML: Unknown Error"
 
 
 def test_nvml_init_failure_is_a_reason() -> None:
@@ -612,40 +628,14 @@ def test_gather_nvidia_through_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
     assert sink.unavailable == {"gpus[1].power_w": "NVML: Unknown Error"}
 
 
-def _projected_smi(capture: str, fields: list[str], rename: dict[str, str]) -> str:
-    """A recorded --format=csv capture as the probe's noheader,nounits query would print it."""
-    lines = []
-    for row in facts.parse_smi_csv(capture):
-        values = [row[rename.get(field, field)] for field in fields]
-        lines.append(", ".join(re.sub(r" (MiB|W|%)$", "", value) for value in values))
-    return "\n".join(lines) + "\n"
-
-
 def test_gather_nvidia_without_pynvml(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    gpu_out = tmp_path / "gpus.csv"
-    gpu_out.write_text(
-        _projected_smi(data("smi_query_gpu_h100_590.48.01_load.csv"), list(facts.SMI_GPU_FIELDS), {}),
-        encoding="utf-8",
-    )
-    apps_out = tmp_path / "apps.csv"
-    apps_out.write_text(
-        _projected_smi(
-            data("smi_compute_apps_h100_590.48.01_load.csv"),
-            list(facts.SMI_APP_FIELDS),
-            {"used_memory": "used_gpu_memory"},
-        ),
-        encoding="utf-8",
-    )
+    # The stand-in nvidia-smi of the lab's GPU nodes, serving the whole recorded H100 capture.
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     smi = bin_dir / "nvidia-smi"
     smi.write_text(
-        "#!/bin/sh\n"
-        'case "$1" in\n'
-        f'  --query-gpu=index*) cat "{gpu_out}" ;;\n'
-        f'  --query-compute-apps=*) cat "{apps_out}" ;;\n'
-        "  *) echo 'unexpected query' >&2; exit 2 ;;\n"
-        "esac\n",
+        f'#!/bin/sh\nexec "{sys.executable}" "{LAB_SMI}" "{DATA / "smi_query_gpu_h100_590.48.01_load.csv"}" '
+        f'"{DATA / "smi_compute_apps_h100_590.48.01_load.csv"}" "$@"\n',
         encoding="utf-8",
     )
     smi.chmod(0o755)
@@ -666,9 +656,59 @@ def test_gather_nvidia_without_pynvml(tmp_path: Path, monkeypatch: pytest.Monkey
         data("smi_compute_apps_h100_590.48.01_load.csv"),
         header=True,
     )[0]
-    # The noheader query carries no remapped-rows or retired-pages fields.
-    expected.update(remapped_rows=None, retired_pages_pending=None)
+    # Everything the full capture says, remapped rows and MIG mode included.
     assert gpu == expected
+    assert gpu["remapped_rows"] == {"correctable": 0, "uncorrectable": 0, "pending": False, "failure": False}
+
+
+def _stand_in_smi(tmp_path: Path, gpu_capture: Path, apps_capture: Path) -> Path:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text(
+        f'#!/bin/sh\nexec "{sys.executable}" "{LAB_SMI}" "{gpu_capture}" "{apps_capture}" "$@"\n',
+        encoding="utf-8",
+    )
+    smi.chmod(0o755)
+    return smi
+
+
+def test_the_stand_in_refuses_an_unknown_field_as_nvidia_smi_does(tmp_path: Path) -> None:
+    smi = _stand_in_smi(
+        tmp_path,
+        DATA / "smi_query_gpu_h100_590.48.01_idle.csv",
+        DATA / "smi_compute_apps_h100_590.48.01_idle.csv",
+    )
+    refused = subprocess.run(
+        [smi, "--query-gpu=uuid,device_minor", "--format=csv,noheader"], capture_output=True, text=True
+    )
+    assert (refused.returncode, refused.stdout) == (
+        2,
+        'Field "device_minor" is not a valid field to query.\n\n',
+    )
+    served = subprocess.run(
+        [smi, "--query-gpu=memory.total,remapped_rows.pending", "--format=csv"],
+        capture_output=True,
+        text=True,
+    )
+    assert served.stdout == "memory.total [MiB], remapped_rows.pending\n81559 MiB, No\n"
+
+
+def test_an_older_nvidia_smi_without_row_remapping_still_answers_the_other_health_fields(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The recorded capture without its remapped_rows.* columns, as a pre-Ampere driver knows them.
+    rows = list(csv.reader(io.StringIO(data("smi_query_gpu_h100_590.48.01_idle.csv")), skipinitialspace=True))
+    keep = [i for i, name in enumerate(rows[0]) if not name.startswith("remapped_rows.")]
+    older = tmp_path / "older.csv"
+    older.write_text(
+        "\n".join(", ".join(row[i] for i in keep) for row in rows if row) + "\n", encoding="utf-8"
+    )
+    smi = _stand_in_smi(tmp_path, older, DATA / "smi_compute_apps_h100_590.48.01_idle.csv")
+    (gpu,) = facts._smi_gpus(str(smi))
+    assert gpu["remapped_rows"] is None  # not asked of a driver that does not know it
+    assert gpu["mig_mode"] == "disabled"  # the other groups still answered
+    assert gpu["processes"] == []
 
 
 def test_gather_nvidia_no_driver_at_all(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -867,3 +907,29 @@ def test_script_masks_secrets_in_env() -> None:
     assert found_env["NCCL_IB_TOKEN_FILE"] == "***"
     assert found_env["TORCH_MIRROR"] == "https://bob:***@mirror.example/simple"
     assert found_env["NCCL_DEBUG"] == "INFO"
+
+
+def test_the_system_nccl_is_read_in_a_child_so_torch_still_loads_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A libnccl.so.2 on the loader's path (a stand-in built here, reporting 2.21.5): the probe
+    reads its version, and the probe's own process never maps it, so the torch it imports
+    afterwards gets its bundled NCCL, as the real job does."""
+    source = tmp_path / "nccl.c"
+    source.write_text("int ncclGetVersion(int *version) { *version = 22105; return 0; }\n", encoding="utf-8")
+    library = tmp_path / "libnccl.so.2"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(library), str(source)], check=True)
+    monkeypatch.setenv("LD_LIBRARY_PATH", str(tmp_path))
+    sink = facts.Sink()
+    facts._gather_system_libraries(sink)
+    assert sink.facts["nccl_system"] == "2.21.5"
+    assert "cudnn_system" in sink.unavailable
+    assert str(library) not in Path("/proc/self/maps").read_text(encoding="utf-8")
+
+
+def test_system_library_answers_decode_or_say_why() -> None:
+    found, reasons = facts.system_libraries(
+        '{"nccl_system": [21903, null], "cudnn_system": [null, "libcudnn.so.9 not loadable: not found"]}'
+    )
+    assert found == {"nccl_system": "2.19.3"}
+    assert reasons == {"cudnn_system": "libcudnn.so.9 not loadable: not found"}

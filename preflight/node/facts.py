@@ -96,6 +96,20 @@ SMI_GPU_FIELDS = (
     "temperature.gpu",
     "power.draw",
 )
+# Asked in a second, best-effort query: one field a driver does not know makes nvidia-smi refuse
+# the whole query ("Field ... is not a valid field to query", exit 2), and these are newer than
+# the fields above (row remapping came with Ampere-era drivers). Refused together, each group
+# is asked on its own. Merged into the GPUs by uuid.
+SMI_HEALTH_GROUPS = (
+    (
+        "remapped_rows.correctable",
+        "remapped_rows.uncorrectable",
+        "remapped_rows.pending",
+        "remapped_rows.failure",
+    ),
+    ("retired_pages.pending",),
+    ("mig.mode.current",),
+)
 SMI_APP_FIELDS = ("gpu_uuid", "pid", "used_memory", "process_name")
 # Free-text columns: a value with commas in it is folded back into these.
 _SMI_TEXT_FIELDS = ("process_name", "name", "gpu_name")
@@ -346,6 +360,7 @@ def gpu_from_smi_row(row: Mapping[str, str]) -> JsonDict:
         if all(value is None for value in remapped.values()):
             remapped = None
     power = smi_number(row.get("power.draw"))
+    mig = smi_value(row.get("mig.mode.current"))
     return {
         "index": _smi_int(row.get("index")),
         "name": smi_value(row.get("name")),
@@ -359,6 +374,7 @@ def gpu_from_smi_row(row: Mapping[str, str]) -> JsonDict:
         "ecc_uncorrected_aggregate": _smi_int(row.get("ecc.errors.uncorrected.aggregate.total")),
         "remapped_rows": remapped,
         "retired_pages_pending": _smi_bool(row.get("retired_pages.pending")),
+        "mig_mode": mig.lower() if mig else None,
         "processes": [],
         "temperature_c": _smi_int(row.get("temperature.gpu")),
         "power_w": None if power is None else round(power, 2),
@@ -384,9 +400,22 @@ def processes_from_smi_rows(rows: Iterable[Mapping[str, str]]) -> dict[str, list
     return by_gpu
 
 
-def gpus_from_smi(gpu_text: str, apps_text: str | None, header: bool = False) -> list[JsonDict]:
-    """GPU facts from the two nvidia-smi queries (``noheader`` with our fields by default)."""
+def gpus_from_smi(
+    gpu_text: str,
+    apps_text: str | None,
+    header: bool = False,
+    health: Sequence[tuple[Sequence[str], str]] = (),
+) -> list[JsonDict]:
+    """GPU facts from the nvidia-smi queries (``noheader`` with our fields by default): the GPUs,
+    their processes (None: the query failed, which is not "no process"), and the health
+    queries that answered, each a (fields after ``uuid``, output) pair, merged by uuid."""
     gpu_rows = parse_smi_csv(gpu_text, None if header else SMI_GPU_FIELDS)
+    for fields, text in health:
+        by_uuid = {row.get("uuid"): row for row in parse_smi_csv(text, None if header else ["uuid", *fields])}
+        for row in gpu_rows:
+            extra = by_uuid.get(row.get("uuid"))
+            if extra is not None:
+                row.update({k: v for k, v in extra.items() if k != "uuid"})
     gpus = [gpu_from_smi_row(row) for row in gpu_rows]
     if apps_text is not None:
         by_gpu = processes_from_smi_rows(parse_smi_csv(apps_text, None if header else SMI_APP_FIELDS))
@@ -485,20 +514,6 @@ def _error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def _load_library(names: Sequence[str]) -> ctypes.CDLL:
-    """The first of names the dynamic loader can load, or Unavailable saying why not."""
-    failures: list[str] = []
-    for name in names:
-        try:
-            return ctypes.CDLL(name)
-        except OSError as exc:
-            message = str(exc)
-            if not message.startswith(f"{name}: cannot open shared object file"):
-                failures.append(message)  # found, but it failed to load
-    reason = failures[0] if failures else "not found by the dynamic loader"
-    raise Unavailable(f"{' / '.join(names)} not loadable: {reason}")
-
-
 def _text(value: Any) -> str:
     """pynvml returns bytes or str depending on its version."""
     if isinstance(value, bytes):
@@ -582,21 +597,64 @@ def _gather_python(sink: Sink) -> None:
     }
 
 
-def _gather_nccl_system(sink: Sink) -> None:
-    lib = _load_library(["libnccl.so.2"])
+# The system's NCCL and cuDNN are looked up in a child process: loaded here, the dynamic loader
+# would hand these copies to torch when the probe imports it, instead of torch's own, and the
+# probe would report a stack the real job never sees.
+LIBRARY_PROBE = r"""
+import ctypes, json
+def load(names):
+    failures = []
+    for name in names:
+        try:
+            return ctypes.CDLL(name), None
+        except OSError as exc:
+            if not str(exc).startswith(name + ": cannot open shared object file"):
+                failures.append(str(exc))  # found, but it failed to load
+    reason = failures[0] if failures else "not found by the dynamic loader"
+    return None, " / ".join(names) + " not loadable: " + reason
+out = {}
+lib, why = load(["libnccl.so.2"])
+if lib is None:
+    out["nccl_system"] = [None, why]
+else:
     code = ctypes.c_int(0)
     status = lib.ncclGetVersion(ctypes.byref(code))
-    if status != 0:
-        raise Unavailable(f"ncclGetVersion failed with status {status}")
-    sink.facts["nccl_system"] = decode_nccl_version(code.value)
+    failed = "ncclGetVersion failed with status %d" % status
+    out["nccl_system"] = [code.value, None] if status == 0 else [None, failed]
+lib, why = load(["libcudnn.so.9", "libcudnn.so.8", "libcudnn.so"])
+if lib is None:
+    out["cudnn_system"] = [None, why]
+else:
+    lib.cudnnGetVersion.restype = ctypes.c_size_t
+    lib.cudnnGetVersion.argtypes = []
+    out["cudnn_system"] = [int(lib.cudnnGetVersion()), None]
+print(json.dumps(out))
+"""
+LIBRARY_DECODERS: dict[str, Callable[[int], str]] = {
+    "nccl_system": lambda code: decode_nccl_version(code),
+    "cudnn_system": lambda code: decode_cudnn_version(code),
+}
 
 
-def _gather_cudnn_system(sink: Sink) -> None:
-    lib = _load_library(["libcudnn.so.9", "libcudnn.so.8", "libcudnn.so"])
-    func = lib.cudnnGetVersion
-    func.restype = ctypes.c_size_t
-    func.argtypes = []
-    sink.facts["cudnn_system"] = decode_cudnn_version(int(func()))
+def system_libraries(output: str) -> tuple[JsonDict, dict[str, str]]:
+    """The child's answer: versions found, and why the others were not."""
+    found: JsonDict = {}
+    reasons: dict[str, str] = {}
+    answer = json.loads(output)
+    for name, decode in LIBRARY_DECODERS.items():
+        code, reason = answer.get(name) or (None, "not reported")
+        if isinstance(code, int) and code > 0:
+            found[name] = decode(code)
+        else:
+            reasons[name] = str(reason or f"{name}: version {code!r}")
+    return found, reasons
+
+
+def _gather_system_libraries(sink: Sink) -> None:
+    output = _run([sys.executable or "python3", "-c", LIBRARY_PROBE])
+    found, reasons = system_libraries(output)
+    sink.facts.update(found)
+    sink.unavailable.update(reasons)
 
 
 def _gather_nvcc(sink: Sink) -> None:
@@ -735,6 +793,16 @@ def _process_name(nv: Any, pid: int) -> str | None:
     return name or None
 
 
+def _nvml_process(nv: Any, proc: Any) -> JsonDict:
+    pid = int(proc.pid)
+    used = getattr(proc, "usedGpuMemory", None)
+    return {
+        "pid": pid,
+        "used_memory_bytes": int(used) if used is not None else None,
+        "name": _process_name(nv, pid),
+    }
+
+
 def _nvml_gpu(nv: Any, index: int, problems: dict[str, str]) -> JsonDict:
     handle = nv.nvmlDeviceGetHandleByIndex(index)
     prefix = f"gpus[{index}]."
@@ -769,17 +837,9 @@ def _nvml_gpu(nv: Any, index: int, problems: dict[str, str]) -> JsonDict:
     power_mw = call("power_w", "nvmlDeviceGetPowerUsage")
     procs = call("processes", "nvmlDeviceGetComputeRunningProcesses")
 
-    processes: list[JsonDict] = []
-    for proc in procs or []:
-        pid = int(proc.pid)
-        used = getattr(proc, "usedGpuMemory", None)
-        processes.append(
-            {
-                "pid": pid,
-                "used_memory_bytes": int(used) if used is not None else None,
-                "name": _process_name(nv, pid),
-            }
-        )
+    mig = call("mig_mode", "nvmlDeviceGetMigMode")
+    # None: the query failed or is not supported here, which is not the same as "no process".
+    processes = None if procs is None else [_nvml_process(nv, proc) for proc in procs]
     name = call("name", "nvmlDeviceGetName")
     uuid = call("uuid", "nvmlDeviceGetUUID")
     return {
@@ -802,6 +862,8 @@ def _nvml_gpu(nv: Any, index: int, problems: dict[str, str]) -> JsonDict:
             "failure": bool(remapped[3]),
         },
         "retired_pages_pending": None if retired_pending is None else bool(retired_pending),
+        # nvmlDeviceGetMigMode: (current, pending), NVML_DEVICE_MIG_ENABLE = 1.
+        "mig_mode": None if mig is None else ("enabled" if int(mig[0]) == 1 else "disabled"),
         "processes": processes,
         "temperature_c": int(temperature) if temperature is not None else None,
         "power_w": round(power_mw / 1000.0, 2) if power_mw is not None else None,
@@ -869,11 +931,30 @@ def _smi_gpus(smi: str) -> list[JsonDict]:
         )
     except Unavailable:
         apps_text = None
-    gpus = gpus_from_smi(gpu_text, apps_text)
+    gpus = gpus_from_smi(gpu_text, apps_text, health=_smi_health(smi))
     if apps_text is None:
         for gpu in gpus:
             gpu["processes"] = None
     return gpus
+
+
+def _smi_health(smi: str) -> list[tuple[Sequence[str], str]]:
+    """The health fields this nvidia-smi knows: all groups in one query, else group by group."""
+
+    def ask(fields: Sequence[str]) -> str:
+        query = "--query-gpu=uuid," + ",".join(fields)
+        return _run([smi, query, "--format=csv,noheader,nounits"], NVIDIA_SMI_TIMEOUT_S)
+
+    every = [field for group in SMI_HEALTH_GROUPS for field in group]
+    try:
+        return [(every, ask(every))]
+    except Unavailable:
+        pass
+    answered: list[tuple[Sequence[str], str]] = []
+    for group in SMI_HEALTH_GROUPS:
+        with contextlib.suppress(Unavailable):
+            answered.append((group, ask(group)))
+    return answered
 
 
 def _gather_nvidia(sink: Sink) -> None:
@@ -998,16 +1079,13 @@ def _gather_torch(sink: Sink) -> None:
 
 
 def _gatherers() -> list[tuple[tuple[str, ...], Callable[[Sink], None]]]:
-    # Order matters: the system NCCL and cuDNN are looked up before torch is imported,
-    # because once torch has loaded its own copies the loader hands those back instead.
     return [
         (("hostname",), _gather_hostname),
         (("os",), _gather_os),
         (("cpu",), _gather_cpu),
         (("memory",), _gather_memory),
         (("python",), _gather_python),
-        (("nccl_system",), _gather_nccl_system),
-        (("cudnn_system",), _gather_cudnn_system),
+        (("nccl_system", "cudnn_system"), _gather_system_libraries),
         (("driver", "gpus"), _gather_nvidia),
         (("nvcc",), _gather_nvcc),
         (("packages",), _gather_packages),
