@@ -242,7 +242,7 @@ def load_config(path: Path | None) -> Config:
     if path is None:
         return Config()
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(path.read_text(encoding="utf-8-sig"))
     except FileNotFoundError:
         raise ConfigError("no such config file", path=str(path)) from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -256,7 +256,7 @@ def load_config(path: Path | None) -> Config:
     try:
         return parse_config(data, source=str(path))
     except ConfigError as exc:
-        line = _line_of(path.read_text(encoding="utf-8"), exc.key) if exc.key else None
+        line = _line_of(path.read_text(encoding="utf-8-sig"), exc.key) if exc.key else None
         raise ConfigError(str(exc), path=str(path), line=line) from None
 
 

@@ -215,7 +215,8 @@ def parse_hosts(lines: Iterable[str], *, source: str) -> list[HostSpec]:
 
 def read_hosts_file(path: Path) -> list[HostSpec]:
     try:
-        text = path.read_text(encoding="utf-8")
+        # utf-8-sig: a byte-order mark, as some Windows editors write one, is not part of line 1.
+        text = path.read_text(encoding="utf-8-sig")
     except FileNotFoundError:
         raise InputError("no such hosts file", path=str(path)) from None
     except (OSError, UnicodeDecodeError) as exc:

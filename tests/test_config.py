@@ -113,3 +113,9 @@ def test_the_example_config_in_the_readme_is_valid(tmp_path: Path) -> None:
     config = load_config(write(tmp_path, example))
     assert config.expect["torch"] == "2.4"
     assert config.gpu_memory.gpus_per_node == 8
+
+
+def test_a_config_saved_with_a_byte_order_mark_reads_as_without(tmp_path: Path) -> None:
+    path = tmp_path / "preflight.toml"
+    path.write_bytes("\ufeff[run]\r\nport = 29600\r\n".encode())
+    assert load_config(path).run.port == 29600

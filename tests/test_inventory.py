@@ -96,6 +96,12 @@ def test_an_empty_hosts_file_is_an_error(tmp_path: Path) -> None:
         read_hosts_file(path)
 
 
+def test_a_hosts_file_saved_with_a_byte_order_mark_reads_as_without(tmp_path: Path) -> None:
+    path = tmp_path / "hosts.txt"
+    path.write_bytes("\ufeffgpu01 slots=8\r\ngpu02 slots=8\r\n".encode())
+    assert [(h.name, h.slots) for h in read_hosts_file(path)] == [("gpu01", 8), ("gpu02", 8)]
+
+
 def test_a_missing_hosts_file_is_named(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"nope\.txt: no such hosts file"):
         read_hosts_file(tmp_path / "nope.txt")
