@@ -14,7 +14,15 @@ from importlib import resources
 from typing import Any
 
 from preflight.model import HostError
-from preflight.transport import CommandResult, HostUnavailable, RemoteProcess, Transport
+from preflight.transport import (
+    KEEP_HEAD_BYTES,
+    KEEP_TAIL_BYTES,
+    CommandResult,
+    HostUnavailable,
+    RemoteProcess,
+    Transport,
+)
+from preflight.units import binary_size
 
 # Exit status of a command the shell (or `timeout`) could not find or run.
 _NOT_FOUND = 127
@@ -75,6 +83,16 @@ def parse_script_output(result: CommandResult, *, python: str, host: str, timeou
         document = json.loads(result.stdout)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         head = result.stdout[:120].decode("utf-8", "replace")
+        if result.stdout_cut:
+            total = len(result.stdout) + result.stdout_cut
+            raise HostUnavailable(
+                HostError(
+                    "probe_failed",
+                    f"{host}: the probe printed {total:,} bytes, not one JSON document (a shell profile or "
+                    f"a wrapper printing on stdout?); kept its first {binary_size(KEEP_HEAD_BYTES)} and "
+                    f"last {binary_size(KEEP_TAIL_BYTES)}: {head!r}",
+                )
+            ) from None
         raise HostUnavailable(
             HostError("probe_failed", f"{host}: the probe printed no JSON ({exc}): {head!r}")
         ) from None

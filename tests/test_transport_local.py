@@ -10,7 +10,7 @@ import time
 import psutil
 
 from preflight.inventory import local_host
-from preflight.transport import split_pgid, wrap_command
+from preflight.transport import KEEP_HEAD_BYTES, KEEP_TAIL_BYTES, KeptOutput, split_pgid, wrap_command
 from preflight.transport.local import LocalTransport
 
 
@@ -55,3 +55,25 @@ def test_the_remote_command_line_quotes_every_word_and_reports_its_process_group
     assert rest == b""
     assert "timeout -k 3 8 " in line  # the host enforces the deadline, rounded up
     assert shlex.split(line)[0] == "sh"
+
+
+def test_a_flood_of_output_is_drained_and_kept_to_its_head_and_tail() -> None:
+    flood = 64 << 20
+    script = f"head -c {flood} /dev/zero | tr '\\0' x; echo; echo the-last-line"
+    with LocalTransport(local_host()) as transport:
+        result = transport.run(["sh", "-c", script], timeout_s=60)
+    assert result.exit_status == 0
+    assert result.stdout.startswith(b"x" * 1000)
+    assert result.stdout.endswith(b"\nthe-last-line\n")
+    assert len(result.stdout) < KEEP_HEAD_BYTES + KEEP_TAIL_BYTES + 100
+    assert result.stdout_cut == flood + len(b"\nthe-last-line\n") - KEEP_HEAD_BYTES - KEEP_TAIL_BYTES
+    assert b"bytes of output cut here" in result.stdout
+
+
+def test_kept_output_is_whole_below_its_limits() -> None:
+    kept = KeptOutput(head_limit=4, tail_limit=3)
+    for chunk in (b"ab", b"cd", b"e"):
+        kept.add(chunk)
+    assert (kept.data(), kept.cut) == (b"abcde", 0)
+    kept.add(b"fghij")
+    assert kept.cut == 3 and kept.data().startswith(b"abcd") and kept.data().endswith(b"hij")

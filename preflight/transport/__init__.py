@@ -26,6 +26,11 @@ KILL_AFTER_S = 3
 PGID_MARKER = b"preflight-pgid="
 # `timeout` exits with 124 when the command ran out of time.
 TIMEOUT_STATUS = 124
+# What is kept of each output stream of each command: its first and its last bytes. The rest is
+# read (the node never blocks on a full pipe) and dropped, so a node that prints gigabytes
+# instead of its probe's answer costs the controller a few MiB, not gigabytes.
+KEEP_HEAD_BYTES = 4 << 20
+KEEP_TAIL_BYTES = 1 << 20
 
 
 class HostUnavailable(Exception):
@@ -36,15 +41,49 @@ class HostUnavailable(Exception):
         self.error = error
 
 
+class KeptOutput:
+    """One output stream as kept: the first ``head_limit`` bytes, then a rolling window of the
+    last ``tail_limit``; ``cut`` counts the bytes dropped between them."""
+
+    def __init__(self, head_limit: int = KEEP_HEAD_BYTES, tail_limit: int = KEEP_TAIL_BYTES) -> None:
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.cut = 0
+        self._head_limit = head_limit
+        self._tail_limit = tail_limit
+
+    def add(self, chunk: bytes) -> None:
+        room = self._head_limit - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if not chunk:
+            return
+        self.tail += chunk
+        if len(self.tail) > self._tail_limit:
+            excess = len(self.tail) - self._tail_limit
+            del self.tail[:excess]
+            self.cut += excess
+
+    def data(self) -> bytes:
+        if not self.cut:
+            return bytes(self.head + self.tail)
+        marker = f"\n[... {self.cut} bytes of output cut here ...]\n".encode()
+        return bytes(self.head) + marker + bytes(self.tail)
+
+
 @dataclass(frozen=True)
 class CommandResult:
-    """What one command did. ``exit_status`` is None when it never reported one."""
+    """What one command did. ``exit_status`` is None when it never reported one. ``*_cut``: bytes
+    of that stream that were dropped (see :class:`KeptOutput`)."""
 
     exit_status: int | None
     stdout: bytes
     stderr: bytes
     timed_out: bool
     duration_s: float
+    stdout_cut: int = 0
+    stderr_cut: int = 0
 
     @property
     def ok(self) -> bool:
@@ -88,9 +127,9 @@ class RemoteProcess(ABC):
         self.started = time.monotonic()
         self.timeout_s = timeout_s
         self.deadline = Deadline.after(timeout_s + self.grace_s)
-        self._stdout = bytearray()
-        self._stderr = bytearray()
-        self._consumed = 0  # bytes of stdout already returned by readline
+        self._stdout = KeptOutput()
+        self._stderr = KeptOutput()
+        self._consumed = 0  # bytes of stdout already returned by readline (line talk stays in the head)
 
     @abstractmethod
     def write(self, data: bytes) -> None: ...
@@ -113,8 +152,8 @@ class RemoteProcess(ABC):
 
     @property
     def stderr_so_far(self) -> bytes:
-        """What the process has written to stderr until now."""
-        return bytes(self._stderr)
+        """What the process has written to stderr until now (as kept)."""
+        return self._stderr.data()
 
     def running(self, wait_s: float = 0.0) -> bool:
         """Collect output that is ready (waiting up to ``wait_s``); False once the process is over."""
@@ -123,9 +162,9 @@ class RemoteProcess(ABC):
     def readline(self, deadline: Deadline) -> bytes | None:
         """The next stdout line (without its newline), or None at end of output or deadline."""
         while True:
-            end = self._stdout.find(b"\n", self._consumed)
+            end = self._stdout.head.find(b"\n", self._consumed)
             if end >= 0:
-                line = bytes(self._stdout[self._consumed : end])
+                line = bytes(self._stdout.head[self._consumed : end])
                 self._consumed = end + 1
                 return line
             if deadline.expired or self.deadline.expired or not self._pump(min(0.2, deadline.remaining())):
@@ -144,13 +183,15 @@ class RemoteProcess(ABC):
         self._release()
         if status == TIMEOUT_STATUS:
             timed_out = True
-        _, stderr = split_pgid(bytes(self._stderr))
+        _, stderr = split_pgid(self._stderr.data())
         return CommandResult(
             None if timed_out and status is None else status,
-            bytes(self._stdout),
+            self._stdout.data(),
             stderr,
             timed_out,
             time.monotonic() - self.started,
+            stdout_cut=self._stdout.cut,
+            stderr_cut=self._stderr.cut,
         )
 
     def _release(self) -> None:  # noqa: B027 - most processes have nothing to free

@@ -33,7 +33,7 @@ class LocalProcess(RemoteProcess):
             )
         except OSError as exc:
             self._status = _NOT_FOUND
-            self._stderr += f"{argv[0]}: {exc.strerror}\n".encode()
+            self._stderr.add(f"{argv[0]}: {exc.strerror}\n".encode())
             return
         self._selector = selectors.DefaultSelector()
         assert self._proc.stdout is not None and self._proc.stderr is not None
@@ -62,7 +62,7 @@ class LocalProcess(RemoteProcess):
         for key, _ in self._selector.select(timeout=wait_s):
             chunk = os.read(key.fd, 65536)
             if chunk:
-                key.data.extend(chunk)
+                key.data.add(chunk)
             else:
                 self._selector.unregister(key.fileobj)
         return True

@@ -25,7 +25,14 @@ import paramiko
 from preflight.deadline import Deadline
 from preflight.inventory import HostSpec, default_user, parse_jump
 from preflight.model import HostError
-from preflight.transport import HostUnavailable, RemoteProcess, Transport, split_pgid, wrap_command
+from preflight.transport import (
+    HostUnavailable,
+    KeptOutput,
+    RemoteProcess,
+    Transport,
+    split_pgid,
+    wrap_command,
+)
 
 # CBC ciphers and SHA-1/MD5 MACs are weak; paramiko >= 3.4 already drops SHA-1 key exchange
 # and ssh-rsa signatures by default.
@@ -341,8 +348,8 @@ class SshProcess(RemoteProcess):
 
     def _pump(self, wait_s: float) -> bool:
         got = _drain(self._channel, self._stdout, self._stderr)
-        if self.pgid is None and b"\n" in self._stderr:
-            self.pgid, _ = split_pgid(bytes(self._stderr))
+        if self.pgid is None and b"\n" in self._stderr.head:
+            self.pgid, _ = split_pgid(bytes(self._stderr.head))
             if self.pgid is not None:
                 self._owner._track(self.pgid)
         if got:
@@ -372,12 +379,12 @@ class SshProcess(RemoteProcess):
             self._owner._untrack(self.pgid)
 
 
-def _drain(channel: paramiko.Channel, out: bytearray, err: bytearray) -> bool:
+def _drain(channel: paramiko.Channel, out: KeptOutput, err: KeptOutput) -> bool:
     got = False
     while channel.recv_ready():
-        out += channel.recv(65536)
+        out.add(channel.recv(65536))
         got = True
     while channel.recv_stderr_ready():
-        err += channel.recv_stderr(65536)
+        err.add(channel.recv_stderr(65536))
         got = True
     return got
