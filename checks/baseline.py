@@ -75,21 +75,21 @@ def _versions(baseline: RunReport, hosts: Sequence[HostReport], config: Config) 
     status = _policy(config.baseline.version_change)
     if status is None:
         return []
-    old_facts = {h.name: h.facts for h in baseline.hosts if h.reachable}
+    old_nodes = {h.name: h.node for h in baseline.hosts if h.reachable}
     changes: dict[tuple[str, str, str], list[str]] = {}
     for host in hosts:
-        old = old_facts.get(host.name)
+        old = old_nodes.get(host.name)
         if not host.reachable or old is None:
             continue
         for item in ITEMS:
-            before, after = lookup(old, item)[0], lookup(host.facts, item)[0]
+            before, after = lookup(old, item)[0], lookup(host.node, item)[0]
             if before is not None and after is not None and before != after:
-                changes.setdefault((item.label, str(before), str(after)), []).append(host.name)
-        old_packages = old.get("packages") or {}
-        for name, after in (host.facts.get("packages") or {}).items():
-            before = old_packages.get(name)
-            if before is not None and before != after:
-                changes.setdefault((f"package {name}", str(before), str(after)), []).append(host.name)
+                changes.setdefault((item.label, before, after), []).append(host.name)
+        old_packages = old.packages or {}
+        for name, version in (host.node.packages or {}).items():
+            was = old_packages.get(name)
+            if was is not None and was != version:
+                changes.setdefault((f"package {name}", was, version), []).append(host.name)
     return [
         _result(
             status,
@@ -105,11 +105,11 @@ def _versions(baseline: RunReport, hosts: Sequence[HostReport], config: Config) 
 
 
 def _gpus(baseline: RunReport, hosts: Sequence[HostReport]) -> list[CheckResult]:
-    old_counts = {h.name: len(h.facts.get("gpus") or []) for h in baseline.hosts if h.reachable}
+    old_counts = {h.name: h.node.gpu_count for h in baseline.hosts if h.reachable}
     findings = []
     for host in hosts:
         before = old_counts.get(host.name)
-        after = len(host.facts.get("gpus") or [])
+        after = host.node.gpu_count
         if host.reachable and before and after < before:
             summary = f"{host.name} has {after} GPUs, {before} in the baseline run"
             findings.append(_result("fail", summary, [host.name], item="gpus", before=before, after=after))

@@ -1,12 +1,13 @@
 """``connect``: every host reached, authenticated, its host key accepted and the probe run.
 
 Hosts that could not be checked are grouped by cause, so fifty nodes behind one dead
-switch read as one line.
+switch read as one line; each finding of a group lists every host with its own message.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any, TypedDict, cast
 
 from preflight.check import Check
 from preflight.model import CheckResult, HostReport
@@ -25,6 +26,21 @@ _CAUSES = {
 }
 
 
+class Unreached(TypedDict):
+    """Hosts that could not be checked for one cause, each with its own message."""
+
+    cause: str  # a host error kind: "unreachable", "auth_refused"...
+    errors: dict[str, str]
+
+
+class Reached(TypedDict):
+    """The hosts reached and probed."""
+
+    reached: list[str]
+    accepted_host_keys: dict[str, Any]  # host -> the keys accepted on first connection
+    probe_s: dict[str, Any]  # host -> seconds the facts probe took
+
+
 def judge_connect(hosts: Sequence[HostReport]) -> list[CheckResult]:
     failed: dict[str, list[HostReport]] = {}
     for host in hosts:
@@ -40,42 +56,27 @@ def judge_connect(hosts: Sequence[HostReport]) -> list[CheckResult]:
             if len(group) == 1
             else f"{fold(names)}: {_CAUSES.get(kind, kind)} ({len(group)} hosts; e.g. {first})"
         )
-        results.append(
-            CheckResult(
-                check="connect",
-                status="error",
-                summary=summary,
-                hosts=tuple(names),
-                details={
-                    "cause": kind,
-                    "errors": {h.name: h.error.message for h in group if h.error},
-                },
-            )
-        )
-    accepted = {
-        h.name: keys for h in reached if (keys := (h.facts.get("connection") or {}).get("accepted_host_keys"))
-    }
+        unreached: Unreached = {
+            "cause": kind,
+            "errors": {h.name: h.error.message for h in group if h.error},
+        }
+        results.append(CheckResult("connect", "error", summary, tuple(names), unreached))
+    accepted = {h.name: keys for h in reached if (keys := h.node.connection.get("accepted_host_keys"))}
     if reached:
         note = f"; accepted new host keys of {fold(accepted)}" if accepted else ""
-        results.insert(
-            0,
-            CheckResult(
-                check="connect",
-                status="pass",
-                summary=f"{len(reached)} of {len(hosts)} hosts reached and probed{note}",
-                details={
-                    "reached": [h.name for h in reached],
-                    "accepted_host_keys": accepted,
-                    "probe_s": {h.name: (h.facts.get("connection") or {}).get("probe_s") for h in reached},
-                },
-            ),
-        )
+        details: Reached = {
+            "reached": [h.name for h in reached],
+            "accepted_host_keys": accepted,
+            "probe_s": {h.name: h.node.connection.get("probe_s") for h in reached},
+        }
+        summary = f"{len(reached)} of {len(hosts)} hosts reached and probed{note}"
+        results.insert(0, CheckResult(check="connect", status="pass", summary=summary, details=details))
     return results
 
 
 def _errors_table(result: CheckResult) -> list[Block]:
     """Hosts that failed alike, each with its own message."""
-    errors = result.details.get("errors")
+    errors = cast(Unreached, result.details).get("errors")
     if result.status != "error" or not isinstance(errors, Mapping) or len(errors) <= 1:
         return []
     rows = [[TCell(plain(h), "mono"), TCell(plain(m))] for h, m in list(errors.items())[:MAX_TABLE_ROWS]]

@@ -39,6 +39,13 @@ def _records(value: Any) -> list[Mapping[str, Any]]:
     return [v for v in value if isinstance(v, Mapping)] if isinstance(value, list) else []
 
 
+def version_text(value: Any) -> str:
+    """A version as text: ``torch.cuda.nccl.version()`` is a tuple on some builds (``2.21.5``)."""
+    if isinstance(value, list | tuple):
+        return ".".join(str(v) for v in value)
+    return str(value)
+
+
 def lookup(facts: Mapping[str, Any], path: Sequence[str]) -> Any:
     """The value at ``path`` (``("torch", "version")``), None where any step is missing."""
     node: Any = facts
@@ -219,8 +226,20 @@ class NodeFacts:
 
     @cached_property
     def packages(self) -> Mapping[str, str] | None:
+        """Installed packages, name -> version as pip lists them; None where the node could not
+        list them (``unavailable["packages"]`` says why)."""
         listed = self.raw.get("packages")
-        return {str(k): str(v) for k, v in listed.items()} if isinstance(listed, Mapping) else None
+        return {str(k): version_text(v) for k, v in listed.items()} if isinstance(listed, Mapping) else None
+
+    @cached_property
+    def sysctl(self) -> Mapping[str, int | str]:
+        """Kernel settings the node reported (``net.ipv4.neigh.default.gc_thresh3``): a number
+        as an int, anything else as text."""
+        return {
+            str(k): v
+            for k, v in _map(self.raw.get("sysctl")).items()
+            if isinstance(v, int | str) and not isinstance(v, bool)
+        }
 
     @cached_property
     def interfaces(self) -> list[Interface]:

@@ -6,6 +6,7 @@ minority named.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Hashable, Iterable, Mapping
 from typing import TypeVar
 
@@ -23,6 +24,11 @@ def fold(names: Iterable[str]) -> str:
         return str(NodeSet.fromlist(names))
     except NodeSetException:
         return ",".join(names)
+
+
+def natural_key(name: str) -> list[int | str]:
+    """Sort key that orders ``node2`` before ``node10``."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
 
 
 def group_by_value(values: Mapping[str, V]) -> list[tuple[V, list[str]]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from preflight.facts import NodeFacts
+from preflight.facts import NodeFacts, version_text
 from preflight.model import HostReport
 
 RUNS = Path(__file__).parent / "data" / "runs"
@@ -62,3 +62,30 @@ def test_a_host_report_builds_its_view_once() -> None:
     host = HostReport("n1", "10.0.0.1", reachable=True, facts={"hostname": "n1"})
     assert host.node is host.node
     assert host.node.hostname == "n1"
+
+
+def test_packages_read_as_version_text_and_a_tuple_version_as_dotted() -> None:
+    node = recorded("h100_node.json")
+    assert node.packages is not None and node.packages["numpy"] == "1.26.4"
+    listed = NodeFacts({"packages": {"torch": "2.5.1", "nvidia-nccl-cu12": [2, 21, 5]}})
+    assert listed.packages == {"torch": "2.5.1", "nvidia-nccl-cu12": "2.21.5"}
+    assert version_text((2, 21, 5)) == "2.21.5" and version_text("535.104.05") == "535.104.05"
+
+
+def test_kernel_settings_keep_numbers_and_text_and_drop_anything_else() -> None:
+    node = NodeFacts(
+        {
+            "sysctl": {
+                "net.ipv4.neigh.default.gc_thresh3": 1024,
+                "net.ipv4.ip_local_port_range": "32768 60999",
+                "net.core.somaxconn": True,
+                "kernel.odd": {"nested": 1},
+            }
+        }
+    )
+    assert node.sysctl == {
+        "net.ipv4.neigh.default.gc_thresh3": 1024,
+        "net.ipv4.ip_local_port_range": "32768 60999",
+    }
+    assert NodeFacts({"sysctl": "junk"}).sysctl == {}
+    assert recorded("cpu_node.json").sysctl == {}

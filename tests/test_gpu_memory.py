@@ -11,7 +11,7 @@ from checks import gpu_memory
 from checks.gpu_memory import fold_indices, judge_gpu_memory
 from preflight.config import Config, GpuMemorySection
 from preflight.units import GIB
-from tests.test_versions import CPU, DELETE, H100, cluster, load, only
+from tests.test_versions import CPU, DELETE, H100, cluster, load, only, typed
 
 BUSY_GPUS = load("h100_busy_gpus.json")
 H100_TOTAL = H100["gpus"][0]["memory_total_bytes"]
@@ -40,7 +40,7 @@ def used(used_bytes: int, processes: list[dict[str, Any]] | None = None) -> dict
 
 
 def test_a_healthy_cluster_is_one_pass_with_memory_per_node_and_gpu_for_charts() -> None:
-    result = only(judge_gpu_memory(cluster(H100, 3), Config()))
+    result = only(judge_gpu_memory(typed(cluster(H100, 3)), Config()))
     assert result.status == "pass"
     assert (
         result.summary == "12 GPUs on 3 nodes (4 per node, NVIDIA H100 80GB HBM3 79.6 GiB): free and healthy"
@@ -57,12 +57,12 @@ def test_a_healthy_cluster_is_one_pass_with_memory_per_node_and_gpu_for_charts()
 
 
 def test_no_gpus_on_any_node_is_a_skip_for_a_cpu_only_cluster() -> None:
-    result = only(judge_gpu_memory(cluster(CPU, 4), Config()))
+    result = only(judge_gpu_memory(typed(cluster(CPU, 4)), Config()))
     assert (result.status, result.summary) == ("skip", "no GPUs on any node: CPU-only cluster")
 
 
 def test_gpus_per_node_on_a_cpu_only_cluster_fails_naming_every_node_and_why() -> None:
-    result = only(judge_gpu_memory(cluster(CPU, 4), config(gpus_per_node=8)))
+    result = only(judge_gpu_memory(typed(cluster(CPU, 4)), config(gpus_per_node=8)))
     assert (result.status, result.hosts) == ("fail", ("gpu01", "gpu02", "gpu03", "gpu04"))
     assert result.summary.startswith(
         "gpu[01-04]: no GPUs, expected 8 per node (gpus_per_node): no NVIDIA driver"
@@ -70,7 +70,7 @@ def test_gpus_per_node_on_a_cpu_only_cluster_fails_naming_every_node_and_why() -
 
 
 def test_no_reachable_hosts_is_a_skip() -> None:
-    assert only(judge_gpu_memory({}, Config())).status == "skip"
+    assert only(judge_gpu_memory(typed({}), Config())).status == "skip"
 
 
 # --------------------------------------------------------------------------- GPU count
@@ -79,28 +79,28 @@ def test_no_reachable_hosts_is_a_skip() -> None:
 def test_a_node_without_gpus_among_gpu_nodes_fails_with_the_reason_it_gave() -> None:
     reason = "no NVIDIA driver: /proc/driver/nvidia/version missing"
     nodes = cluster(H100, 4, {"gpu02": {"gpus": DELETE, "unavailable": {"gpus": reason}}})
-    result = only(judge_gpu_memory(nodes, Config()))
+    result = only(judge_gpu_memory(typed(nodes), Config()))
     assert (result.status, result.hosts) == ("fail", ("gpu02",))
     assert result.summary == f"gpu02: no GPUs, expected 4 like the other nodes: {reason}"
 
 
 def test_a_node_with_fewer_gpus_than_the_others_fails() -> None:
     nodes = cluster(H100, 4, {"gpu03": {"gpus": H100["gpus"][:3]}})
-    result = only(judge_gpu_memory(nodes, Config()))
+    result = only(judge_gpu_memory(typed(nodes), Config()))
     assert (result.status, result.hosts) == ("fail", ("gpu03",))
     assert result.summary == "gpu03 has 3 GPUs, expected 4 like the other nodes"
     assert result.details["counts"] == {"gpu03": 3}
 
 
 def test_nodes_with_fewer_gpus_than_gpus_per_node_fail_even_when_they_agree() -> None:
-    result = only(judge_gpu_memory(cluster(H100, 4), config(gpus_per_node=8)))
+    result = only(judge_gpu_memory(typed(cluster(H100, 4)), config(gpus_per_node=8)))
     assert (result.status, len(result.hosts)) == ("fail", 4)
     assert result.summary == "gpu[01-04] have 4 GPUs, expected 8 per node (gpus_per_node)"
 
 
 def test_a_node_with_more_gpus_than_the_others_is_not_a_finding() -> None:
     nodes = cluster(H100, 4, {"gpu03": {"gpus": BUSY_GPUS[:1] * 8}})
-    assert only(judge_gpu_memory(nodes, Config())).status == "pass"
+    assert only(judge_gpu_memory(typed(nodes), Config())).status == "pass"
 
 
 # --------------------------------------------------------------------------- total memory
@@ -109,7 +109,7 @@ def test_a_node_with_more_gpus_than_the_others_is_not_a_finding() -> None:
 def test_a_gpu_with_less_total_memory_than_its_siblings_fails() -> None:
     smaller = H100_TOTAL - 2 * GIB
     nodes = cluster(H100, 4, {"gpu04": {"gpus": {1: {"memory_total_bytes": smaller}}}})
-    result = only(judge_gpu_memory(nodes, Config()))
+    result = only(judge_gpu_memory(typed(nodes), Config()))
     assert (result.status, result.hosts) == ("fail", ("gpu04",))
     assert result.summary == (
         "gpu04 GPU 1: 77.6 GiB total, the other NVIDIA H100 80GB HBM3 GPUs have 79.6 GiB (tolerance 1%)"
@@ -120,7 +120,7 @@ def test_a_gpu_with_less_total_memory_than_its_siblings_fails() -> None:
 def test_a_total_within_the_tolerance_is_not_a_finding() -> None:
     # Drivers reserve slightly different amounts: half a percent is not a different GPU.
     nodes = cluster(H100, 4, {"gpu04": {"gpus": {1: {"memory_total_bytes": int(H100_TOTAL * 0.995)}}}})
-    assert only(judge_gpu_memory(nodes, Config())).status == "pass"
+    assert only(judge_gpu_memory(typed(nodes), Config())).status == "pass"
 
 
 # --------------------------------------------------------------------------- free memory
@@ -129,7 +129,7 @@ def test_a_total_within_the_tolerance_is_not_a_finding() -> None:
 def test_a_busy_gpu_is_named_with_the_memory_in_use_and_the_process_holding_it() -> None:
     process = {"pid": 4242, "name": "python", "used_memory_bytes": 60 * GIB}
     nodes = cluster(H100, 4, {"gpu03": {"gpus": {2: used(int(61.2 * GIB), [process])}}})
-    result = only(judge_gpu_memory(nodes, Config()))
+    result = only(judge_gpu_memory(typed(nodes), Config()))
     assert (result.status, result.hosts) == ("fail", ("gpu03",))
     assert result.summary == "gpu03 GPU 2: 61.2 GiB of 79.6 GiB in use by pid 4242 (python)"
     assert result.details["processes"] == {"2": [process]}
@@ -138,7 +138,7 @@ def test_a_busy_gpu_is_named_with_the_memory_in_use_and_the_process_holding_it()
 def test_a_busy_node_recorded_in_the_wild_names_its_busy_gpus_and_no_process() -> None:
     # The recorded busy node: GPU 0 idle, GPUs 1-7 at 58333 MiB, no process table.
     nodes = cluster(H100, 4, {"gpu03": {"gpus": BUSY_GPUS}})
-    result = only(judge_gpu_memory(nodes, Config()))
+    result = only(judge_gpu_memory(typed(nodes), Config()))
     assert result.hosts == ("gpu03",)
     assert result.summary == (
         "gpu03 GPUs 1-7: 57.0 GiB of 79.6 GiB in use on each, no process listed (another container or user?)"
@@ -148,10 +148,10 @@ def test_a_busy_node_recorded_in_the_wild_names_its_busy_gpus_and_no_process() -
 
 def test_memory_used_by_our_own_processes_below_the_threshold_is_fine() -> None:
     # The recorded node has a 522 MiB jacobi process on each GPU: under 1 % of 80 GB.
-    assert only(judge_gpu_memory(cluster(H100, 2), Config())).status == "pass"
+    assert only(judge_gpu_memory(typed(cluster(H100, 2)), Config())).status == "pass"
     busy = cluster(H100, 2, {"gpu01": {"gpus": {0: used(20 * GIB)}}})
-    assert only(judge_gpu_memory(busy, config(min_free_fraction=0.5))).status == "pass"
-    assert only(judge_gpu_memory(busy, Config())).status == "fail"
+    assert only(judge_gpu_memory(typed(busy), config(min_free_fraction=0.5))).status == "pass"
+    assert only(judge_gpu_memory(typed(busy), Config())).status == "fail"
 
 
 # --------------------------------------------------------------------------- memory health
@@ -164,7 +164,7 @@ def test_memory_used_by_our_own_processes_below_the_threshold_is_fine() -> None:
 )
 def test_uncorrected_ecc_errors_fail_naming_node_and_gpu(change: dict[str, int]) -> None:
     nodes = cluster(H100, 4, {"gpu02": {"gpus": {3: change}}})
-    result = only(judge_gpu_memory(nodes, Config()))
+    result = only(judge_gpu_memory(typed(nodes), Config()))
     assert (result.status, result.hosts, result.details["item"]) == ("fail", ("gpu02",), "ecc_errors")
     assert result.summary.startswith("gpu02 GPU 3: uncorrected ECC errors (")
     assert result.summary.endswith("lifetime): drain the node, reset the GPU")
@@ -172,7 +172,7 @@ def test_uncorrected_ecc_errors_fail_naming_node_and_gpu(change: dict[str, int])
 
 def test_a_pending_row_remap_fails_asking_for_a_reset() -> None:
     nodes = cluster(H100, 4, {"gpu01": {"gpus": {0: {"remapped_rows": REMAP_PENDING}}}})
-    result = only(judge_gpu_memory(nodes, Config()))
+    result = only(judge_gpu_memory(typed(nodes), Config()))
     assert (result.status, result.hosts) == ("fail", ("gpu01",))
     assert result.summary == (
         "gpu01 GPU 0: row remapping pending (4 rows remapped for uncorrectable errors): "
@@ -183,18 +183,18 @@ def test_a_pending_row_remap_fails_asking_for_a_reset() -> None:
 def test_a_row_remap_failure_asks_for_the_gpu_to_be_replaced() -> None:
     failed = {**REMAP_PENDING, "pending": False, "failure": True}
     nodes = cluster(H100, 4, {"gpu01": {"gpus": {0: {"remapped_rows": failed}}}})
-    assert only(judge_gpu_memory(nodes, Config())).summary.endswith("replace the GPU")
+    assert only(judge_gpu_memory(typed(nodes), Config())).summary.endswith("replace the GPU")
 
 
 def test_pending_retired_pages_fail() -> None:
     nodes = cluster(H100, 4, {"gpu01": {"gpus": {2: {"retired_pages_pending": True}}}})
-    result = only(judge_gpu_memory(nodes, Config()))
+    result = only(judge_gpu_memory(typed(nodes), Config()))
     assert (result.status, result.details["item"]) == ("fail", "retired_pages")
 
 
 def test_ecc_disabled_where_others_have_it_enabled_warns() -> None:
     off = {i: {"ecc_mode": "disabled"} for i in range(4)}
-    result = only(judge_gpu_memory(cluster(H100, 4, {"gpu04": {"gpus": off}}), Config()))
+    result = only(judge_gpu_memory(typed(cluster(H100, 4, {"gpu04": {"gpus": off}})), Config()))
     assert (result.status, result.hosts) == ("warn", ("gpu04",))
     assert result.summary == "ECC disabled on gpu04 GPUs 0-3, enabled on gpu[01-03]"
 
@@ -207,24 +207,24 @@ def test_fields_nvml_does_not_support_are_not_findings() -> None:
         "remapped_rows": None,
     }
     nodes = cluster(H100, 2, {"gpu02": {"gpus": {i: unsupported for i in range(4)}}})
-    assert only(judge_gpu_memory(nodes, Config())).status == "pass"
+    assert only(judge_gpu_memory(typed(nodes), Config())).status == "pass"
 
 
 # --------------------------------------------------------------------------- one node, many nodes
 
 
 def test_one_node_is_still_checked_for_health_and_says_nothing_was_compared() -> None:
-    alone = only(judge_gpu_memory(cluster(H100, 1), Config()))
+    alone = only(judge_gpu_memory(typed(cluster(H100, 1)), Config()))
     assert alone.status == "pass"
     assert alone.summary.endswith("nothing compared (only one node reachable)")
     sick = cluster(H100, 1, {"gpu01": {"gpus": {0: {"remapped_rows": REMAP_PENDING}}}})
-    assert only(judge_gpu_memory(sick, Config())).status == "fail"
+    assert only(judge_gpu_memory(typed(sick), Config())).status == "fail"
 
 
 def test_a_thousand_nodes_with_one_bad_gpu_give_one_finding_naming_one_node_quickly() -> None:
     nodes = cluster(H100, 1000, {"gpu0777": {"gpus": {3: {"ecc_uncorrected_volatile": 1}}}})
     started = time.perf_counter()
-    result = only(judge_gpu_memory(nodes, Config()))
+    result = only(judge_gpu_memory(typed(nodes), Config()))
     assert time.perf_counter() - started < 2.0
     assert result.hosts == ("gpu0777",)
     assert result.summary.startswith("gpu0777 GPU 3: ")

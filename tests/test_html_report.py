@@ -17,10 +17,13 @@ from typing import Any
 
 import pytest
 
+from checks import gpu_memory, ports
+from checks.versions import version_matrix
 from preflight import units
 from preflight.errors import ExitCode
 from preflight.model import CheckResult, HostError, HostReport, RunReport
 from preflight.status import severity
+from preflight.view import Chart
 from reports import charts, html
 from reports.json_report import load
 from reports.summary import headline
@@ -160,7 +163,7 @@ def test_rendering_is_deterministic() -> None:
 
 def test_the_version_table_highlights_the_odd_values() -> None:
     report = load(REPORTS / "drift.json")
-    table = html.version_matrix(report)
+    table = version_matrix(report)
     assert table is not None
     assert table.head[1].startswith("node[1-2,4]") and table.head[2] == "node3"
     rows = {row[0].text: row for row in table.rows}
@@ -181,7 +184,7 @@ def test_a_cpu_only_cluster_says_so_instead_of_an_empty_chart() -> None:
 
 def test_the_ports_matrix_marks_the_blocked_probes() -> None:
     report = load(REPORTS / "blocked_port.json")
-    (chart, *_rest) = [b for b in html.ports_blocks(report) if isinstance(b, html.Chart)]
+    (chart, *_rest) = [b for b in ports.PRESENTATION.evidence(report) if isinstance(b, Chart)]
     svg = str(charts.draw(chart.figure))
     # node2 and node3 cannot reach node1's rendezvous port; everything else is open.
     assert svg.count('class="cell st-fail"') == 2
@@ -231,8 +234,8 @@ def test_a_thousand_nodes_still_name_every_culprit(large: RunReport, large_page:
 
 
 def test_gpu_memory_is_charted_per_node_and_gpu_with_the_busy_gpus_marked(large: RunReport) -> None:
-    (chart,) = html.gpu_blocks(large)
-    assert isinstance(chart, html.Chart)
+    (chart,) = gpu_memory.PRESENTATION.evidence(large)
+    assert isinstance(chart, Chart)
     svg = str(charts.draw(chart.figure))
     # Two culprit nodes and one folded row, eight GPUs each.
     assert svg.count('<g class="meter') == 3 * 8

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from checks.ports import GC_THRESH3, PortsObservation, judge_neighbour_limits, judge_ports
+from checks.ports import PortsObservation, judge_neighbour_limits, judge_ports
+from checks.ports.judge import GC_THRESH3
+from preflight.facts import NodeFacts
 
 DATA = Path(__file__).parent / "data" / "ports"
 
@@ -88,18 +90,16 @@ def test_a_master_that_does_not_resolve_fails_on_the_nodes_that_tried() -> None:
 NODE = json.loads((Path(__file__).parent / "data" / "runs" / "cpu_node.json").read_text())
 
 
-def flat_cluster(subnets: dict[str, int], gc_thresh3: int = 1024) -> dict[str, dict[str, object]]:
+def flat_cluster(subnets: dict[str, int], gc_thresh3: int = 1024) -> dict[str, NodeFacts]:
     """Nodes built from a recorded node's facts, numbered across the given /16 or /24 subnets."""
-    facts: dict[str, dict[str, object]] = {}
+    facts: dict[str, NodeFacts] = {}
     for subnet, count in subnets.items():
         network = ipaddress.ip_network(subnet)
         for address in itertools.islice(network.hosts(), count):
             name = f"gpu{len(facts) + 1:04d}"
-            facts[name] = {
-                **NODE,
-                "net": {"interfaces": [{"name": "eth0", "addresses": [f"{address}/{network.prefixlen}"]}]},
-                "sysctl": {GC_THRESH3: gc_thresh3},
-            }
+            interface = {"name": "eth0", "addresses": [f"{address}/{network.prefixlen}"]}
+            sysctl = {GC_THRESH3: gc_thresh3}
+            facts[name] = NodeFacts({**NODE, "net": {"interfaces": [interface]}, "sysctl": sysctl})
     return facts
 
 

@@ -12,11 +12,12 @@ from typing import Any
 import pytest
 
 from checks import versions
-from checks.expectations import matches
 from checks.versions import judge_versions
+from checks.versions.expectations import matches
 from preflight.check import CheckContext, HostSession
 from preflight.config import Config, VersionsSection
 from preflight.deadline import Deadline
+from preflight.facts import NodeFacts
 from preflight.inventory import HostSpec
 from preflight.model import CheckResult, HostReport
 
@@ -60,6 +61,11 @@ def cluster(
     return nodes
 
 
+def typed(facts: Mapping[str, Mapping[str, Any]]) -> dict[str, NodeFacts]:
+    """Hosts' facts as the judges read them (``CheckContext.nodes()``)."""
+    return {host: NodeFacts(node) for host, node in facts.items()}
+
+
 def only(results: list[CheckResult]) -> CheckResult:
     assert len(results) == 1, [r.summary for r in results]
     return results[0]
@@ -73,7 +79,7 @@ def config(**versions_settings: Any) -> Config:
 
 
 def test_nodes_that_agree_give_one_pass_counting_versions_and_packages() -> None:
-    result = only(judge_versions(cluster(H100, 3), Config()))
+    result = only(judge_versions(typed(cluster(H100, 3)), Config()))
     assert result.status == "pass"
     assert result.summary == "9 versions and 18 packages agree on 3 nodes"
     assert result.hosts == ()
@@ -83,14 +89,14 @@ def test_nodes_that_agree_give_one_pass_counting_versions_and_packages() -> None
 
 def test_a_cpu_cluster_passes_because_facts_missing_on_every_node_are_not_drift() -> None:
     # The recorded CPU node has no driver, no system NCCL and a CPU build of torch.
-    result = only(judge_versions(cluster(CPU, 3), Config()))
+    result = only(judge_versions(typed(cluster(CPU, 3)), Config()))
     assert result.status == "pass"
     assert "driver" not in result.details["versions"]
     assert result.summary.endswith("agree on 3 nodes")
 
 
 def test_no_reachable_hosts_is_a_skip() -> None:
-    assert only(judge_versions({}, Config())).status == "skip"
+    assert only(judge_versions(typed({}), Config())).status == "skip"
 
 
 # --------------------------------------------------------------------------- drift in facts
@@ -98,7 +104,7 @@ def test_no_reachable_hosts_is_a_skip() -> None:
 
 def test_driver_drift_names_the_minority_node_with_values_on_each_side() -> None:
     nodes = cluster(H100, 32, {"gpu31": {"driver": {"version": "535.154.05"}}})
-    result = only(judge_versions(nodes, Config()))
+    result = only(judge_versions(typed(nodes), Config()))
     assert result.status == "fail"
     assert result.hosts == ("gpu31",)
     assert result.summary == "NVIDIA driver differs: gpu31: 535.154.05 (majority gpu[01-30,32]: 550.54.15)"
@@ -110,7 +116,7 @@ def test_driver_drift_names_the_minority_node_with_values_on_each_side() -> None
 
 def test_a_tie_on_two_nodes_names_both_with_their_values() -> None:
     nodes = cluster(H100, 2, {"gpu02": {"driver": {"version": "535.154.05"}}})
-    result = only(judge_versions(nodes, Config()))
+    result = only(judge_versions(typed(nodes), Config()))
     assert result.status == "fail"
     assert set(result.hosts) == {"gpu01", "gpu02"}
     assert "no majority" in result.summary
@@ -120,7 +126,7 @@ def test_a_tie_on_two_nodes_names_both_with_their_values() -> None:
 
 def test_each_drifting_fact_is_its_own_finding() -> None:
     nodes = cluster(H100, 4, {"gpu03": {"driver": {"version": "535.154.05", "cuda": "12.2"}}})
-    results = judge_versions(nodes, Config())
+    results = judge_versions(typed(nodes), Config())
     assert [r.details["item"] for r in results] == ["driver", "cuda"]
     assert all(r.hosts == ("gpu03",) and r.status == "fail" for r in results)
 
@@ -135,13 +141,13 @@ def test_each_drifting_fact_is_its_own_finding() -> None:
     ],
 )
 def test_torch_cuda_cudnn_and_nccl_drift_fails(change: dict[str, Any], item: str) -> None:
-    result = only(judge_versions(cluster(H100, 4, {"gpu02": change}), Config()))
+    result = only(judge_versions(typed(cluster(H100, 4, {"gpu02": change})), Config()))
     assert (result.status, result.details["item"], result.hosts) == ("fail", item, ("gpu02",))
 
 
 def test_kernel_drift_only_warns() -> None:
     nodes = cluster(H100, 4, {"gpu04": {"os": {"kernel": "5.15.0-131-generic"}}})
-    result = only(judge_versions(nodes, Config()))
+    result = only(judge_versions(typed(nodes), Config()))
     assert (result.status, result.hosts) == ("warn", ("gpu04",))
     assert (
         result.summary
@@ -156,7 +162,7 @@ def test_kernel_drift_only_warns() -> None:
 )
 def test_python_drift_fails_on_major_minor_and_warns_on_patch(other_python: str, status: str) -> None:
     nodes = cluster(H100, 4, {"gpu02": {"python": {"version": other_python}}})
-    result = only(judge_versions(nodes, Config()))
+    result = only(judge_versions(typed(nodes), Config()))
     assert (result.status, result.details["item"], result.hosts) == (status, "python", ("gpu02",))
     assert f"gpu02: {other_python}" in result.summary
 
@@ -164,7 +170,7 @@ def test_python_drift_fails_on_major_minor_and_warns_on_patch(other_python: str,
 def test_a_fact_missing_on_one_node_is_drift_shown_as_not_found_with_the_reason() -> None:
     # The recorded CPU node has nvcc; the copy on gpu03 lost it from PATH.
     nodes = cluster(CPU, 4, {"gpu03": {"nvcc": DELETE, "unavailable": {"nvcc": "nvcc not found on PATH"}}})
-    result = only(judge_versions(nodes, Config()))
+    result = only(judge_versions(typed(nodes), Config()))
     assert (result.status, result.details["item"], result.hosts) == ("fail", "nvcc", ("gpu03",))
     assert "gpu03: (not found)" in result.summary
     assert result.details["missing"] == {"gpu03": "nvcc not found on PATH"}
@@ -172,7 +178,7 @@ def test_a_fact_missing_on_one_node_is_drift_shown_as_not_found_with_the_reason(
 
 def test_a_torch_cuda_build_among_cpu_builds_is_drift() -> None:
     nodes = cluster(CPU, 3, {"gpu01": {"torch": {"cuda": "12.4"}}})
-    result = only(judge_versions(nodes, Config()))
+    result = only(judge_versions(typed(nodes), Config()))
     assert result.details["item"] == "torch_cuda"
     assert result.hosts == ("gpu01",)
     assert result.details["majority"] == "(not found)"
@@ -195,7 +201,7 @@ def test_package_drift_warns_outside_the_training_stack_and_fails_inside(
     package: str, version: str, status: str
 ) -> None:
     nodes = cluster(H100, 4, {"gpu02": {"packages": {package: version}}})
-    result = only(judge_versions(nodes, Config()))
+    result = only(judge_versions(typed(nodes), Config()))
     assert (result.status, result.hosts) == (status, ("gpu02",))
     assert result.details["item"] == "packages"
     assert f"gpu02: {version}" in result.summary
@@ -204,7 +210,7 @@ def test_package_drift_warns_outside_the_training_stack_and_fails_inside(
 
 def test_configured_stack_packages_fail_like_the_built_in_stack() -> None:
     nodes = cluster(H100, 4, {"gpu02": {"packages": {"transformers": "4.47.0"}}})
-    result = only(judge_versions(nodes, config(stack_packages=("transformers",))))
+    result = only(judge_versions(typed(nodes), config(stack_packages=("transformers",))))
     assert result.status == "fail"
 
 
@@ -213,26 +219,26 @@ def test_configured_stack_packages_fail_like_the_built_in_stack() -> None:
 )
 def test_package_drift_policy_decides_what_other_packages_do(policy: str, expected: list[str]) -> None:
     nodes = cluster(H100, 4, {"gpu02": {"packages": {"numpy": "2.1.0"}}})
-    assert [r.status for r in judge_versions(nodes, config(package_drift=policy))] == expected
+    assert [r.status for r in judge_versions(typed(nodes), config(package_drift=policy))] == expected
 
 
 def test_ignore_policy_never_hides_training_stack_drift() -> None:
     nodes = cluster(H100, 4, {"gpu02": {"packages": {"numpy": "2.1.0", "triton": "3.0.0"}}})
-    result = only(judge_versions(nodes, config(package_drift="ignore")))
+    result = only(judge_versions(typed(nodes), config(package_drift="ignore")))
     assert (result.status, list(result.details["packages"])) == ("fail", ["triton"])
 
 
 @pytest.mark.parametrize("pattern", ["numpy", "NumPy", "num*"])
 def test_ignored_packages_are_never_compared(pattern: str) -> None:
     nodes = cluster(H100, 4, {"gpu02": {"packages": {"numpy": "2.1.0"}}})
-    result = only(judge_versions(nodes, config(ignore_packages=(pattern,))))
+    result = only(judge_versions(typed(nodes), config(ignore_packages=(pattern,))))
     assert result.status == "pass"
     assert "17 packages" in result.summary
 
 
 def test_an_extra_package_on_one_node_is_drift_against_not_installed() -> None:
     nodes = cluster(H100, 4, {"gpu03": {"packages": {"flash-attn": "2.6.3"}}})
-    result = only(judge_versions(nodes, Config()))
+    result = only(judge_versions(typed(nodes), Config()))
     assert (result.status, result.hosts) == ("warn", ("gpu03",))
     assert (
         result.summary == "package flash-attn differs: gpu03: 2.6.3 (majority gpu[01-02,04]: (not installed))"
@@ -241,7 +247,7 @@ def test_an_extra_package_on_one_node_is_drift_against_not_installed() -> None:
 
 def test_a_package_missing_on_one_node_shows_not_installed() -> None:
     nodes = cluster(H100, 4, {"gpu03": {"packages": {"nvidia-nccl-cu12": DELETE}}})
-    result = only(judge_versions(nodes, Config()))
+    result = only(judge_versions(typed(nodes), Config()))
     assert (result.status, result.hosts) == ("fail", ("gpu03",))
     assert "gpu03: (not installed)" in result.summary
 
@@ -250,7 +256,7 @@ def test_many_packages_drifting_on_the_same_nodes_read_as_one_finding_per_node_s
     # A node with its own environment: four other packages and one stack package differ.
     drift = {"numpy": "2.1.0", "pyzmq": "26.2.0", "transformers": "4.44.2", "torchvision": "0.19.0"}
     nodes = cluster(H100, 8, {"gpu05": {"packages": {**drift, "triton": "3.0.0", "rich": "13.9.4"}}})
-    results = judge_versions(nodes, Config())
+    results = judge_versions(typed(nodes), Config())
     assert [r.status for r in results] == ["fail", "warn"]
     stack, other = results
     assert stack.hosts == other.hosts == ("gpu05",)
@@ -263,20 +269,20 @@ def test_many_packages_drifting_on_the_same_nodes_read_as_one_finding_per_node_s
 
 def test_torch_is_compared_once_as_torch_reports_it_not_again_as_a_package() -> None:
     nodes = cluster(H100, 4, {"gpu02": {"torch": {"version": "2.4.1+cu124"}, "packages": {"torch": "2.4.1"}}})
-    result = only(judge_versions(nodes, Config()))
+    result = only(judge_versions(typed(nodes), Config()))
     assert result.details["item"] == "torch"
 
 
 def test_package_names_are_compared_as_pip_normalises_them() -> None:
     nodes = cluster(H100, 2, {"gpu02": {"packages": {"numpy": DELETE, "NumPy": "1.26.4"}}})
-    assert only(judge_versions(nodes, Config())).status == "pass"
+    assert only(judge_versions(typed(nodes), Config())).status == "pass"
 
 
 def test_a_node_that_could_not_list_packages_is_named_once_not_per_package() -> None:
     nodes = cluster(
         H100, 4, {"gpu02": {"packages": DELETE, "unavailable": {"packages": "importlib.metadata failed"}}}
     )
-    result = only(judge_versions(nodes, Config()))
+    result = only(judge_versions(typed(nodes), Config()))
     assert (result.status, result.hosts) == ("fail", ("gpu02",))
     assert "importlib.metadata failed" in result.summary
 
@@ -325,14 +331,14 @@ def test_expectations_that_hold_are_counted_in_the_pass() -> None:
         "nvidia-nccl-cu12": "2.21.5",
         "cuda": "12.4",
     }
-    result = only(judge_versions(cluster(H100, 4), Config(expect=expect)))
+    result = only(judge_versions(typed(cluster(H100, 4)), Config(expect=expect)))
     assert result.status == "pass"
     assert result.summary.endswith("; 5 expectations met")
 
 
 def test_an_unmet_expectation_fails_naming_the_node_the_wanted_and_the_actual_value() -> None:
     nodes = cluster(H100, 4, {"gpu03": {"packages": {"nvidia-nccl-cu12": "2.20.5"}}})
-    results = judge_versions(nodes, Config(expect={"nvidia-nccl-cu12": "2.21.5"}))
+    results = judge_versions(typed(nodes), Config(expect={"nvidia-nccl-cu12": "2.21.5"}))
     expectation = results[0]
     assert (expectation.status, expectation.hosts) == ("fail", ("gpu03",))
     assert expectation.summary == "expected nvidia-nccl-cu12 2.21.5: gpu03: 2.20.5"
@@ -342,26 +348,26 @@ def test_an_unmet_expectation_fails_naming_the_node_the_wanted_and_the_actual_va
 
 
 def test_an_expected_fact_a_node_lacks_names_the_node_and_why() -> None:
-    result = only(judge_versions(cluster(CPU, 2), Config(expect={"driver": ">=535"})))
+    result = only(judge_versions(typed(cluster(CPU, 2)), Config(expect={"driver": ">=535"})))
     assert (result.status, result.hosts) == ("fail", ("gpu01", "gpu02"))
     assert result.summary.startswith("expected driver >=535: gpu[01-02]: (not found: no NVIDIA driver")
 
 
 def test_a_specifier_against_a_value_that_is_not_a_version_fails_and_says_so() -> None:
     nodes = cluster(H100, 2, {"gpu02": {"driver": {"version": "N/A"}}})
-    result = judge_versions(nodes, Config(expect={"driver": ">=535"}))[0]
+    result = judge_versions(typed(nodes), Config(expect={"driver": ">=535"}))[0]
     assert result.hosts == ("gpu02",)
     assert result.summary == "expected driver >=535: gpu02: N/A ('N/A' is not a version)"
 
 
 def test_an_expected_name_that_is_neither_a_fact_nor_a_package_on_any_node_fails() -> None:
-    result = only(judge_versions(cluster(CPU, 2), Config(expect={"numpy": "1.26"})))
+    result = only(judge_versions(typed(cluster(CPU, 2)), Config(expect={"numpy": "1.26"})))
     assert result.status == "fail"
     assert result.summary.startswith("expected numpy 1.26 but no node has it")
 
 
 def test_an_invalid_specifier_fails_naming_the_expect_key() -> None:
-    result = only(judge_versions(cluster(H100, 2), Config(expect={"driver": ">=five"})))
+    result = only(judge_versions(typed(cluster(H100, 2)), Config(expect={"driver": ">=five"})))
     assert result.status == "fail"
     assert result.summary.startswith("expect.driver = '>=five' is not a valid version specifier")
 
@@ -371,12 +377,12 @@ def test_an_invalid_specifier_fails_naming_the_expect_key() -> None:
 
 def test_one_node_still_checks_expectations_and_says_nothing_was_compared() -> None:
     one = cluster(H100, 1)
-    met = only(judge_versions(one, Config(expect={"torch": "2.5"})))
+    met = only(judge_versions(typed(one), Config(expect={"torch": "2.5"})))
     assert met.status == "pass"
     assert "nothing compared" in met.summary
-    unmet = only(judge_versions(one, Config(expect={"torch": "2.4"})))
+    unmet = only(judge_versions(typed(one), Config(expect={"torch": "2.4"})))
     assert (unmet.status, unmet.hosts) == ("fail", ("gpu01",))
-    alone = only(judge_versions(one, Config()))
+    alone = only(judge_versions(typed(one), Config()))
     assert alone.status == "skip"
     assert alone.summary == "only gpu01 reachable: nothing compared"
 
@@ -384,7 +390,7 @@ def test_one_node_still_checks_expectations_and_says_nothing_was_compared() -> N
 def test_a_thousand_nodes_with_one_odd_driver_give_one_finding_quickly() -> None:
     nodes = cluster(H100, 1000, {"gpu0517": {"driver": {"version": "535.154.05"}}})
     started = time.perf_counter()
-    result = only(judge_versions(nodes, Config()))
+    result = only(judge_versions(typed(nodes), Config()))
     assert time.perf_counter() - started < 5.0
     assert result.hosts == ("gpu0517",)
     assert "gpu[0001-0516,0518-1000]: 550.54.15" in result.summary

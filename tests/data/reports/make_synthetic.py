@@ -321,8 +321,9 @@ def build() -> RunReport:
     config = Config()
     results: list[CheckResult] = []
     results += judge_connect(hosts)
-    results += judge_versions(reachable, config)
-    results += judge_gpu_memory(reachable, config)
+    nodes = {h.name: h.node for h in hosts if h.reachable}
+    results += judge_versions(nodes, config)
+    results += judge_gpu_memory(nodes, config)
     results += judge_ports(ports_observation(list(reachable), rng))
     results += job_results(
         list(reachable),

@@ -1,7 +1,6 @@
-"""``gpu_memory``: every node has its GPUs, with their full memory free and no memory faults.
-
-Names the node and the GPU: missing GPUs, a smaller GPU than its siblings, memory held by
-someone else's process (with its pid), uncorrected ECC errors, pending row remaps.
+"""The ``gpu_memory`` judge (pure): GPU count, model and total memory against the other nodes,
+free memory, and memory health (ECC, row remaps, retired pages), from the nodes' typed facts;
+and the typed details a report charts from.
 """
 
 from __future__ import annotations
@@ -9,15 +8,14 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Required, TypedDict
 
-from preflight.check import Check, CheckContext
 from preflight.config import Config
+from preflight.facts import GpuFacts, NodeFacts
 from preflight.model import CheckResult
 from preflight.nodeset import fold, group_by_value, minority
 from preflight.status import Status
 from preflight.units import gib
-from preflight.view import Presentation, advice_by_item
 
 NAME = "gpu_memory"
 
@@ -25,16 +23,45 @@ NAME = "gpu_memory"
 _LISTED_PROCESSES = 3
 
 
+class GpuRow(TypedDict):
+    """One GPU as the details list it: the numbers a report charts per node and GPU."""
+
+    index: int
+    name: str
+    uuid: str | None
+    total_bytes: int | None
+    used_bytes: int | None
+    free_bytes: int | None
+
+
+class GpuDetails(TypedDict, total=False):
+    """The details of every ``gpu_memory`` finding: ``item`` says which, ``gpus`` (host -> the
+    GPUs concerned) is what the report marks; the other keys go with their items."""
+
+    item: Required[str]
+    gpus: dict[str, list[GpuRow]]
+    counts: dict[str, int]  # gpu_count, gpus (the pass)
+    expected: int  # gpu_count
+    reasons: dict[str, str | None]  # gpu_count: why a node has none
+    majority: str | None  # gpu_model
+    values: dict[str, list[str]]  # gpu_model: model -> hosts
+    model: str  # memory_total
+    expected_bytes: int | None  # memory_total
+    min_free_fraction: float  # memory_free
+    processes: dict[str, list[Mapping[str, Any]] | None]  # memory_free: by GPU index
+    errors: dict[str, dict[str, int | None]]  # ecc_errors: by GPU index
+    remapped_rows: dict[str, Mapping[str, Any]]  # remapped_rows: by GPU index
+
+
 def _int(value: Any) -> int | None:
-    # NVML answers "not supported" for some fields on some GPUs; the probe writes null.
+    # A count inside remapped_rows, as NVML reported it (null where not supported).
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return int(value)
 
 
-def _count(value: Any) -> str:
-    number = _int(value)
-    return "n/a" if number is None else str(number)
+def _count(value: int | None) -> str:
+    return "n/a" if value is None else str(value)
 
 
 @dataclass(frozen=True)
@@ -45,48 +72,46 @@ class _Gpu:
     total: int | None
     used: int | None
     free: int | None
-    raw: Mapping[str, Any]
+    facts: GpuFacts
 
     @classmethod
-    def parse(cls, host: str, position: int, raw: Mapping[str, Any]) -> _Gpu:
-        total = _int(raw.get("memory_total_bytes"))
-        used = _int(raw.get("memory_used_bytes"))
-        free = _int(raw.get("memory_free_bytes"))
+    def parse(cls, host: str, position: int, gpu: GpuFacts) -> _Gpu:
+        total = gpu.memory_total_bytes
+        used = gpu.memory_used_bytes
+        free = gpu.memory_free_bytes
         if free is None and total is not None and used is not None:
             free = total - used
         if used is None and total is not None and free is not None:
             used = total - free
-        index = _int(raw.get("index"))
+        index = gpu.index
         return cls(
             host=host,
             index=position if index is None else index,
-            name=str(raw.get("name") or "unknown GPU"),
+            name=gpu.name or "unknown GPU",
             total=total,
             used=used,
             free=free,
-            raw=raw,
+            facts=gpu,
         )
 
-    def row(self) -> dict[str, Any]:
-        """The numbers a report charts per node and GPU."""
+    def row(self) -> GpuRow:
         return {
             "index": self.index,
             "name": self.name,
-            "uuid": self.raw.get("uuid"),
+            "uuid": self.facts.uuid,
             "total_bytes": self.total,
             "used_bytes": self.used,
             "free_bytes": self.free,
         }
 
 
-def _gpus_of(host: str, facts: Mapping[str, Any]) -> tuple[list[_Gpu], str | None]:
+def _gpus_of(host: str, node: NodeFacts) -> tuple[list[_Gpu], str | None]:
     """The node's GPUs, and why there are none when there are none."""
-    listed = facts.get("gpus")
-    unavailable = facts.get("unavailable")
-    reason = unavailable.get("gpus") if isinstance(unavailable, Mapping) else None
-    if not isinstance(listed, list):
+    listed = node.gpus
+    reason = node.unavailable.get("gpus")
+    if listed is None:
         return [], str(reason or "GPUs not reported")
-    gpus = [_Gpu.parse(host, i, g) for i, g in enumerate(listed) if isinstance(g, Mapping)]
+    gpus = [_Gpu.parse(host, i, g) for i, g in enumerate(listed)]
     return gpus, (None if gpus else str(reason or "no GPUs listed"))
 
 
@@ -119,14 +144,14 @@ def _per_gpu(gpus: Sequence[_Gpu], describe: Callable[[_Gpu], str]) -> str:
     return "; ".join(f"GPU {g.index}: {describe(g)}" for g in gpus)
 
 
-def _rows(gpus: Iterable[_Gpu]) -> dict[str, list[dict[str, Any]]]:
-    rows: dict[str, list[dict[str, Any]]] = {}
+def _rows(gpus: Iterable[_Gpu]) -> dict[str, list[GpuRow]]:
+    rows: dict[str, list[GpuRow]] = {}
     for gpu in gpus:
         rows.setdefault(gpu.host, []).append(gpu.row())
     return rows
 
 
-def _finding(status: Status, summary: str, hosts: Iterable[str], details: dict[str, Any]) -> CheckResult:
+def _finding(status: Status, summary: str, hosts: Iterable[str], details: GpuDetails) -> CheckResult:
     return CheckResult(NAME, status, summary, tuple(dict.fromkeys(hosts)), details)
 
 
@@ -151,7 +176,7 @@ def _count_findings(
     short = {h: c for h, c in counts.items() if c < expected}
     results: list[CheckResult] = []
     for count, hosts in sorted(group_by_value(short), key=lambda item: item[0]):
-        details: dict[str, Any] = {
+        details: GpuDetails = {
             "item": "gpu_count",
             "expected": expected,
             "counts": {h: count for h in hosts},
@@ -179,7 +204,7 @@ def _model_findings(by_host: Mapping[str, list[_Gpu]]) -> list[CheckResult]:
     shown = "; ".join(f"{fold(hosts)}: {model}" for model, hosts in odd)
     if majority is not None:
         shown += f" (majority {majority})"
-    details = {"item": "gpu_model", "majority": majority, "values": dict(group_by_value(models))}
+    details: GpuDetails = {"item": "gpu_model", "majority": majority, "values": dict(group_by_value(models))}
     return [_finding("warn", f"GPU models differ: {shown}", culprits, details)]
 
 
@@ -212,7 +237,12 @@ def _total_findings(gpus: Sequence[_Gpu], tolerance: float) -> list[CheckResult]
             f"{where}: {gib(total)} GiB total, the other {model} GPUs have {gib(ref)} GiB"
             f" (tolerance {tolerance:.0%})"
         )
-        details = {"item": "memory_total", "model": model, "expected_bytes": ref, "gpus": _rows(group)}
+        details: GpuDetails = {
+            "item": "memory_total",
+            "model": model,
+            "expected_bytes": ref,
+            "gpus": _rows(group),
+        }
         results.append(_finding("fail", summary, hosts, details))
     for model, group in tied.items():
         smallest = min(g.total for g in group if g.total is not None)
@@ -221,9 +251,14 @@ def _total_findings(gpus: Sequence[_Gpu], tolerance: float) -> list[CheckResult]
             continue
         per_host = {g.host: gib(g.total or 0) + " GiB" for g in group}
         shown = "; ".join(f"{fold(h)}: {v}" for v, h in group_by_value(per_host))
-        details = {"item": "memory_total", "model": model, "expected_bytes": None, "gpus": _rows(group)}
+        tied_details: GpuDetails = {
+            "item": "memory_total",
+            "model": model,
+            "expected_bytes": None,
+            "gpus": _rows(group),
+        }
         summary = f"{model} total memory differs, no majority: {shown}"
-        results.append(_finding("fail", summary, per_host, details))
+        results.append(_finding("fail", summary, per_host, tied_details))
     return results
 
 
@@ -231,15 +266,14 @@ def _processes(gpus: Sequence[_Gpu]) -> str:
     listed: dict[Any, str] = {}
     unknown = False
     for gpu in gpus:
-        processes = gpu.raw.get("processes")
-        if not isinstance(processes, list):
+        processes = gpu.facts.processes
+        if processes is None:
             unknown = True
             continue
         for process in processes:
-            if isinstance(process, Mapping):
-                pid = process.get("pid")
-                name = process.get("name") or "?"
-                listed.setdefault(pid, f"pid {pid} ({name})")
+            pid = process.get("pid")
+            name = process.get("name") or "?"
+            listed.setdefault(pid, f"pid {pid} ({name})")
     if not listed:
         # Processes of another container or PID namespace hold memory but are not listed.
         return "processes not reported" if unknown else "no process listed (another container or user?)"
@@ -265,11 +299,11 @@ def _busy_findings(by_host: Mapping[str, list[_Gpu]], min_free_fraction: float) 
         processes = _processes(busy)
         joiner = " " if processes.startswith("by ") else ", "
         summary = f"{host} {_which(busy)}: {amount}{joiner}{processes}"
-        details = {
+        details: GpuDetails = {
             "item": "memory_free",
             "min_free_fraction": min_free_fraction,
             "gpus": _rows(busy),
-            "processes": {str(g.index): g.raw.get("processes") for g in busy},
+            "processes": {str(g.index): g.facts.processes for g in busy},
         }
         results.append(_finding("fail", summary, [host], details))
     return results
@@ -281,27 +315,26 @@ def _health_findings(by_host: Mapping[str, list[_Gpu]]) -> list[CheckResult]:
         ecc = [
             g
             for g in gpus
-            if (_int(g.raw.get("ecc_uncorrected_volatile")) or 0) > 0
-            or (_int(g.raw.get("ecc_uncorrected_aggregate")) or 0) > 0
+            if (g.facts.ecc_uncorrected_volatile or 0) > 0 or (g.facts.ecc_uncorrected_aggregate or 0) > 0
         ]
         if ecc:
             counts = _per_gpu(
                 ecc,
                 lambda g: (
-                    f"{_count(g.raw.get('ecc_uncorrected_volatile'))} since the driver loaded, "
-                    f"{_count(g.raw.get('ecc_uncorrected_aggregate'))} lifetime"
+                    f"{_count(g.facts.ecc_uncorrected_volatile)} since the driver loaded, "
+                    f"{_count(g.facts.ecc_uncorrected_aggregate)} lifetime"
                 ),
             )
             summary = (
                 f"{host} {_which(ecc)}: uncorrected ECC errors ({counts}): drain the node, reset the GPU"
             )
-            details = {
+            details: GpuDetails = {
                 "item": "ecc_errors",
                 "gpus": _rows(ecc),
                 "errors": {
                     str(g.index): {
-                        "volatile": g.raw.get("ecc_uncorrected_volatile"),
-                        "aggregate": g.raw.get("ecc_uncorrected_aggregate"),
+                        "volatile": g.facts.ecc_uncorrected_volatile,
+                        "aggregate": g.facts.ecc_uncorrected_aggregate,
                     }
                     for g in ecc
                 },
@@ -313,24 +346,22 @@ def _health_findings(by_host: Mapping[str, list[_Gpu]]) -> list[CheckResult]:
             failed = any("failed" in (_remap_state(g) or "") for g in remap)
             action = "replace the GPU" if failed else "reset the GPU or reboot the node before the run"
             summary = f"{host} {_which(remap)}: {states}: {action}"
-            details = {
+            remapped: GpuDetails = {
                 "item": "remapped_rows",
                 "gpus": _rows(remap),
-                "remapped_rows": {str(g.index): g.raw.get("remapped_rows") for g in remap},
+                "remapped_rows": {str(g.index): g.facts.remapped_rows for g in remap},
             }
-            results.append(_finding("fail", summary, [host], details))
-        retired = [g for g in gpus if g.raw.get("retired_pages_pending") is True]
+            results.append(_finding("fail", summary, [host], remapped))
+        retired = [g for g in gpus if g.facts.retired_pages_pending is True]
         if retired:
             summary = f"{host} {_which(retired)}: retired memory pages pending: reboot before the run"
-            details = {"item": "retired_pages", "gpus": _rows(retired)}
-            results.append(_finding("fail", summary, [host], details))
+            pending: GpuDetails = {"item": "retired_pages", "gpus": _rows(retired)}
+            results.append(_finding("fail", summary, [host], pending))
     return results
 
 
 def _remap_state(gpu: _Gpu) -> str | None:
-    rows = gpu.raw.get("remapped_rows")
-    if not isinstance(rows, Mapping):
-        return None
+    rows = gpu.facts.remapped_rows
     uncorrectable = _int(rows.get("uncorrectable")) or 0
     if rows.get("failure"):
         return f"row remapping failed ({uncorrectable} rows remapped for uncorrectable errors)"
@@ -341,8 +372,8 @@ def _remap_state(gpu: _Gpu) -> str | None:
 
 def _ecc_mode_findings(by_host: Mapping[str, list[_Gpu]]) -> list[CheckResult]:
     """ECC off on some GPUs while on elsewhere: the same model then has more memory and no error checks."""
-    enabled = {h for h, gpus in by_host.items() for g in gpus if g.raw.get("ecc_mode") == "enabled"}
-    disabled = {h: [g for g in gpus if g.raw.get("ecc_mode") == "disabled"] for h, gpus in by_host.items()}
+    enabled = {h for h, gpus in by_host.items() for g in gpus if g.facts.ecc_mode == "enabled"}
+    disabled = {h: [g for g in gpus if g.facts.ecc_mode == "disabled"] for h, gpus in by_host.items()}
     disabled = {h: gpus for h, gpus in disabled.items() if gpus}
     if not enabled or not disabled:
         return []
@@ -350,18 +381,18 @@ def _ecc_mode_findings(by_host: Mapping[str, list[_Gpu]]) -> list[CheckResult]:
     if len(disabled) > 4:
         where += f" and {len(disabled) - 4} more nodes"
     summary = f"ECC disabled on {where}, enabled on {fold(sorted(enabled - set(disabled)) or enabled)}"
-    details = {"item": "ecc_mode", "gpus": _rows(g for gpus in disabled.values() for g in gpus)}
+    details: GpuDetails = {"item": "ecc_mode", "gpus": _rows(g for gpus in disabled.values() for g in gpus)}
     return [_finding("warn", summary, disabled, details)]
 
 
-def judge_gpu_memory(facts: Mapping[str, Mapping[str, Any]], config: Config) -> list[CheckResult]:
-    """Findings for GPU count, memory size, free memory and memory health across ``facts``."""
-    if not facts:
+def judge_gpu_memory(nodes: Mapping[str, NodeFacts], config: Config) -> list[CheckResult]:
+    """Findings for GPU count, memory size, free memory and memory health across ``nodes``."""
+    if not nodes:
         return [CheckResult(NAME, "skip", "no reachable hosts: no GPUs to check")]
     by_host: dict[str, list[_Gpu]] = {}
     reasons: dict[str, str] = {}
-    for host, host_facts in facts.items():
-        gpus, reason = _gpus_of(host, host_facts)
+    for host, node in nodes.items():
+        gpus, reason = _gpus_of(host, node)
         by_host[host] = gpus
         if reason is not None:
             reasons[host] = reason
@@ -369,8 +400,8 @@ def judge_gpu_memory(facts: Mapping[str, Mapping[str, Any]], config: Config) -> 
     all_gpus = [g for gpus in by_host.values() for g in gpus]
     settings = config.gpu_memory
     if not all_gpus and not settings.gpus_per_node:
-        details = {"item": "gpu_count", "reasons": reasons}
-        return [CheckResult(NAME, "skip", "no GPUs on any node: CPU-only cluster", (), details)]
+        cpu_only: GpuDetails = {"item": "gpu_count", "reasons": dict(reasons)}
+        return [CheckResult(NAME, "skip", "no GPUs on any node: CPU-only cluster", (), cpu_only)]
     results = _count_findings(counts, reasons, by_host, config)
     results += _model_findings(by_host)
     results += _total_findings(all_gpus, settings.total_tolerance)
@@ -382,41 +413,10 @@ def judge_gpu_memory(facts: Mapping[str, Mapping[str, Any]], config: Config) -> 
     models = Counter(f"{g.name} {gib(g.total)} GiB" for g in all_gpus if g.total is not None)
     fewest, most = min(counts.values()), max(counts.values())
     layout = f"{fewest} per node" if fewest == most else f"{fewest}-{most} per node"
-    alone = "; nothing compared (only one node reachable)" if len(facts) < 2 else ""
+    alone = "; nothing compared (only one node reachable)" if len(nodes) < 2 else ""
     summary = (
-        f"{len(all_gpus)} GPUs on {len(facts)} node{'s' if len(facts) != 1 else ''} ({layout}, "
+        f"{len(all_gpus)} GPUs on {len(nodes)} node{'s' if len(nodes) != 1 else ''} ({layout}, "
         f"{', '.join(models)}): free and healthy{alone}"
     )
-    details = {"item": "gpus", "gpus": _rows(all_gpus), "counts": counts}
+    details: GpuDetails = {"item": "gpus", "gpus": _rows(all_gpus), "counts": counts}
     return [CheckResult(NAME, "pass", summary, (), details)]
-
-
-def _run(ctx: CheckContext) -> list[CheckResult]:
-    return judge_gpu_memory(ctx.facts(), ctx.config)
-
-
-PRESENTATION = Presentation(
-    heading="GPU memory",
-    about="every node has its GPUs, free and without memory faults",
-    advice=advice_by_item(
-        {
-            "memory_free": "Stop the processes named (nvidia-smi on the node lists them) or wait "
-            "for the other job before launching.",
-            "ecc_errors": "Drain the node and reset the GPU; replace it if the errors return.",
-            "remapped_rows": "Reset the GPU or reboot the node before the run; replace the GPU "
-            "if row remapping failed.",
-            "retired_pages": "Reboot the node before the run.",
-            "gpu_count": "Check nvidia-smi and dmesg (Xid errors) on the node, and "
-            "CUDA_VISIBLE_DEVICES; a lost GPU needs a reset or a reboot.",
-            "memory_total": "A GPU in MIG mode, or another SKU: check nvidia-smi -q on the node.",
-            "ecc_mode": "Enable ECC (nvidia-smi -e 1, then reboot) so that every GPU behaves alike.",
-        }
-    ),
-)
-
-CHECK = Check(
-    name=NAME,
-    title="every node has its GPUs, their memory free and without ECC or row-remap faults",
-    run=_run,
-    presentation=PRESENTATION,
-)

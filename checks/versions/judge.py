@@ -1,11 +1,6 @@
-"""``versions``: the NVIDIA driver, CUDA, cuDNN, NCCL, Python, torch and every package agree
-across nodes and meet ``[expect]``. Drift names the minority nodes and the values on each
-side, folded by node set (``gpu31: 550.54.15 (majority gpu[01-30]: 535.104.05)``).
-
-``[expect]`` names a fact or a package. Facts: ``driver`` (driver.version), ``cuda`` (the
-driver's CUDA), ``torch``, ``torch_cuda``, ``cudnn`` and ``nccl`` (as torch reports them),
-``nccl_system``, ``cudnn_system``, ``nvcc``, ``python``, ``kernel`` and ``os`` (the OS name).
-Any other name is a package as pip lists it (``numpy``, ``nvidia-nccl-cu12``).
+"""The ``versions`` judge: which facts and packages it compares (:data:`ITEMS`, also the rows
+of the version matrix), how one node's value is read, and the findings for drift and for
+``[expect]``. Pure: it reads the nodes' typed facts and writes typed details.
 """
 
 from __future__ import annotations
@@ -14,15 +9,14 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
-from typing import Any, Literal
+from typing import Literal, NotRequired, Required, TypedDict
 
-from checks.expectations import matches, specifier_error
-from preflight.check import Check, CheckContext
+from checks.versions.expectations import matches, specifier_error
 from preflight.config import Config
+from preflight.facts import NodeFacts, version_text
 from preflight.model import CheckResult
 from preflight.nodeset import fold, group_by_value, minority
 from preflight.status import Status
-from preflight.view import Presentation
 
 NAME = "versions"
 
@@ -36,32 +30,88 @@ Severity = Literal["fail", "warn", "python"]
 
 
 @dataclass(frozen=True)
-class _Item:
-    """One compared fact: its ``[expect]`` name, how a summary calls it, where it is in the facts."""
+class Item:
+    """One compared fact: its ``[expect]`` name, how a summary calls it, how the version matrix
+    labels its row, where it is in the facts."""
 
     name: str
     label: str
+    row: str
     path: tuple[str, ...]
     severity: Severity
 
 
 # nvcc fails too: extensions compiled on each node at run time (DeepSpeed ops, custom kernels)
 # differ when the toolkits do. Kernel and OS drift rarely break a run, so they only warn.
-ITEMS: tuple[_Item, ...] = (
-    _Item("driver", "NVIDIA driver", ("driver", "version"), "fail"),
-    _Item("cuda", "CUDA driver version", ("driver", "cuda"), "fail"),
-    _Item("torch", "torch", ("torch", "version"), "fail"),
-    _Item("torch_cuda", "torch's CUDA", ("torch", "cuda"), "fail"),
-    _Item("cudnn", "torch's cuDNN", ("torch", "cudnn"), "fail"),
-    _Item("nccl", "torch's NCCL", ("torch", "nccl"), "fail"),
-    _Item("nccl_system", "system NCCL", ("nccl_system",), "fail"),
-    _Item("cudnn_system", "system cuDNN", ("cudnn_system",), "fail"),
-    _Item("nvcc", "nvcc", ("nvcc",), "fail"),
-    _Item("python", "Python", ("python", "version"), "python"),
-    _Item("kernel", "kernel", ("os", "kernel"), "warn"),
-    _Item("os", "OS", ("os", "name"), "warn"),
+ITEMS: tuple[Item, ...] = (
+    Item("driver", "NVIDIA driver", "NVIDIA driver", ("driver", "version"), "fail"),
+    Item("cuda", "CUDA driver version", "CUDA (driver)", ("driver", "cuda"), "fail"),
+    Item("torch", "torch", "torch", ("torch", "version"), "fail"),
+    Item("torch_cuda", "torch's CUDA", "torch CUDA", ("torch", "cuda"), "fail"),
+    Item("cudnn", "torch's cuDNN", "torch cuDNN", ("torch", "cudnn"), "fail"),
+    Item("nccl", "torch's NCCL", "torch NCCL", ("torch", "nccl"), "fail"),
+    Item("nccl_system", "system NCCL", "system NCCL", ("nccl_system",), "fail"),
+    Item("cudnn_system", "system cuDNN", "system cuDNN", ("cudnn_system",), "fail"),
+    Item("nvcc", "nvcc", "nvcc", ("nvcc",), "fail"),
+    Item("python", "Python", "Python", ("python", "version"), "python"),
+    Item("kernel", "kernel", "kernel", ("os", "kernel"), "warn"),
+    Item("os", "OS", "OS", ("os", "name"), "warn"),
 )
-ITEMS_BY_NAME: dict[str, _Item] = {item.name: item for item in ITEMS}
+ITEMS_BY_NAME: dict[str, Item] = {item.name: item for item in ITEMS}
+
+
+# --------------------------------------------------------------------------- details (the JSON contract)
+
+Values = dict[str, list[str]]  # value -> the hosts that have it, largest group first
+
+
+class ItemDrift(TypedDict):
+    """A fact of :data:`ITEMS` that differs between nodes (``item`` is the fact's name)."""
+
+    item: str
+    label: str
+    majority: str | None
+    values: Values
+    missing: NotRequired[dict[str, str]]  # host -> why the node did not report it
+
+
+class PackageValues(TypedDict):
+    majority: str | None
+    values: Values
+
+
+class PackageDetails(TypedDict, total=False):
+    """``item: packages``: packages that differ between the same set of nodes, or (``missing``)
+    nodes that could not list their packages."""
+
+    item: Required[Literal["packages"]]
+    stack: bool  # part of the training stack: fails the run
+    packages: dict[str, PackageValues]  # by name as listed
+    majority_hosts: list[str]
+    missing: dict[str, str]
+
+
+class ExpectDetails(TypedDict):
+    """``item: expect``: an ``[expect]`` entry that is invalid, unknown or not met."""
+
+    item: Literal["expect"]
+    name: str
+    wanted: str
+    known_facts: NotRequired[list[str]]
+    kind: NotRequired[Literal["fact", "package"]]
+    values: NotRequired[Values]
+    missing: NotRequired[dict[str, str]]
+    notes: NotRequired[dict[str, str]]
+
+
+class Agreement(TypedDict):
+    """The pass (or a lone node's skip): what every node agrees on."""
+
+    nodes: int
+    versions: dict[str, str]  # item name -> the value every node has
+    packages: NotRequired[int]  # how many packages were compared
+    expectations_met: list[str]
+
 
 # The training stack: drift here breaks or silently changes a run whatever the policy says.
 _BUILTIN_STACK = ("torch", "triton")
@@ -86,41 +136,25 @@ def is_stack_package(name: str, config: Config) -> bool:
     )
 
 
-def _as_text(value: Any) -> str:
-    # torch.cuda.nccl.version() is a tuple on some builds; a version is dotted text everywhere else.
-    if isinstance(value, list | tuple):
-        return ".".join(str(v) for v in value)
-    return str(value)
-
-
-def _unavailable(facts: Mapping[str, Any]) -> Mapping[str, Any]:
-    reasons = facts.get("unavailable")
-    return reasons if isinstance(reasons, Mapping) else {}
-
-
-def lookup(facts: Mapping[str, Any], item: _Item) -> tuple[str | None, str | None]:
+def lookup(node: NodeFacts, item: Item) -> tuple[str | None, str | None]:
     """The item's value on one node as text, or None and the reason the node gave."""
-    node: Any = facts
-    for key in item.path:
-        node = node.get(key) if isinstance(node, Mapping) else None
-        if node is None:
-            break
-    if node is not None:
-        return _as_text(node), None
-    reasons = _unavailable(facts)
+    value = node.value(item.path)
+    if value is not None:
+        return version_text(value), None
+    reasons = node.unavailable
     dotted = ".".join(item.path)
     reason = reasons.get(dotted) or reasons.get(item.path[0])
     if reason is None:
-        reason = f"{dotted} is null" if isinstance(facts.get(item.path[0]), Mapping) else "not reported"
+        reason = f"{dotted} is null" if isinstance(node.value(item.path[:1]), Mapping) else "not reported"
     return None, str(reason)
 
 
-def _packages(facts: Mapping[str, Any]) -> dict[str, tuple[str, str]] | None:
+def installed(node: NodeFacts) -> dict[str, tuple[str, str]] | None:
     """canonical name -> (name as listed, version); None when the node could not list them."""
-    listed = facts.get("packages")
-    if not isinstance(listed, Mapping):
+    listed = node.packages
+    if listed is None:
         return None
-    return {canonical_package(str(k)): (str(k), _as_text(v)) for k, v in listed.items()}
+    return {canonical_package(name): (name, version) for name, version in listed.items()}
 
 
 def _sides(values: Mapping[str, str], majority: str | None, culprits: Sequence[str]) -> str:
@@ -148,12 +182,12 @@ class _ItemOutcome:
     finding: CheckResult | None
 
 
-def _judge_item(item: _Item, facts: Mapping[str, Mapping[str, Any]]) -> _ItemOutcome:
+def _judge_item(item: Item, nodes: Mapping[str, NodeFacts]) -> _ItemOutcome:
     """Whether one fact was compared, the value the nodes agree on, or the drift finding."""
     values: dict[str, str] = {}
     missing: dict[str, str] = {}
-    for host, host_facts in facts.items():
-        value, reason = lookup(host_facts, item)
+    for host, node in nodes.items():
+        value, reason = lookup(node, item)
         if value is None:
             values[host] = NOT_FOUND
             missing[host] = reason or "not reported"
@@ -173,7 +207,7 @@ def _judge_item(item: _Item, facts: Mapping[str, Mapping[str, Any]]) -> _ItemOut
         status = item.severity
     qualifier = " (patch level only)" if item.severity == "python" and status == "warn" else ""
     no_majority = ", no majority" if majority is None else ""
-    details: dict[str, Any] = {
+    details: ItemDrift = {
         "item": item.name,
         "label": item.label,
         "majority": majority,
@@ -217,7 +251,7 @@ def _package_finding(
 ) -> CheckResult:
     stack = status == "fail"
     kind = "training-stack package" if stack else "package"
-    details: dict[str, Any] = {
+    details: PackageDetails = {
         "item": "packages",
         "stack": stack,
         "packages": {d.name: {"majority": d.majority, "values": _by_value(d.values)} for d in drifts},
@@ -241,7 +275,7 @@ def _package_finding(
 
 
 def _judge_packages(
-    facts: Mapping[str, Mapping[str, Any]], config: Config, torch_compared: bool
+    nodes: Mapping[str, NodeFacts], config: Config, torch_compared: bool
 ) -> tuple[list[CheckResult], int]:
     """Package drift grouped by (status, culprit nodes), and how many packages were compared.
 
@@ -250,10 +284,10 @@ def _judge_packages(
     """
     listed: dict[str, dict[str, tuple[str, str]]] = {}
     unlisted: dict[str, str] = {}
-    for host, host_facts in facts.items():
-        packages = _packages(host_facts)
+    for host, node in nodes.items():
+        packages = installed(node)
         if packages is None:
-            unlisted[host] = str(_unavailable(host_facts).get("packages") or "not reported")
+            unlisted[host] = str(node.unavailable.get("packages") or "not reported")
         else:
             listed[host] = packages
     if not listed:
@@ -271,13 +305,14 @@ def _judge_packages(
         if status is not None:
             hosts = list(unlisted)
             reasons = "; ".join(f"{fold(h)}: {r}" for r, h in group_by_value(unlisted))
+            missing: PackageDetails = {"item": "packages", "missing": dict(unlisted)}
             results.append(
                 CheckResult(
                     NAME,
                     status,
                     f"packages could not be listed, so they were not compared: {reasons}",
                     tuple(hosts),
-                    {"item": "packages", "missing": dict(unlisted)},
+                    missing,
                 )
             )
     groups: dict[tuple[Status, tuple[str, ...]], list[_PackageDrift]] = {}
@@ -309,26 +344,26 @@ def _judge_packages(
 
 
 def _expected_values(
-    name: str, facts: Mapping[str, Mapping[str, Any]]
-) -> tuple[dict[str, str], dict[str, str], str] | None:
+    name: str, nodes: Mapping[str, NodeFacts]
+) -> tuple[dict[str, str], dict[str, str], Literal["fact", "package"]] | None:
     """Per host: the value to match (or a placeholder), why it is missing, and the kind of name."""
     values: dict[str, str] = {}
     missing: dict[str, str] = {}
     item = ITEMS_BY_NAME.get(name)
     if item is not None:
-        for host, host_facts in facts.items():
-            value, reason = lookup(host_facts, item)
+        for host, node in nodes.items():
+            value, reason = lookup(node, item)
             values[host] = NOT_FOUND if value is None else value
             if value is None:
                 missing[host] = reason or "not reported"
         return values, missing, "fact"
     canonical = canonical_package(name)
     seen = False
-    for host, host_facts in facts.items():
-        packages = _packages(host_facts)
+    for host, node in nodes.items():
+        packages = installed(node)
         if packages is None:
             values[host] = NOT_FOUND
-            missing[host] = str(_unavailable(host_facts).get("packages") or "packages not reported")
+            missing[host] = str(node.unavailable.get("packages") or "packages not reported")
         elif canonical in packages:
             values[host] = packages[canonical][1]
             seen = True
@@ -338,21 +373,26 @@ def _expected_values(
 
 
 def _judge_expectations(
-    facts: Mapping[str, Mapping[str, Any]], config: Config
+    nodes: Mapping[str, NodeFacts], config: Config
 ) -> tuple[list[CheckResult], list[str]]:
     results: list[CheckResult] = []
     met: list[str] = []
     for name, wanted in config.expect.items():
-        base: dict[str, Any] = {"item": "expect", "name": name, "wanted": wanted}
         problem = specifier_error(wanted)
         if problem is not None:
             summary = f"expect.{name} = {wanted!r} {problem}"
-            results.append(CheckResult(NAME, "fail", summary, (), base))
+            invalid: ExpectDetails = {"item": "expect", "name": name, "wanted": wanted}
+            results.append(CheckResult(NAME, "fail", summary, (), invalid))
             continue
-        found = _expected_values(name, facts)
+        found = _expected_values(name, nodes)
         if found is None:
             summary = f"expected {name} {wanted} but no node has it (neither a fact nor an installed package)"
-            known = {**base, "known_facts": list(ITEMS_BY_NAME)}
+            known: ExpectDetails = {
+                "item": "expect",
+                "name": name,
+                "wanted": wanted,
+                "known_facts": list(ITEMS_BY_NAME),
+            }
             results.append(CheckResult(NAME, "fail", summary, (), known))
             continue
         values, missing, kind = found
@@ -374,8 +414,10 @@ def _judge_expectations(
             met.append(name)
             continue
         shown = "; ".join(f"{fold(hosts)}: {value}" for value, hosts in group_by_value(unmet))
-        details: dict[str, Any] = {
-            **base,
+        details: ExpectDetails = {
+            "item": "expect",
+            "name": name,
+            "wanted": wanted,
             "kind": kind,
             "values": _by_value({h: values[h] for h in unmet}),
         }
@@ -391,79 +433,40 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
-def judge_versions(facts: Mapping[str, Mapping[str, Any]], config: Config) -> list[CheckResult]:
-    """Findings for version drift across ``facts`` (reachable hosts by name) and for ``[expect]``."""
-    if not facts:
+def judge_versions(nodes: Mapping[str, NodeFacts], config: Config) -> list[CheckResult]:
+    """Findings for version drift across ``nodes`` (reachable hosts by name) and for ``[expect]``."""
+    if not nodes:
         return [CheckResult(NAME, "skip", "no reachable hosts: no versions to compare")]
-    expect_results, met = _judge_expectations(facts, config)
-    outcomes = {item.name: _judge_item(item, facts) for item in ITEMS}
+    expect_results, met = _judge_expectations(nodes, config)
+    outcomes = {item.name: _judge_item(item, nodes) for item in ITEMS}
     agreed = {name: o.agreed for name, o in outcomes.items() if o.agreed is not None}
-    if len(facts) < 2:
-        (host,) = facts
+    if len(nodes) < 2:
+        (host,) = nodes
         if expect_results:
             return expect_results
-        details = {"nodes": 1, "versions": agreed, "expectations_met": met}
+        alone: Agreement = {"nodes": 1, "versions": agreed, "expectations_met": met}
         if met:
             met_on = f"{_plural(len(met), 'expectation')} met on {host}"
             summary = f"{met_on}; nothing compared (only one node reachable)"
-            return [CheckResult(NAME, "pass", summary, (), details)]
-        return [CheckResult(NAME, "skip", f"only {host} reachable: nothing compared", (), details)]
+            return [CheckResult(NAME, "pass", summary, (), alone)]
+        return [CheckResult(NAME, "skip", f"only {host} reachable: nothing compared", (), alone)]
     results = list(expect_results)
     item_results = [o.finding for o in outcomes.values() if o.finding is not None]
     results.extend(sorted(item_results, key=lambda r: r.status != "fail"))
     compared_items = sum(1 for o in outcomes.values() if o.compared)
-    package_results, packages_compared = _judge_packages(facts, config, outcomes["torch"].compared)
+    package_results, packages_compared = _judge_packages(nodes, config, outcomes["torch"].compared)
     results.extend(package_results)
     if results:
         return results
     met_note = f"; {_plural(len(met), 'expectation')} met" if met else ""
     summary = (
         f"{_plural(compared_items, 'version')} and {_plural(packages_compared, 'package')} "
-        f"agree on {len(facts)} nodes{met_note}"
+        f"agree on {len(nodes)} nodes{met_note}"
     )
-    details = {
-        "nodes": len(facts),
+    details: Agreement = {
+        "nodes": len(nodes),
         "versions": agreed,
         "packages": packages_compared,
         "expectations_met": met,
     }
     return [CheckResult(NAME, "pass", summary, (), details)]
-
-
-def _run(ctx: CheckContext) -> list[CheckResult]:
-    return judge_versions(ctx.facts(), ctx.config)
-
-
-_ADVICE = {
-    "driver": "Install the majority's driver on the odd nodes (or drain them): ranks with "
-    "different drivers can hang or crash inside NCCL.",
-    "cuda": "Install the majority's driver on the odd nodes (or drain them).",
-    "packages": "Rebuild the odd nodes' environment from the same image or lock file as the others.",
-    "packages-other": "Not part of the training stack: harmless unless your code imports these "
-    "packages; align the environments when convenient.",
-    "expect": "Install the expected version, or change [expect] in the config.",
-    "*": "Make the odd nodes match the majority (same image, same lock file) before the run.",
-}
-
-
-def _advice(result: CheckResult) -> str:
-    if result.status in ("pass", "skip"):
-        return ""
-    item = str(result.details.get("item") or "")
-    if item == "packages" and result.details.get("stack") is False:
-        item = "packages-other"
-    return _ADVICE.get(item, _ADVICE["*"])
-
-
-PRESENTATION = Presentation(
-    heading="Versions",
-    about="driver, CUDA, cuDNN, NCCL, Python, torch and packages agree across nodes",
-    advice=_advice,
-)
-
-CHECK = Check(
-    name=NAME,
-    title="driver, CUDA, cuDNN, NCCL, Python, torch and package versions agree and meet [expect]",
-    run=_run,
-    presentation=PRESENTATION,
-)

@@ -1,0 +1,137 @@
+"""Observing the ports (I/O): every reachable node runs :mod:`checks.ports.node` at once,
+listens on the job's ports, then probes every other node; the controller collects what each
+saw into one :class:`~checks.ports.judge.PortsObservation`, made once per run (:data:`OBSERVE`).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import contextlib
+import json
+
+from checks.ports.judge import NodeReport, PortsObservation, ProbeRecord, Route
+from preflight.check import CheckContext, HostSession, Probe
+from preflight.deadline import Deadline
+from preflight.probes import start_node_script
+from preflight.transport import HostUnavailable, RemoteProcess
+
+# The script each node runs: listen, probe its peers, report its route to the master.
+NODE_SCRIPT = "checks.ports.node"
+
+_READY_S = 20.0
+
+
+def master_of(ctx: CheckContext) -> tuple[str, str]:
+    """(name, address) of the job's master: the config's address, or the first host."""
+    configured = ctx.config.ports.master_addr
+    for session in ctx.sessions:
+        if not configured or configured in (session.spec.address, session.spec.name):
+            return session.spec.name, configured or session.spec.address
+    return "", configured
+
+
+def _kind(port: int, obs_port: int, ephemeral: int | None) -> str:
+    if port == obs_port:
+        return "rendezvous"
+    return "ephemeral" if port == ephemeral else "extra"
+
+
+def observe_ports(ctx: CheckContext) -> PortsObservation:
+    """Run the ports probe on every reachable node at once: listen, then probe each other."""
+    cfg = ctx.config
+    master, master_address = master_of(ctx)
+    ports = [cfg.run.port, *cfg.ports.extra_ports]
+    sessions = ctx.live_sessions
+    setup = json.dumps({"ports": ports, "ephemeral": cfg.ports.probe_ephemeral, "master": master_address})
+    budget = ctx.deadline.cap(_READY_S + 2 * cfg.ports.connect_timeout_s + 15)
+    nodes: dict[str, NodeReport] = {}
+    processes: dict[str, RemoteProcess] = {}
+
+    def start(session: HostSession) -> None:
+        assert session.transport is not None
+        name = session.spec.name
+        try:
+            process = start_node_script(
+                session.transport, NODE_SCRIPT, python=cfg.run.python, args=(setup,), timeout_s=budget
+            )
+        except (HostUnavailable, OSError) as exc:
+            nodes[name] = {"error": str(exc)}
+            return
+        processes[name] = process
+        line = process.readline(ctx.deadline.sooner(_READY_S))
+        if line is None or not line.startswith(b"READY "):
+            result = process.wait(Deadline.after(2))
+            nodes[name] = {"error": f"the ports probe did not start: {result.stderr_tail(2) or 'no answer'}"}
+            processes.pop(name)
+            return
+        nodes[name] = json.loads(line[len(b"READY ") :])
+
+    def probe(session: HostSession) -> list[ProbeRecord]:
+        name = session.spec.name
+        process = processes[name]
+        targets = [
+            {
+                "node": other.spec.name,
+                "address": other.spec.address,
+                "ports": ports + ([e] if (e := nodes[other.spec.name].get("ephemeral")) else []),
+            }
+            for other in sessions
+            if other.spec.name != name and other.spec.name in processes
+        ]
+        try:
+            process.write(
+                f"GO {json.dumps({'targets': targets, 'timeout_s': cfg.ports.connect_timeout_s})}\n".encode()
+            )
+        except OSError as exc:
+            nodes[name] = {**nodes[name], "error": str(exc)}
+            return []
+        line = process.readline(ctx.deadline.sooner(2 * cfg.ports.connect_timeout_s + 10))
+        if line is None or not line.startswith(b"RESULT "):
+            nodes[name] = {**nodes[name], "error": "the ports probe gave no result"}
+            return []
+        found = json.loads(line[len(b"RESULT ") :])["probes"]
+        return [
+            {
+                "from": name,
+                "to": p["node"],
+                "port": p["port"],
+                "kind": _kind(p["port"], cfg.run.port, nodes[p["node"]].get("ephemeral")),
+                "status": p["status"],
+                "seconds": p["seconds"],
+            }
+            for p in found
+        ]
+
+    probes: list[ProbeRecord] = []
+    with cf.ThreadPoolExecutor(max_workers=max(1, min(cfg.run.fanout, len(sessions)))) as pool:
+        try:
+            list(pool.map(start, sessions))
+            ready = [s for s in sessions if s.spec.name in processes]
+            for found in pool.map(probe, ready):
+                probes.extend(found)
+        finally:
+            for process in processes.values():
+                with contextlib.suppress(OSError):
+                    process.close_stdin()
+            list(pool.map(lambda p: p.wait(ctx.deadline.sooner(10)), processes.values()))
+    # Threads finish in any order: report in inventory order, so that runs compare line by line.
+    order = {s.spec.name: i for i, s in enumerate(sessions)}
+    nodes = {name: nodes[name] for name in sorted(nodes, key=order.__getitem__)}
+    probes.sort(key=lambda p: (order[p["from"]], order[p["to"]], p["port"]))
+    return PortsObservation(
+        master=master,
+        master_address=master_address,
+        port=cfg.run.port,
+        extra_ports=tuple(cfg.ports.extra_ports),
+        nodes=nodes,
+        probes=probes,
+    )
+
+
+# The observation, made once: the training job reads the routes to the master from it.
+OBSERVE = Probe("ports", observe_ports)
+
+
+def routes(obs: PortsObservation) -> dict[str, Route]:
+    """Each node's route to the master, by node name, where it reported one."""
+    return {name: route for name, node in obs.nodes.items() if (route := node.get("route"))}
