@@ -157,17 +157,28 @@ def test_memory_used_by_our_own_processes_below_the_threshold_is_fine() -> None:
 # --------------------------------------------------------------------------- memory health
 
 
-@pytest.mark.parametrize(
-    "change",
-    [{"ecc_uncorrected_volatile": 2, "ecc_uncorrected_aggregate": 2}, {"ecc_uncorrected_aggregate": 1}],
-    ids=["volatile", "aggregate-only"],
-)
-def test_uncorrected_ecc_errors_fail_naming_node_and_gpu(change: dict[str, int]) -> None:
+def test_uncorrected_ecc_errors_since_the_driver_loaded_fail_naming_node_and_gpu() -> None:
+    change = {"ecc_uncorrected_volatile": 2, "ecc_uncorrected_aggregate": 2}
     nodes = cluster(H100, 4, {"gpu02": {"gpus": {3: change}}})
     result = only(judge_gpu_memory(typed(nodes), Config()))
     assert (result.status, result.hosts, result.details["item"]) == ("fail", ("gpu02",), "ecc_errors")
     assert result.summary.startswith("gpu02 GPU 3: uncorrected ECC errors (")
     assert result.summary.endswith("lifetime): drain the node, reset the GPU")
+
+
+def test_lifetime_errors_that_row_remapping_handled_are_history_not_a_failure() -> None:
+    """An A100/H100 whose past uncorrected error was remapped: aggregate > 0 for ever, no reset
+    clears it, nothing since boot, nothing pending. Healthy: said, not failed."""
+    handled = {
+        "ecc_uncorrected_volatile": 0,
+        "ecc_uncorrected_aggregate": 3,
+        "remapped_rows": {"correctable": 0, "uncorrectable": 1, "pending": False, "failure": False},
+    }
+    nodes = cluster(H100, 4, {"gpu03": {"gpus": {2: handled}}})
+    result = only(judge_gpu_memory(typed(nodes), Config()))
+    assert (result.status, result.hosts) == ("pass", ())
+    assert "past memory faults handled by remapping or retirement on gpu03 GPU 2" in result.summary
+    assert result.details["ecc_history"] == {"gpu03": {"2": {"lifetime_uncorrected": 3, "rows_remapped": 1}}}
 
 
 def test_a_pending_row_remap_fails_asking_for_a_reset() -> None:

@@ -51,6 +51,7 @@ class GpuDetails(TypedDict, total=False):
     processes: dict[str, list[Mapping[str, Any]] | None]  # memory_free: by GPU index
     errors: dict[str, dict[str, int | None]]  # ecc_errors: by GPU index
     remapped_rows: dict[str, Mapping[str, Any]]  # remapped_rows: by GPU index
+    ecc_history: dict[str, dict[str, dict[str, int | None]]]  # gpus (the pass): see ecc_history()
 
 
 def _int(value: Any) -> int | None:
@@ -310,13 +311,13 @@ def _busy_findings(by_host: Mapping[str, list[_Gpu]], min_free_fraction: float) 
 
 
 def _health_findings(by_host: Mapping[str, list[_Gpu]]) -> list[CheckResult]:
+    """Memory faults that matter for the run: uncorrected errors since the driver loaded, row
+    remaps pending or failed, retired pages pending. Lifetime (aggregate) counts are history:
+    on A100/H100 an error that row remapping handled leaves them above zero on a healthy GPU,
+    and no reset clears them (see :func:`ecc_history`)."""
     results: list[CheckResult] = []
     for host, gpus in by_host.items():
-        ecc = [
-            g
-            for g in gpus
-            if (g.facts.ecc_uncorrected_volatile or 0) > 0 or (g.facts.ecc_uncorrected_aggregate or 0) > 0
-        ]
+        ecc = [g for g in gpus if (g.facts.ecc_uncorrected_volatile or 0) > 0]
         if ecc:
             counts = _per_gpu(
                 ecc,
@@ -358,6 +359,32 @@ def _health_findings(by_host: Mapping[str, list[_Gpu]]) -> list[CheckResult]:
             pending: GpuDetails = {"item": "retired_pages", "gpus": _rows(retired)}
             results.append(_finding("fail", summary, [host], pending))
     return results
+
+
+def ecc_history(by_host: Mapping[str, list[_Gpu]]) -> dict[str, dict[str, dict[str, int | None]]]:
+    """Host -> GPU index -> lifetime uncorrected errors and rows remapped, for GPUs whose memory
+    had faults in the past and has none now: information, not a finding."""
+    history: dict[str, dict[str, dict[str, int | None]]] = {}
+    for host, gpus in by_host.items():
+        for g in gpus:
+            rows = g.facts.remapped_rows
+            remapped = (_int(rows.get("correctable")) or 0) + (_int(rows.get("uncorrectable")) or 0)
+            lifetime = g.facts.ecc_uncorrected_aggregate or 0
+            if (lifetime or remapped) and not (g.facts.ecc_uncorrected_volatile or _remap_state(g)):
+                history.setdefault(host, {})[str(g.index)] = {
+                    "lifetime_uncorrected": g.facts.ecc_uncorrected_aggregate,
+                    "rows_remapped": remapped,
+                }
+    return history
+
+
+def _history_note(history: Mapping[str, Mapping[str, Mapping[str, int | None]]]) -> str:
+    if not history:
+        return ""
+    where = "; ".join(
+        f"{h} GPU{'s' if len(g) > 1 else ''} {fold_indices(map(int, g))}" for h, g in history.items()
+    )
+    return f"; past memory faults handled by remapping or retirement on {where} (history, nothing pending)"
 
 
 def _remap_state(gpu: _Gpu) -> str | None:
@@ -414,9 +441,12 @@ def judge_gpu_memory(nodes: Mapping[str, NodeFacts], config: Config) -> list[Che
     fewest, most = min(counts.values()), max(counts.values())
     layout = f"{fewest} per node" if fewest == most else f"{fewest}-{most} per node"
     alone = "; nothing compared (only one node reachable)" if len(nodes) < 2 else ""
+    history = ecc_history(by_host)
     summary = (
         f"{len(all_gpus)} GPUs on {len(nodes)} node{'s' if len(nodes) != 1 else ''} ({layout}, "
-        f"{', '.join(models)}): free and healthy{alone}"
+        f"{', '.join(models)}): free and healthy{alone}{_history_note(history)}"
     )
     details: GpuDetails = {"item": "gpus", "gpus": _rows(all_gpus), "counts": counts}
+    if history:
+        details["ecc_history"] = history
     return [CheckResult(NAME, "pass", summary, (), details)]

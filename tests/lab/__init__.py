@@ -12,10 +12,12 @@ from .cluster import (
     missing_requirements,
 )
 from .envs import derive_env
+from .gpu import GpuNode
 
 __all__ = [
     "ENV_MOUNT",
     "NODE_PYTHON",
+    "GpuNode",
     "LabCluster",
     "LabError",
     "LabNode",

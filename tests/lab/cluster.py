@@ -26,6 +26,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Literal, Protocol, TypeAlias
 
+from .gpu import GpuNode
+from .gpu import install as install_gpu_node
+
 ENV_MOUNT = "/opt/pflab/env"  # every node sees its own Python environment at this same path
 NODE_PYTHON = ENV_MOUNT + "/bin/python"
 # Every node also sees the lab's base environment here: an environment derived from it
@@ -878,6 +881,12 @@ class LabCluster:
 
     def restore(self, node: NodeRef) -> None:
         _run(["ip", "link", "set", self.node(node).veth_host, "up"])
+
+    def make_gpu_node(self, node: NodeRef, gpus: GpuNode) -> None:
+        """Make the node look like a GPU node to the facts probe (tests/lab/gpu.py)."""
+        target = self.node(node)
+        commands = install_gpu_node(target.node_dir / "gpu", gpus, target.index, NODE_PYTHON)
+        self.exec(target, ["sh", "-c", " && ".join(commands)])
 
     def stop_sshd(self, node: NodeRef) -> None:
         """Kills the node's sshd listener and its sessions; the node itself stays up."""
