@@ -101,6 +101,11 @@ class GpuFacts:
         return _map(self.raw.get("remapped_rows"))
 
     @property
+    def mig_mode(self) -> str | None:
+        """ "enabled" | "disabled"; None where MIG is not supported (before Ampere) or not reported."""
+        return _str(self.raw.get("mig_mode"))
+
+    @property
     def retired_pages_pending(self) -> bool | None:
         value = self.raw.get("retired_pages_pending")
         return value if isinstance(value, bool) else None

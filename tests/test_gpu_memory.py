@@ -250,3 +250,15 @@ def test_gpu_indices_fold_into_ranges(indices: list[int], folded: str) -> None:
 
 def test_the_check_is_named_gpu_memory() -> None:
     assert gpu_memory.CHECK.name == "gpu_memory"
+
+
+def test_mig_enabled_on_one_node_while_off_elsewhere_warns_naming_it() -> None:
+    nodes = cluster(H100, 3, {"gpu02": {"gpus": {i: {"mig_mode": "enabled"} for i in range(4)}}})
+    for name in ("gpu01", "gpu03"):
+        for gpu in nodes[name]["gpus"]:
+            gpu["mig_mode"] = "disabled"
+    for gpu in nodes["gpu02"]["gpus"][4:]:
+        gpu["mig_mode"] = "disabled"
+    result = only(judge_gpu_memory(typed(nodes), Config()))
+    assert (result.status, result.hosts, result.details["item"]) == ("warn", ("gpu02",), "mig_mode")
+    assert result.summary.startswith("MIG enabled on gpu02 GPUs 0-3")

@@ -412,6 +412,22 @@ def _ecc_mode_findings(by_host: Mapping[str, list[_Gpu]]) -> list[CheckResult]:
     return [_finding("warn", summary, disabled, details)]
 
 
+def _mig_findings(by_host: Mapping[str, list[_Gpu]]) -> list[CheckResult]:
+    """MIG on where the other GPUs have it off: the job would see MIG instances, not whole GPUs
+    (a smaller GPU per rank, and NCCL does not run across instances)."""
+    enabled = {h: [g for g in gpus if g.facts.mig_mode == "enabled"] for h, gpus in by_host.items()}
+    enabled = {h: gpus for h, gpus in enabled.items() if gpus}
+    disabled = {h for h, gpus in by_host.items() for g in gpus if g.facts.mig_mode == "disabled"}
+    if not enabled or not disabled:
+        return []
+    where = "; ".join(f"{h} {_which(gpus)}" for h, gpus in list(enabled.items())[:4])
+    if len(enabled) > 4:
+        where += f" and {len(enabled) - 4} more nodes"
+    summary = f"MIG enabled on {where}, disabled on the other GPUs: those ranks would get MIG instances"
+    details: GpuDetails = {"item": "mig_mode", "gpus": _rows(g for gpus in enabled.values() for g in gpus)}
+    return [_finding("warn", summary, enabled, details)]
+
+
 def judge_gpu_memory(nodes: Mapping[str, NodeFacts], config: Config) -> list[CheckResult]:
     """Findings for GPU count, memory size, free memory and memory health across ``nodes``."""
     if not nodes:
@@ -435,6 +451,7 @@ def judge_gpu_memory(nodes: Mapping[str, NodeFacts], config: Config) -> list[Che
     results += _busy_findings(by_host, settings.min_free_fraction)
     results += _health_findings(by_host)
     results += _ecc_mode_findings(by_host)
+    results += _mig_findings(by_host)
     if results:
         return results
     models = Counter(f"{g.name} {gib(g.total)} GiB" for g in all_gpus if g.total is not None)

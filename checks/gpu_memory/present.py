@@ -170,6 +170,8 @@ PRESENTATION = Presentation(
             "CUDA_VISIBLE_DEVICES; a lost GPU needs a reset or a reboot.",
             "memory_total": "A GPU in MIG mode, or another SKU: check nvidia-smi -q on the node.",
             "ecc_mode": "Enable ECC (nvidia-smi -e 1, then reboot) so that every GPU behaves alike.",
+            "mig_mode": "Disable MIG on the nodes named (nvidia-smi -mig 0, then reset the GPUs), or run the "
+            "job only where every GPU is alike.",
         }
     ),
 )
