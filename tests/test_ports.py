@@ -71,6 +71,19 @@ def test_routes_to_the_master_that_differ_are_named(key: str, what: str) -> None
     assert f"node3: {odd}" in finding.summary
 
 
+def test_an_odd_mtu_among_three_nodes_names_that_node_only_the_master_counting_too() -> None:
+    obs = load("healthy")
+    nodes = {name: dict(node) for name, node in obs.nodes.items()}
+    # As the probe reports the master now: the interface holding its address, not loopback.
+    nodes["node1"]["route"] = {**nodes["node1"]["route"], "dev": "eth0", "mtu": 1500}
+    nodes["node3"]["route"] = {**nodes["node3"]["route"], "mtu": 9000}
+    (finding,) = [
+        f for f in judge_ports(PortsObservation(**{**obs.__dict__, "nodes": nodes})) if f.status == "warn"
+    ]
+    assert finding.hosts == ("node3",)
+    assert "node[1-2]: 1500" in finding.summary and "node3: 9000" in finding.summary
+
+
 def test_a_master_that_does_not_resolve_fails_on_the_nodes_that_tried() -> None:
     obs = load("healthy")
     nodes = {name: dict(node) for name, node in obs.nodes.items()}

@@ -169,10 +169,12 @@ def _judge_routes(obs: PortsObservation) -> list[CheckResult]:
     failed = {n: r["error"] for n, r in routes.items() if r.get("error")}
     for error, hosts in group_by_value(failed):
         findings.append(_result("fail", f"{fold(hosts)}: {error}", hosts, item="route"))
-    # The master reaches itself over loopback: only the other nodes' routes are compared.
-    remote = {n: r for n, r in routes.items() if not r.get("error") and not r.get("local")}
+    # Every node's interface toward the master, the master's own included: it reaches itself
+    # over loopback, but reports the interface that holds its address (an older probe that
+    # reported loopback is left out of the comparison).
+    compared = {n: r for n, r in routes.items() if not r.get("error") and r.get("dev") not in (None, "lo")}
     for key, what in (("dev", "interface"), ("mtu", "MTU")):
-        values = {n: r.get(key) for n, r in remote.items()}
+        values = {n: r.get(key) for n, r in compared.items()}
         groups = group_by_value(values)
         if len(groups) > 1:
             text = "; ".join(f"{fold(hosts)}: {value}" for value, hosts in groups)

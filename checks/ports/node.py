@@ -30,6 +30,18 @@ LISTEN_BACKLOG = 1024
 PROBE_THREADS = 16
 
 
+def _interface_holding(address: str) -> str | None:
+    try:
+        out = subprocess.run(
+            ["ip", "-j", "addr", "show", "to", address], capture_output=True, timeout=5, check=True
+        ).stdout
+        links = json.loads(out.decode() or "[]")
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return None
+    names = [str(link.get("ifname")) for link in links if link.get("ifname") and link.get("ifname") != "lo"]
+    return names[0] if names else None
+
+
 def route_to(master: str) -> dict[str, Any]:
     """How this node reaches the master: resolved address, interface, source address, MTU."""
     info: dict[str, Any] = {"master": master}
@@ -53,9 +65,13 @@ def route_to(master: str) -> dict[str, Any]:
         return info
     route = routes[0]
     dev = route.get("dev")
-    info["dev"] = dev
     info["src"] = route.get("prefsrc")
     info["local"] = route.get("type") == "local" or dev == "lo"
+    if info["local"]:
+        # The master reaches itself over loopback; its peers reach it on the interface that
+        # holds the address, and that interface's MTU is the one to compare with theirs.
+        dev = _interface_holding(address) or dev
+    info["dev"] = dev
     try:
         with open(f"/sys/class/net/{dev}/mtu") as handle:
             info["mtu"] = int(handle.read().strip())
