@@ -8,9 +8,12 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from checks.culprits import Culprits, failures_table, job_results, name_culprits, phase_error_result
-from checks.nccl_log import NcclTransport, parse_nccl_log
-from checks.torchrun import JobOutcome
+from checks.job import launch
+from checks.job.failures import failures_table
+from checks.job.nccl_log import NcclTransport, parse_nccl_log
+from checks.job.outcome import JobNotRun, JobOutcome, node_names
+from checks.job.pairs import Culprits, name_culprits
+from checks.job.phase import read_phase
 from preflight.check import Check, CheckContext
 from preflight.config import Config
 from preflight.model import CheckResult
@@ -28,15 +31,6 @@ PHASE = "allreduce"
 
 # A summary names this many pairs before "and N more" (details have them all).
 _LISTED_PAIRS = 4
-
-
-def node_names(outcome: JobOutcome) -> list[str]:
-    """Inventory names by node rank: the document's list, else the launcher's."""
-    document = outcome.document or {}
-    names = [str(n) for n in document.get("nodes") or []]
-    by_rank = {n.node_rank: n.host for n in outcome.nodes}
-    count = max(len(names), 1 + max(by_rank, default=-1))
-    return [by_rank.get(i) or (names[i] if i < len(names) else f"node rank {i}") for i in range(count)]
 
 
 def _name(names: Sequence[str], node: int) -> str:
@@ -257,23 +251,12 @@ def judge_allreduce(
     outcome: JobOutcome, config: Config, node_facts: Mapping[str, Mapping[str, Any]]
 ) -> list[CheckResult]:
     """Findings for the all-reduce phase of a job: sweep, pairs, transport, and the nodes that failed."""
-    if PHASE not in outcome.phases:
-        return [CheckResult(NAME, "skip", "not run: the job ran without the all-reduce phase")]
-    results = job_results(NAME, outcome, PHASE)
-    document = outcome.document or {}
-    errors = document.get("phase_errors") or {}
-    section = document.get(PHASE)
+    phase = read_phase(NAME, outcome, PHASE, "all-reduce", {"duration_s": outcome.duration_s})
+    if phase.section is None:
+        return phase.findings
+    results, section, document = phase.findings, phase.section, phase.document
     names = node_names(outcome)
     transports = {n.host: parse_nccl_log(n.stderr) for n in outcome.nodes}
-    if not isinstance(section, Mapping):
-        if results:
-            return results
-        message = errors.get(PHASE) or errors.get("init")
-        if message:
-            return [phase_error_result(NAME, outcome, PHASE, str(message))]
-        return [
-            CheckResult(NAME, "error", "the job printed no all-reduce results", (), _exit_details(outcome))
-        ]
 
     world = int(document.get("world_size") or 0)
     gpu = document.get("device") == "cuda"
@@ -337,16 +320,10 @@ def judge_allreduce(
     return results
 
 
-def _exit_details(outcome: JobOutcome) -> dict[str, Any]:
-    return {"exit_status": {n.host: n.exit_status for n in outcome.nodes}, "duration_s": outcome.duration_s}
-
-
 def _run(ctx: CheckContext) -> list[CheckResult]:
-    from checks.torchrun import distributed_job
-
-    outcome = distributed_job(ctx)
-    if isinstance(outcome, CheckResult):
-        return [dataclasses.replace(outcome, check=NAME)]
+    outcome = launch.distributed_job(ctx)
+    if isinstance(outcome, JobNotRun):
+        return [outcome.result(NAME)]
     return judge_allreduce(outcome, ctx.config, ctx.facts())
 
 

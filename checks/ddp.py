@@ -10,8 +10,10 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from checks.culprits import describe_ranks, failures_table, job_results, phase_error_result, rank_hosts
-from checks.torchrun import JobOutcome
+from checks.job import launch
+from checks.job.failures import describe_ranks, failures_table, rank_hosts
+from checks.job.outcome import JobNotRun, JobOutcome
+from checks.job.phase import read_phase
 from preflight.check import Check, CheckContext
 from preflight.config import Config
 from preflight.model import CheckResult
@@ -73,20 +75,10 @@ def _differing(
 
 def judge_ddp(outcome: JobOutcome, config: Config) -> list[CheckResult]:
     """Findings for the DDP phase of a job: joining, the ones all-reduce, the loss, checksums, stragglers."""
-    if PHASE not in outcome.phases:
-        return [CheckResult(NAME, "skip", "not run: the job ran without the DDP phase")]
-    results = job_results(NAME, outcome, PHASE)
-    document = outcome.document or {}
-    errors = document.get("phase_errors") or {}
-    section = document.get(PHASE)
-    if not isinstance(section, Mapping):
-        if results:
-            return results
-        message = errors.get(PHASE) or errors.get("init")
-        if message:
-            return [phase_error_result(NAME, outcome, PHASE, str(message))]
-        exits = {"exit_status": {n.host: n.exit_status for n in outcome.nodes}}
-        return [CheckResult(NAME, "error", "the job printed no DDP results", (), exits)]
+    phase = read_phase(NAME, outcome, PHASE, "DDP")
+    if phase.section is None:
+        return phase.findings
+    results, section, document = phase.findings, phase.section, phase.document
 
     section_cfg = config.ddp
     hosts = rank_hosts(outcome)
@@ -199,11 +191,9 @@ def judge_ddp(outcome: JobOutcome, config: Config) -> list[CheckResult]:
 
 
 def _run(ctx: CheckContext) -> list[CheckResult]:
-    from checks.torchrun import distributed_job
-
-    outcome = distributed_job(ctx)
-    if isinstance(outcome, CheckResult):
-        return [dataclasses.replace(outcome, check=NAME)]
+    outcome = launch.distributed_job(ctx)
+    if isinstance(outcome, JobNotRun):
+        return [outcome.result(NAME)]
     return judge_ddp(outcome, ctx.config)
 
 
