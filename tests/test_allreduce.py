@@ -13,9 +13,9 @@ import pytest
 
 from checks import allreduce
 from checks.allreduce import judge_allreduce
-from checks.culprits import plan_rounds, retest_plan
-from checks.node.distributed import bus_bandwidth, first_busbw
-from checks.torchrun import JobOutcome, NodeOutcome
+from checks.job.node import bus_bandwidth, first_busbw
+from checks.job.outcome import JobNotRun, JobOutcome, NodeOutcome
+from checks.job.pairs import plan_rounds, retest_plan
 from preflight.check import CheckContext
 from preflight.config import AllreduceSection, Config
 from preflight.deadline import Deadline
@@ -338,14 +338,16 @@ def test_nccl_warnings_are_shown_once_per_node_set() -> None:
 # --------------------------------------------------------------------------- the check
 
 
-def test_the_check_relabels_a_launcher_result_and_judges_a_job(monkeypatch: pytest.MonkeyPatch) -> None:
-    from checks import torchrun
+def test_the_check_reports_a_job_that_did_not_run_and_judges_a_job(monkeypatch: pytest.MonkeyPatch) -> None:
+    from checks.job import launch
 
     ctx = CheckContext(config=CONFIG, sessions=[], deadline=Deadline.after(10))
-    skipped = CheckResult("", "skip", "not launched: the rendezvous port 29500 is blocked on node1")
-    monkeypatch.setattr(torchrun, "distributed_job", lambda _ctx: skipped)
-    assert allreduce.CHECK.run(ctx) == [dataclasses.replace(skipped, check="allreduce")]
-    monkeypatch.setattr(torchrun, "distributed_job", lambda _ctx: HEALTHY)
+    skipped = JobNotRun("skip", "not launched: the rendezvous port 29500 is blocked on node1")
+    monkeypatch.setattr(launch, "distributed_job", lambda _ctx: skipped)
+    assert allreduce.CHECK.run(ctx) == [
+        CheckResult("allreduce", "skip", "not launched: the rendezvous port 29500 is blocked on node1")
+    ]
+    monkeypatch.setattr(launch, "distributed_job", lambda _ctx: HEALTHY)
     assert [r.status for r in allreduce.CHECK.run(ctx)] == ["pass"]
 
 

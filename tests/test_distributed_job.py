@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from checks.culprits import plan_rounds
-from checks.node import distributed
-from checks.node.distributed import (
+from checks.job import node as job_node
+from checks.job.launch import JOB_BOOTSTRAP
+from checks.job.node import (
     PHASE_MARKER,
     RANK_MARKER,
     Job,
@@ -33,9 +33,9 @@ from checks.node.distributed import (
     plan_iterations,
     sweep_sizes,
 )
-from checks.torchrun import JOB_BOOTSTRAP
+from checks.job.pairs import plan_rounds
 
-SCRIPT = Path(distributed.__file__)
+SCRIPT = Path(job_node.__file__)
 PYTHON = sys.executable
 MIB = 1024 * 1024
 
@@ -316,7 +316,7 @@ def test_a_link_100x_too_slow_costs_seconds_not_minutes() -> None:
     torch = pytest.importorskip("torch")
     dist = _SlowLink(rate_bytes_per_s=10e6)  # 10 MB/s: a 64 MiB op alone would take 6.7 s
     job = Job(torch, dist, {"device": "cpu"})
-    settings = dict(distributed.DEFAULT_ALLREDUCE, sweep_budget_s=2.0, max_bytes=64 * MIB)
+    settings = dict(job_node.DEFAULT_ALLREDUCE, sweep_budget_s=2.0, max_bytes=64 * MIB)
     started = time.monotonic()
     result = job.sweep(settings)
     elapsed = time.monotonic() - started
@@ -330,7 +330,7 @@ def test_a_link_100x_too_slow_costs_seconds_not_minutes() -> None:
 def test_a_pair_on_a_link_100x_too_slow_stays_within_its_budget() -> None:
     torch = pytest.importorskip("torch")
     job = Job(torch, _SlowLink(rate_bytes_per_s=2e6), {"device": "cpu"})  # 2 MB/s
-    settings = dict(distributed.DEFAULT_ALLREDUCE, pair_bytes=256 * MIB, pair_budget_s=2.0)
+    settings = dict(job_node.DEFAULT_ALLREDUCE, pair_bytes=256 * MIB, pair_budget_s=2.0)
     started = time.monotonic()
     result = job.pair_test(None, settings)
     elapsed = time.monotonic() - started

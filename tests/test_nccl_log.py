@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from checks.nccl_log import NetDevice, channel_transport, parse_nccl_log
+from checks.job.nccl_log import NetDevice, channel_transport, parse_nccl_log
 
 NCCL = Path(__file__).parent / "data" / "nccl"
 

@@ -69,7 +69,7 @@ DEFAULT_DDP: JsonDict = {"steps": 30}
 
 # --------------------------------------------------------------------------- pure helpers
 # The re-test planning is here, not in the controller, because the ranks plan re-tests during
-# the job; checks.culprits imports it from this file, so the job and the judge share one copy.
+# the job; checks.job.pairs imports it from this file, so the job and the judge share one copy.
 
 
 def bus_bandwidth(size_bytes: int, time_s: float, n_ranks: int) -> tuple[float, float]:

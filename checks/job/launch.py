@@ -1,9 +1,9 @@
-"""Launching one distributed job across every node with torchrun, over the SSH transports.
+"""Launching the one job across every node with torchrun over the SSH transports, watching it to
+its end, and the probe (:data:`JOB`) through which ``allreduce`` and ``ddp`` share it.
 
-The ``allreduce`` and ``ddp`` checks share one launch (each torchrun start costs seconds):
-the first of them to run starts the job with the phases of every selected check, and
-both judge its outcome. Every node gets a deadline; a node that fails, dies or never
-joins ends the job on all the others, and is named.
+Each torchrun start costs seconds: the first of the two checks to run starts the job with the
+phases of every selected check, and both judge its outcome. Every node gets a deadline; a node
+that fails, dies or never joins ends the job on all the others, and is named.
 """
 
 from __future__ import annotations
@@ -15,60 +15,22 @@ import json
 import re
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from checks import ports
-from checks.node.distributed import parse_result_line
-from checks.ports import master_of
+from checks.job.node import parse_result_line
+from checks.job.outcome import JOB_PHASES, JobNotRun, JobOutcome, NodeOutcome
+from checks.job.pairs import plan_rounds
 from preflight.check import CheckContext, HostSession, Probe
 from preflight.deadline import Deadline
-from preflight.model import CheckResult
 from preflight.nodeset import fold
 from preflight.probes import node_script, start_node_script
 from preflight.redact import MASK, is_secret_name
 from preflight.transport import HostUnavailable, RemoteProcess, Transport
 
-
-@dataclass(frozen=True)
-class NodeOutcome:
-    """How the job went on one node."""
-
-    host: str  # the host's name in the inventory
-    node_rank: int
-    exit_status: int | None  # None: never reported one (killed, or the connection was lost)
-    timed_out: bool  # ended at its deadline
-    lost: bool  # the node stopped answering (SSH connection lost) during the job
-    killed: bool  # ended by preflight because another node failed first
-    stderr: str  # the node's stderr (torchrun, NCCL_DEBUG lines, tracebacks), capped
-
-    @property
-    def ok(self) -> bool:
-        return self.exit_status == 0 and not (self.timed_out or self.lost or self.killed)
-
-
-@dataclass(frozen=True)
-class JobOutcome:
-    """What one torchrun job across the nodes produced."""
-
-    phases: tuple[str, ...]
-    backend: str  # "nccl" | "gloo"
-    master: str  # address the nodes rendezvoused at
-    port: int
-    nodes: tuple[NodeOutcome, ...]
-    duration_s: float
-    # The JSON document printed by global rank 0, None when it printed none.
-    document: Mapping[str, Any] | None = None
-    # Why the job could not be launched at all (None when it was).
-    launch_error: str | None = None
-    # Per-node environment the job ran with (NCCL_SOCKET_IFNAME, ...), secrets masked.
-    environment: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
-
-    def failed_nodes(self) -> Sequence[NodeOutcome]:
-        return [n for n in self.nodes if not n.ok]
-
-
-JOB_PHASES = ("allreduce", "ddp")
+# The script every rank runs: a module of this package, read as a file and never imported here.
+NODE_SCRIPT = "checks.job.node"
 # Every rank runs the job script from the environment: nothing is written to the node.
 JOB_BOOTSTRAP = (
     "import base64,os;exec(compile(base64.b64decode(os.environ['PREFLIGHT_JOB']),'preflight-job','exec'))"
@@ -103,11 +65,11 @@ CPU_PAIR_BYTES = 4 << 20
 GPU_PAIR_BYTES = 256 << 20
 
 
-def _skip(summary: str, **details: Any) -> CheckResult:
-    return CheckResult(check="", status="skip", summary=summary, details=details)
+def _skip(summary: str, **details: Any) -> JobNotRun:
+    return JobNotRun("skip", summary, (), details)
 
 
-def _blocked_by_ports(ctx: CheckContext) -> CheckResult | None:
+def _blocked_by_ports(ctx: CheckContext) -> JobNotRun | None:
     for result in ctx.findings.get("ports", ()):
         if result.check == "ports" and result.details.get("blocks_job"):
             return _skip(f"not launched: {result.summary}", blocked_by="ports")
@@ -156,8 +118,6 @@ def _routes(ctx: CheckContext, sessions: Sequence[HostSession], master_address: 
 
 
 def _job_args(ctx: CheckContext, phases: tuple[str, ...], names: list[str], gpu: bool) -> dict[str, Any]:
-    from checks.culprits import plan_rounds
-
     cfg = ctx.config.allreduce
     n = len(names)
     pairwise = cfg.pairwise == "always" or (cfg.pairwise == "auto" and n >= 3)
@@ -203,7 +163,7 @@ def _cap(stderr: bytes) -> str:
     return f"{text[:STDERR_HEAD]}\n[... {cut} characters cut ...]\n{text[-STDERR_TAIL:]}"
 
 
-def launch(ctx: CheckContext, phases: tuple[str, ...]) -> JobOutcome | CheckResult:
+def launch(ctx: CheckContext, phases: tuple[str, ...]) -> JobOutcome | JobNotRun:
     """Start torchrun on every reachable node at once and watch the job to its end."""
     sessions = ctx.live_sessions
     if not sessions:
@@ -220,8 +180,7 @@ def launch(ctx: CheckContext, phases: tuple[str, ...]) -> JobOutcome | CheckResu
     if no_torch:
         first = str(next(iter(no_torch.values()))).removeprefix("torch not importable: ")
         python = ctx.config.run.python
-        return CheckResult(
-            check="",
+        return JobNotRun(
             status="fail",
             summary=(
                 f"{fold(no_torch)}: {python} cannot import torch ({first}), so the job cannot run there; "
@@ -230,7 +189,7 @@ def launch(ctx: CheckContext, phases: tuple[str, ...]) -> JobOutcome | CheckResu
             hosts=tuple(no_torch),
             details={"item": "torch", "unavailable": no_torch},
         )
-    master_name, master_address = master_of(ctx)
+    master_name, master_address = ports.master_of(ctx)
     if master_name not in facts:
         return _skip(f"not launched: the master {master_name or master_address} could not be checked")
     gpu = _uses_gpus(facts) if ctx.backend is None else ctx.backend == "nccl"
@@ -241,7 +200,7 @@ def launch(ctx: CheckContext, phases: tuple[str, ...]) -> JobOutcome | CheckResu
     args = _job_args(ctx, phases, names, gpu)
     budget = ctx.deadline.cap(_budget_s(args))
     routes = {} if ctx.config.allreduce.socket_ifname else _routes(ctx, ordered, master_address)
-    source = base64.b64encode(node_script("checks.node.distributed")).decode()
+    source = base64.b64encode(node_script(NODE_SCRIPT)).decode()
     python = ctx.config.run.python
     port = ctx.config.run.port
 
@@ -405,12 +364,12 @@ def _abort(
     list(pool.map(end, list(processes)))
 
 
-def distributed_job(ctx: CheckContext) -> JobOutcome | CheckResult:
+def distributed_job(ctx: CheckContext) -> JobOutcome | JobNotRun:
     """The one job that ``allreduce`` and ``ddp`` share: launched on first use, then reused."""
     return ctx.probe(JOB)
 
 
-def _launch_selected(ctx: CheckContext) -> JobOutcome | CheckResult:
+def _launch_selected(ctx: CheckContext) -> JobOutcome | JobNotRun:
     return launch(ctx, tuple(p for p in JOB_PHASES if p in ctx.selected) or JOB_PHASES)
 
 
