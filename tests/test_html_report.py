@@ -25,6 +25,9 @@ from preflight.model import CheckResult, HostError, HostReport, RunReport
 from preflight.status import severity
 from preflight.view import Chart
 from reports import charts, html
+from reports.html.details import generic_details
+from reports.html.grid import build_grid
+from reports.html.text import Anchors
 from reports.json_report import load
 from reports.summary import headline
 from tests.data.reports import make_synthetic
@@ -194,7 +197,7 @@ def test_the_ports_matrix_marks_the_blocked_probes() -> None:
 
 def test_an_unreachable_node_has_its_own_row_and_is_not_checked_by_the_others() -> None:
     report = load(REPORTS / "unreachable.json")
-    rows = {row.label: row for row in html.build_grid(report, html._Anchors(report.hosts))[1]}
+    rows = {row.label: row for row in build_grid(report, Anchors(report.hosts))[1]}
     checks = list(dict.fromkeys(r.check for r in report.results))
     assert len(checks) >= 4
     # connect names why; every other check could not look at the node.
@@ -206,7 +209,7 @@ def test_an_unreachable_node_has_its_own_row_and_is_not_checked_by_the_others() 
 
 
 def test_a_thousand_nodes_fold_into_a_few_rows_with_every_culprit_on_its_own(large: RunReport) -> None:
-    _, rows, hidden = html.build_grid(large, html._Anchors(large.hosts))
+    _, rows, hidden = build_grid(large, Anchors(large.hosts))
     assert hidden == 0
     culprits = culprit_names(large)
     assert culprits == {"gpu0123", "gpu0256", "gpu0417", "gpu0512", "gpu0733", "gpu0998", "gpu0999"}
@@ -459,7 +462,7 @@ def test_the_embedded_summary_is_json_that_cannot_close_its_script(hostile_page:
 def test_a_check_this_renderer_does_not_know_reads_as_keys_and_values(hostile_page: str) -> None:
     text = Page(hostile_page).visible_text
     assert "<script>alert(1)</script>" in text  # the unknown check's name, as a section title
-    items = html.generic_details(
+    items = generic_details(
         {
             "count": 3,
             "ok": True,

@@ -8,18 +8,17 @@ reports, hand-made ones) are read from the plain mapping, and every value is che
 
 from __future__ import annotations
 
-import re
 import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 from checks.allreduce.details import NAME, AllreduceDetails, PairTest, SweepRow
-from checks.job.evidence import listed, merged_details, number, scalar
+from checks.job.evidence import merged_details
 from checks.job.failures import failures_table
 from checks.job.pairs import typical_busbw
 from preflight import view
 from preflight.model import RunReport
-from preflight.nodeset import fold
+from preflight.nodeset import fold, natural_key
 from preflight.units import binary_size, significant
 from preflight.view import (
     MAX_TABLE_ROWS,
@@ -31,17 +30,16 @@ from preflight.view import (
     Table,
     TCell,
     advice_by_item,
+    listed,
+    number,
     plain,
+    scalar,
 )
 
 # Pair lines drawn one by one; beyond, the healthy pairs become a band and their median.
 _MAX_PAIR_LINES = 12
 # Nodes up to which the pair matrix is drawn; beyond, the slowest pairs are ranked.
 _MATRIX_MAX_NODES = 64
-
-
-def _natural_key(name: str) -> list[Any]:
-    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
@@ -288,7 +286,7 @@ def _pair_matrix(
         values.setdefault((b, a), busbw)
     if not values:
         return None
-    names = sorted({n for pair in values for n in pair}, key=_natural_key)
+    names = sorted({n for pair in values for n in pair}, key=natural_key)
     typical = stated if stated else _typical(values, names)
     if len(names) > _MATRIX_MAX_NODES:
         # A thousand nodes do not fit a matrix: rank the pairs instead, slowest first.

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any, cast
 
 from checks.ddp.details import NAME, DdpDetails, RankRow
-from checks.job.evidence import listed, merged_details, number, scalar
+from checks.job.evidence import merged_details
 from checks.job.failures import failures_table
 from preflight import view
 from preflight.model import RunReport
@@ -29,7 +29,10 @@ from preflight.view import (
     Table,
     TCell,
     advice_by_item,
+    listed,
+    number,
     plain,
+    scalar,
 )
 
 # Ranks drawn in the step-time chart; beyond, the slowest.
