@@ -230,6 +230,12 @@ class NodeFacts:
         return bool(self.gpus) and self.torch is not None and self.torch.cuda_available
 
     @cached_property
+    def env(self) -> Mapping[str, str]:
+        """The variables the probe reports (``NCCL_*``, ``CUDA_*``...), secrets masked on the node."""
+        found = self.raw.get("env")
+        return {str(k): str(v) for k, v in found.items()} if isinstance(found, Mapping) else {}
+
+    @cached_property
     def packages(self) -> Mapping[str, str] | None:
         """Installed packages, name -> version as pip lists them; None where the node could not
         list them (``unavailable["packages"]`` says why)."""

@@ -278,6 +278,10 @@ def judge_allreduce(
         transports, outcome, config, node_facts, n_nodes, gpu
     )
     results.extend(transport_findings)
+    for why, hosts in group_by_value(outcome.untested_gpus):
+        results.append(
+            CheckResult(NAME, "warn", f"{fold(hosts)}: {why}", tuple(hosts), {"item": "untested_gpus"})
+        )
 
     sweep: list[SweepRow] = list(section.get("sweep") or [])
     details: AllreduceDetails = {

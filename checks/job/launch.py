@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from checks import ports
+from checks.job.layout import decide_devices, socket_environment, socket_interface
 from checks.job.node import parse_result_line
 from checks.job.outcome import JOB_PHASES, JobNotRun, JobOutcome, NodeOutcome
 from checks.job.pairs import plan_rounds
@@ -73,19 +74,6 @@ def _blocked_by_ports(ctx: CheckContext) -> JobNotRun | None:
     for result in ctx.findings.get("ports", ()):
         if result.check == "ports" and result.details.get("blocks_job"):
             return _skip(f"not launched: {result.summary}", blocked_by="ports")
-    return None
-
-
-def _uses_gpus(facts: Mapping[str, Mapping[str, Any]]) -> bool:
-    return bool(facts) and all(
-        (f.get("gpus") or []) and (f.get("torch") or {}).get("cuda_available") for f in facts.values()
-    )
-
-
-def _interface_of(facts: Mapping[str, Any], address: str) -> str | None:
-    for interface in (facts.get("net") or {}).get("interfaces") or []:
-        if any(str(a).split("/")[0] == address for a in interface.get("addresses") or []):
-            return str(interface.get("name"))
     return None
 
 
@@ -171,14 +159,12 @@ def launch(ctx: CheckContext, phases: tuple[str, ...]) -> JobOutcome | JobNotRun
     blocked = _blocked_by_ports(ctx)
     if blocked is not None:
         return blocked
-    facts = {s.spec.name: s.report.facts for s in sessions}
+    nodes = {s.spec.name: s.report.node for s in sessions}
     no_torch = {
-        n: (f.get("unavailable") or {}).get("torch", "not importable")
-        for n, f in facts.items()
-        if not f.get("torch")
+        n: str(node.unavailable.get("torch", "not importable")) for n, node in nodes.items() if not node.torch
     }
     if no_torch:
-        first = str(next(iter(no_torch.values()))).removeprefix("torch not importable: ")
+        first = next(iter(no_torch.values())).removeprefix("torch not importable: ")
         python = ctx.config.run.python
         return JobNotRun(
             status="fail",
@@ -190,9 +176,12 @@ def launch(ctx: CheckContext, phases: tuple[str, ...]) -> JobOutcome | JobNotRun
             details={"item": "torch", "unavailable": no_torch},
         )
     master_name, master_address = ports.master_of(ctx)
-    if master_name not in facts:
+    if master_name not in nodes:
         return _skip(f"not launched: the master {master_name or master_address} could not be checked")
-    gpu = _uses_gpus(facts) if ctx.backend is None else ctx.backend == "nccl"
+    devices = decide_devices(nodes, {s.spec.name: s.spec.slots for s in sessions}, ctx.backend)
+    if isinstance(devices, JobNotRun):
+        return devices
+    gpu = devices.gpu
     names = [s.spec.name for s in sessions]
     # The master first: node rank 0 hosts global rank 0 and the rendezvous store.
     ordered = sorted(sessions, key=lambda s: s.spec.name != master_name)
@@ -208,13 +197,8 @@ def launch(ctx: CheckContext, phases: tuple[str, ...]) -> JobOutcome | JobNotRun
     commands: dict[str, list[str]] = {}
     for rank, session in enumerate(ordered):
         name = session.spec.name
-        route = routes.get(name) or {}
-        ifname = ctx.config.allreduce.socket_ifname or (
-            _interface_of(facts[name], master_address) if route.get("local") else route.get("dev")
-        )
-        env = {"OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
-        if ifname:
-            env["GLOO_SOCKET_IFNAME"] = env["NCCL_SOCKET_IFNAME"] = ifname
+        ifname = socket_interface(nodes[name], routes.get(name) or {}, ctx.config.allreduce.socket_ifname)
+        env = {"OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", **socket_environment(ifname)}
         if gpu:
             # Which network NCCL really used is read from its INIT/NET log lines; Ring because
             # Tree on two nodes can exceed one NIC's rate and hide a slow link.
@@ -226,7 +210,7 @@ def launch(ctx: CheckContext, phases: tuple[str, ...]) -> JobOutcome | JobNotRun
                 TORCH_NCCL_ASYNC_ERROR_HANDLING="1",
             )
         environments[name] = dict(env)
-        nproc = session.spec.slots or (len(facts[name].get("gpus") or []) if gpu else 1)
+        nproc = devices.nproc[name]
         commands[name] = [
             "sh", "-c", TMPDIR_WRAPPER, "preflight-job",
             "env", f"PREFLIGHT_JOB={source}", *(f"{k}={v}" for k, v in env.items()),
@@ -269,6 +253,7 @@ def launch(ctx: CheckContext, phases: tuple[str, ...]) -> JobOutcome | JobNotRun
             None,
         ),
         launch_error="; ".join(failures.values()) or None,
+        untested_gpus=dict(devices.untested),
         environment={
             n: {k: MASK if is_secret_name(k) else v for k, v in env.items()}
             for n, env in environments.items()

@@ -49,6 +49,8 @@ class JobOutcome:
     launch_error: str | None = None
     # Per-node environment the job ran with (NCCL_SOCKET_IFNAME, ...), secrets masked.
     environment: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    # Nodes where the job left GPUs untested (fewer ranks than GPUs), host -> why.
+    untested_gpus: Mapping[str, str] = field(default_factory=dict)
 
     def failed_nodes(self) -> Sequence[NodeOutcome]:
         return [n for n in self.nodes if not n.ok]
