@@ -203,10 +203,11 @@ def _transport_results(
             fallback_details: dict[str, Any] = {"fallback": {h: logged[h].to_dict() for h in hosts}}
             results.append(CheckResult(NAME, "fail", summary, tuple(hosts), fallback_details))
     if gpu and n_nodes >= 2:
-        no_gdr = [h for h, t in logged.items() if "NET/IB" in t.net_channels and not t.gdrdma]
+        no_gdr = [h for h, t in logged.items() if t.rdma_channels and not t.gdrdma]
         if no_gdr:
+            networks = ", ".join(dict.fromkeys(n for h in no_gdr for n in logged[h].rdma_channels))
             summary = (
-                f"NCCL used NET/IB without GPUDirect RDMA on {fold(no_gdr)}: data between GPU and NIC "
+                f"NCCL used {networks} without GPUDirect RDMA on {fold(no_gdr)}: data between GPU and NIC "
                 "is staged through host memory (is nvidia-peermem loaded?)"
             )
             results.append(CheckResult(NAME, "warn", summary, tuple(no_gdr), {}))
@@ -228,7 +229,7 @@ def transport_text(transport: NcclTransport) -> str:
     """One line per node for a report: ``NET/IB with GDRDMA (mlx5_0:1/IB, mlx5_1:1/RoCE), NCCL 2.21.5``."""
     used = transport.inter_node or "no network (one node)"
     parts = [used + (" with GDRDMA" if transport.gdrdma else "")]
-    devices = transport.ib_devices if used == "NET/IB" else transport.socket_devices
+    devices = transport.socket_devices if used == "NET/Socket" else transport.ib_devices
     if used.startswith("NET/") and devices:
         shown = [f"{d.name}:{d.port}/{d.link_layer}" if d.port is not None else d.name for d in devices[:4]]
         parts[0] += f" ({', '.join(shown)})"
@@ -249,7 +250,9 @@ def judge_allreduce(
         return phase.findings
     results, section, document = phase.findings, phase.section, phase.document
     names = node_names(outcome)
-    transports = {n.host: parse_nccl_log(n.stderr) for n in outcome.nodes}
+    # Parsed when the job ended, from all of each node's stderr that was kept (the stored copy
+    # is cut shorter); a recorded outcome without it is parsed from what it stored.
+    transports = {n.host: n.nccl or parse_nccl_log(n.stderr) for n in outcome.nodes}
 
     world = int(document.get("world_size") or 0)
     gpu = document.get("device") == "cuda"

@@ -20,6 +20,7 @@ from typing import Any
 
 from checks import ports
 from checks.job.layout import decide_devices, socket_environment, socket_interface
+from checks.job.nccl_log import parse_nccl_log
 from checks.job.node import parse_result_line
 from checks.job.outcome import JOB_PHASES, JobNotRun, JobOutcome, NodeOutcome
 from checks.job.pairs import plan_rounds
@@ -322,6 +323,7 @@ def _watch(
             lost=name in lost or (result.exit_status is None and not killed),
             killed=killed and not timed_out and name not in lost,
             stderr=_cap(result.stderr),
+            nccl=parse_nccl_log(result.stderr.decode("utf-8", "replace")),
             stdout=result.stdout,
         )
     return outcomes

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from checks.job.nccl_log import NcclTransport
 from checks.job.node import PHASES
 from preflight.model import CheckResult
 from preflight.status import Status
@@ -27,6 +28,8 @@ class NodeOutcome:
     lost: bool  # the node stopped answering (SSH connection lost) during the job
     killed: bool  # ended by preflight because another node failed first
     stderr: str  # the node's stderr (torchrun, NCCL_DEBUG lines, tracebacks), capped
+    # What NCCL's log said, parsed from the whole stream before it was capped (None: not parsed).
+    nccl: NcclTransport | None = None
 
     @property
     def ok(self) -> bool:
