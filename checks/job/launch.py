@@ -115,6 +115,7 @@ def _job_args(ctx: CheckContext, phases: tuple[str, ...], names: list[str], gpu:
         "backend": "nccl" if gpu else "gloo",
         "device": "cuda" if gpu else "cpu",
         "timeout_s": cfg.collective_timeout_s,
+        "join_timeout_s": cfg.join_timeout_s,
         "nodes": names,
         "allreduce": {
             "sweep_budget_s": cfg.sweep_budget_s,
@@ -134,7 +135,7 @@ def _job_args(ctx: CheckContext, phases: tuple[str, ...], names: list[str], gpu:
 def _budget_s(args: Mapping[str, Any]) -> float:
     allreduce = args["allreduce"]
     rounds = len(allreduce["rounds"])
-    budget = STARTUP_S + float(args["timeout_s"])
+    budget = STARTUP_S + float(args["join_timeout_s"]) + float(args["timeout_s"])
     if "allreduce" in args["phases"]:
         # The first wave, then up to three rounds of re-tests (the slow pairs, and each suspect
         # against two good nodes), every pair within its budget.
@@ -218,7 +219,7 @@ def launch(ctx: CheckContext, phases: tuple[str, ...]) -> JobOutcome | JobNotRun
             python, "-m", "torch.distributed.run",
             "--nnodes", str(len(ordered)), "--nproc-per-node", str(max(1, nproc)),
             "--node-rank", str(rank), "--master-addr", master_address, "--master-port", str(port),
-            "--max-restarts", "0", "--rdzv-conf", f"timeout={int(args['timeout_s'])}",
+            "--max-restarts", "0", "--rdzv-conf", f"timeout={int(args['join_timeout_s'])}",
             "--no-python", "--", python, "-c", JOB_BOOTSTRAP, json.dumps(args),
         ]  # fmt: skip
 

@@ -286,7 +286,12 @@ class Job:
         self.world = int(os.environ.get("WORLD_SIZE", "1"))
         self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
         self.node_rank = int(os.environ.get("GROUP_RANK", "0"))
+        # Collectives get a short deadline; joining gets a longer one: eight processes per node
+        # importing torch from a cold shared filesystem can start tens of seconds apart.
         self.timeout_s = float(args.get("timeout_s", 60))
+        self.join_timeout_s = float(args.get("join_timeout_s", 3 * self.timeout_s))
+        self.group: Any = None  # every collective runs here, under timeout_s (set by start)
+        self.side: Any = None  # a gloo group beside NCCL, for the join barrier that names missing ranks
         wanted = str(args.get("device", "cpu"))
         self.cuda = wanted == "cuda" and bool(torch.cuda.is_available())
         self.backend = str(args.get("backend") or ("nccl" if self.cuda else "gloo"))
@@ -305,14 +310,14 @@ class Job:
     def agree_max(self, values: Sequence[float], group: Any = None) -> list[float]:
         """The maximum of each value over the ranks of ``group``: the same numbers on every rank."""
         tensor = self.torch.tensor(list(values), dtype=self.torch.float64, device=self.device)
-        self.dist.all_reduce(tensor, op=self.dist.ReduceOp.MAX, group=group)
+        self.dist.all_reduce(tensor, op=self.dist.ReduceOp.MAX, group=group or self.group)
         return [float(v) for v in tensor.tolist()]
 
     def barrier(self, group: Any = None) -> None:
         # A one-element all-reduce works on every backend and device, without the device
         # guessing that dist.barrier does for NCCL.
         tensor = self.torch.zeros(1, device=self.device)
-        self.dist.all_reduce(tensor, group=group)
+        self.dist.all_reduce(tensor, group=group or self.group)
         self.sync()
 
     def gather(self, value: Any) -> list[Any]:
@@ -324,13 +329,13 @@ class Job:
         data = json.dumps(value).encode("utf-8")
         size = torch.tensor([len(data)], dtype=torch.int64, device=self.device)
         sizes = [torch.zeros_like(size) for _ in range(self.world)]
-        self.dist.all_gather(sizes, size)
+        self.dist.all_gather(sizes, size, group=self.group)
         lengths = [int(s.item()) for s in sizes]
         padded = torch.zeros(max(lengths), dtype=torch.uint8)
         padded[: len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8)
         padded = padded.to(self.device)
         gathered = [torch.empty_like(padded) for _ in range(self.world)]
-        self.dist.all_gather(gathered, padded)
+        self.dist.all_gather(gathered, padded, group=self.group)
         pieces = [_tensor_bytes(gathered[i][: lengths[i]]) for i in range(self.world)]
         return [json.loads(piece.decode("utf-8")) for piece in pieces]
 
@@ -339,7 +344,7 @@ class Job:
         self.barrier(group)
         start = time.perf_counter()
         for _ in range(count):
-            self.dist.all_reduce(buffer, group=group)
+            self.dist.all_reduce(buffer, group=group or self.group)
         self.sync()
         return (time.perf_counter() - start) / count
 
@@ -361,9 +366,15 @@ class Job:
             raise RuntimeError(f"CUDA is not available to torch {version} on {self.hostname}")
         if self.cuda:
             self.torch.cuda.set_device(self.local_rank)
-        self.dist.init_process_group(self.backend, timeout=timedelta(seconds=self.timeout_s))
+        self.dist.init_process_group(self.backend, timeout=timedelta(seconds=self.join_timeout_s))
         self.world = self.dist.get_world_size()
         self.rank = self.dist.get_rank()
+        # Every rank creates the same groups in the same order, as new_group requires.
+        collective = timedelta(seconds=self.timeout_s)
+        self.group = self.dist.new_group(timeout=collective)
+        self.side = (
+            self.dist.new_group(backend="gloo", timeout=collective) if self.backend != "gloo" else self.group
+        )
         device_name = self.torch.cuda.get_device_name(self.local_rank) if self.cuda else "cpu"
         me = {
             "rank": self.rank,
@@ -392,7 +403,7 @@ class Job:
         """Elements that differ from the exact sum after one untimed all-reduce of rank-dependent values."""
         torch = self.torch
         buffer = self.fill_pattern(count)
-        self.dist.all_reduce(buffer)
+        self.dist.all_reduce(buffer, group=self.group)
         period = torch.tensor(
             [float(v) for v in expected_sums(self.world)], dtype=torch.float32, device=self.device
         )
@@ -430,7 +441,7 @@ class Job:
                 break
             warm, timed = plan_iterations(probe, remaining, max(0, warmup - 1), iters)
             for _ in range(warm):
-                self.dist.all_reduce(buffer)
+                self.dist.all_reduce(buffer, group=self.group)
             per_op_local = self.time_ops(buffer, timed)
             del buffer
             wrong = self.count_wrong(count)
@@ -508,7 +519,8 @@ class Job:
             for result in rank_results:
                 key = (int(result["round"]), int(result["nodes"][0]), int(result["nodes"][1]))
                 known = by_pair.get(key)
-                # The pair's time is its slowest rank's, as nccl-tests reports.
+                # The pair's time is its slowest rank's: a pair runs at its slowest member's pace.
+                # (nccl-tests averages over ranks by default, -a 1; -a 3 takes the maximum, as here.)
                 if known is None or result["time_s"] > known["time_s"]:
                     by_pair[key] = result
         measurements: list[JsonDict] = []
@@ -561,13 +573,13 @@ class Job:
         settings.update(self.args.get("ddp") or {})
         steps = max(1, int(settings["steps"]))
         start = time.perf_counter()
-        # Join check: gloo's monitored barrier names the ranks that did not arrive.
-        if self.backend == "gloo":
-            dist.monitored_barrier(timeout=timedelta(seconds=self.timeout_s), wait_all_ranks=True)
-        else:
-            self.barrier()
+        # Join check: gloo's monitored barrier (on a gloo side group when the job runs NCCL) names
+        # the ranks that did not arrive.
+        dist.monitored_barrier(
+            group=self.side, timeout=timedelta(seconds=self.timeout_s), wait_all_ranks=True
+        )
         ones = torch.ones(1, device=self.device)
-        dist.all_reduce(ones)
+        dist.all_reduce(ones, group=self.group)
         ones_value = float(ones.item())
 
         torch.manual_seed(DDP_SEED)
@@ -584,7 +596,7 @@ class Job:
             return x.to(self.device), y.to(self.device)
 
         wrapped = torch.nn.parallel.DistributedDataParallel(
-            model, device_ids=[self.local_rank] if self.cuda else None
+            model, device_ids=[self.local_rank] if self.cuda else None, process_group=self.group
         )
         optimizer = torch.optim.SGD(wrapped.parameters(), lr=DDP_LR)
         loss_fn = torch.nn.MSELoss()
@@ -601,7 +613,7 @@ class Job:
             self.sync()
             wall.append(time.perf_counter() - begin)
             global_loss = loss.detach().clone()
-            dist.all_reduce(global_loss)
+            dist.all_reduce(global_loss, group=self.group)
             losses.append(float(global_loss.item()) / self.world)
 
         params = [p.detach() for p in model.parameters()]
