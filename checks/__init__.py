@@ -3,8 +3,8 @@
 A check that reads another's findings (``Check.reads``) comes after it; what checks share
 by I/O goes through probes (``CheckContext.probe``), which do not depend on the order.
 
-Importing the package imports no check (the node scripts in ``checks.node`` are used on
-their own, by the core too); the registry imports them when it is first asked.
+Importing the package imports no check (a check's node script, ``checks/<check>/node.py``, is
+sent to nodes on its own); the registry imports them when it is first asked.
 """
 
 from __future__ import annotations

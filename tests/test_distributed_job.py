@@ -205,6 +205,7 @@ def test_one_node_trains_with_identical_checksums(
     assert len(set(ddp["param_hashes"])) == 1 and len(set(ddp["grad_hashes"])) == 1
     assert len(set(ddp["param_checksums"])) == 1
     assert len(ddp["compute_step_s"]) == 3 and all(t > 0 for t in ddp["compute_step_s"])
+    assert ddp["compute_work"] == "16-32-1 MLP forward+backward on CPU"
     assert len(ddp["wall_step_s"]) == 3
 
 

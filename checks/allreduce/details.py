@@ -69,4 +69,5 @@ class AllreduceDetails(TypedDict):
     unconfirmed: NotRequired[list[UnconfirmedPair]]
     transport: NotRequired[dict[str, str]]  # one line per node (transport_text)
     transport_details: NotRequired[dict[str, dict[str, Any]]]  # NcclTransport.to_dict() per node
+    nccl_loaded: NotRequired[dict[str, str]]  # per node, the NCCL version its ranks ran
     notes: NotRequired[list[str]]

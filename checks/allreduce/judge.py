@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 from checks.allreduce.details import NAME, PHASE, AllreduceDetails, PairTest, SweepRow
+from checks.allreduce.nccl_runtime import loaded_nccl_results, loaded_versions
 from checks.job.nccl_log import NcclTransport, parse_nccl_log
 from checks.job.outcome import JobOutcome, node_names
 from checks.job.pairs import Culprits, name_culprits
@@ -281,6 +282,8 @@ def judge_allreduce(
         transports, outcome, config, node_facts, n_nodes, gpu
     )
     results.extend(transport_findings)
+    nccl_loaded = loaded_versions(document, names)
+    results.extend(loaded_nccl_results(nccl_loaded))
     for why, hosts in group_by_value(outcome.untested_gpus):
         results.append(
             CheckResult(NAME, "warn", f"{fold(hosts)}: {why}", tuple(hosts), {"item": "untested_gpus"})
@@ -299,6 +302,8 @@ def judge_allreduce(
         _add_pair_tables(details, pairs, culprits, names)
     details["transport"] = {h: transport_text(t) for h, t in transports.items() if t.nccl_lines}
     details["transport_details"] = {h: t.to_dict() for h, t in transports.items() if t.nccl_lines}
+    if nccl_loaded:
+        details["nccl_loaded"] = nccl_loaded
     if notes:
         details["notes"] = notes
     if world == 1 and not any(r.status in ("fail", "error") for r in results):

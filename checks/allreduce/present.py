@@ -153,6 +153,16 @@ def evidence(report: RunReport) -> list[Block]:
     per_node: dict[str, str] | None = details.get("transport")
     described: dict[str, dict[str, Any]] | None = details.get("transport_details")
     blocks.extend(_transport_blocks(per_node or raw.get("transports"), described))
+    loaded = details.get("nccl_loaded")
+    if isinstance(loaded, Mapping) and loaded:
+        by_version: dict[str, list[str]] = {}
+        for node, version in loaded.items():
+            by_version.setdefault(plain(version), []).append(str(node))
+        rows = [
+            [TCell(plain(fold(nodes)), "mono"), TCell(version, "mono")]
+            for version, nodes in sorted(by_version.items(), key=lambda kv: -len(kv[1]))
+        ]
+        blocks.append(Table(("nodes", "NCCL version"), rows[:MAX_TABLE_ROWS], title="NCCL the ranks ran"))
     return blocks
 
 
@@ -363,8 +373,10 @@ PRESENTATION = Presentation(
     finding=failures_table,
     advice=advice_by_item(
         {
+            "nccl_loaded": "Make every node load the same NCCL: check LD_LIBRARY_PATH, the nvidia-nccl "
+            "package beside torch and any NCCL in the container image on the named nodes.",
             "*": "Check the named node's NIC (link speed, errors: ibstat, ethtool -S), its cable and "
-            "switch port; rerun without it to confirm."
+            "switch port; rerun without it to confirm.",
         }
     ),
 )

@@ -5,7 +5,7 @@ by rank and with its node) and the presenter reads back.
 
 from __future__ import annotations
 
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 NAME = "ddp"
 PHASE = "ddp"
@@ -35,6 +35,7 @@ class DdpDetails(TypedDict):
     joined: int
     ones_allreduce: float | None  # as the job printed it
     median_compute_step_s: float
+    compute_work: NotRequired[str]  # what the compute timing ran (a GEMM on GPUs, the MLP on CPUs)
     duration_s: float | None
     compute_step_s: list[float | None]
     wall_step_s: list[float | None]

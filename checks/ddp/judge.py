@@ -171,6 +171,8 @@ def judge_ddp(outcome: JobOutcome, config: Config) -> list[CheckResult]:
             for rank in range(world)
         ],
     }
+    if section.get("compute_work"):
+        details["compute_work"] = str(section["compute_work"])
     if not any(r.status in ("fail", "error") for r in results):
         slowest = max(measured) if measured else 0.0
         summary = (

@@ -126,7 +126,8 @@ def evidence(report: RunReport) -> list[Block]:
             )
         )
     stated: float | None = details.get("median_compute_step_s")
-    chart = _step_times(ranks, _named_ranks(report), number(stated))
+    work = details.get("compute_work")
+    chart = _step_times(ranks, _named_ranks(report), number(stated), work if isinstance(work, str) else None)
     if chart is not None:
         blocks.append(chart)
     blocks.extend(_hashes(ranks))
@@ -143,15 +144,15 @@ def _named_ranks(report: RunReport) -> set[int]:
 
 
 def _step_times(
-    ranks: Mapping[int, Mapping[str, Any]], named: set[int], stated: float | None
+    ranks: Mapping[int, Mapping[str, Any]], named: set[int], stated: float | None, work: str | None
 ) -> Chart | None:
     """Each rank's median step time as a bar, red where a finding names the rank: its compute time
-    when the job measured it; ``stated`` is the judge's median of it."""
+    when the job measured it (``work`` says what ran); ``stated`` is the judge's median of it."""
     for key, title, about in (
         (
             "compute_step_s",
             "Compute step time per rank",
-            "forward and backward on a local copy, no all-reduce",
+            plain(work) if work else "forward and backward on a local copy, no all-reduce",
         ),
         ("step_time_s", "Step time per rank", "one DDP step"),
         ("wall_step_s", "Step time per rank", "one DDP step, waiting for the slowest rank"),

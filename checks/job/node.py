@@ -52,6 +52,9 @@ DDP_BATCH = 64
 DDP_LR = 0.05
 # Local forward+backward steps timed without DDP, to see a straggler's own compute.
 COMPUTE_TIMING_STEPS = 10
+# On a GPU the small MLP measures kernel launches, not the GPU: the straggler timing runs a
+# forward+backward of one square half-precision layer instead (3 GEMMs, about 3.3 TFLOP).
+COMPUTE_GPU_DIM = 8192
 # Default arguments; a launcher may send fewer keys.
 DEFAULT_ALLREDUCE: JsonDict = {
     "sweep_budget_s": 6.0,
@@ -242,6 +245,52 @@ def expected_sums(world_size: int) -> list[int]:
     return [sum(pattern_values(k, r) for r in range(world_size)) for k in range(PATTERN_PERIOD)]
 
 
+def nccl_version_text(code: int) -> str:
+    """NCCL's version code as text: NCCL_VERSION(X,Y,Z) is X*1000+Y*100+Z up to 2.8, X*10000+Y*100+Z after."""
+    if code >= 10000:
+        return f"{code // 10000}.{code % 10000 // 100}.{code % 100}"
+    return f"{code // 1000}.{code % 1000 // 100}.{code % 100}"
+
+
+def nccl_libraries(maps: str) -> list[str]:
+    """The NCCL shared libraries mapped into a process, from its /proc/<pid>/maps text."""
+    found: list[str] = []
+    for line in maps.splitlines():
+        path = line.split(None, 5)[5].strip() if len(line.split(None, 5)) == 6 else ""
+        name = path.rsplit("/", 1)[-1]
+        if name.startswith("libnccl.so") and path not in found:
+            found.append(path)
+    return found
+
+
+def loaded_nccl(torch: Any) -> JsonDict:
+    """The NCCL this process runs, which can differ from the one torch was built with: the library
+    mapped into the process asked through ncclGetVersion (dlopen of a loaded library returns it);
+    torch's build version when NCCL is linked into torch itself."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as handle:
+            libraries = nccl_libraries(handle.read())
+    except OSError:
+        libraries = []
+    for path in libraries:
+        try:
+            code = ctypes.c_int(0)
+            if ctypes.CDLL(path).ncclGetVersion(ctypes.byref(code)) == 0 and code.value > 0:
+                return {"version": nccl_version_text(code.value), "library": path, "source": "ncclGetVersion"}
+        except (OSError, AttributeError):
+            continue
+    try:
+        built = torch.cuda.nccl.version()
+        text = (
+            ".".join(str(part) for part in built)
+            if isinstance(built, tuple)
+            else nccl_version_text(int(built))
+        )
+        return {"version": text, "library": None, "source": "torch build (NCCL linked into torch)"}
+    except Exception as exc:
+        return {"version": None, "library": None, "source": f"unknown: {_error_text(exc)}"}
+
+
 def _error_text(exc: BaseException) -> str:
     lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
     # torch errors often end in a C++ stack; the first line is the one a person reads.
@@ -419,6 +468,8 @@ class Job:
             "hostname": self.hostname,
             "device_name": device_name,
         }
+        if self.backend == "nccl":
+            me["nccl_loaded"] = loaded_nccl(self.torch)
         self.ranks = sorted(self.gather(me), key=lambda r: int(r["rank"]))
         for info in self.ranks:
             self.ranks_of_node.setdefault(int(info["node_rank"]), []).append(int(info["rank"]))
@@ -686,7 +737,12 @@ class Job:
             "losses": losses,
             "loss_first": losses[0],
             "loss_last": losses[-1],
-            "joined": self.world,
+            "joined": round(ones_value),  # every rank that joined added its 1
+            "compute_work": (
+                f"{COMPUTE_GPU_DIM}x{COMPUTE_GPU_DIM} half-precision layer, forward+backward, CUDA events"
+                if self.cuda
+                else f"{DDP_IN}-{DDP_HIDDEN}-1 MLP forward+backward on CPU"
+            ),
             "ones_allreduce": ones_value,
             "param_checksums": [r["param_checksum"] for r in everyone],
             "grad_checksums": [r["grad_checksum"] for r in everyone],
@@ -703,6 +759,8 @@ class Job:
         Under DDP every rank's step ends when the slowest rank's gradients arrive, so wall
         step times are all equal; a straggler shows only in its own compute.
         """
+        if self.cuda:
+            return self.gpu_compute_step()
         local = copy.deepcopy(model)
         self.barrier()
         times: list[float] = []
@@ -714,6 +772,36 @@ class Job:
             loss_fn(local(x), y).backward()
             self.sync()
             times.append(time.perf_counter() - begin)
+        return float(statistics.median(times))
+
+    def gpu_compute_step(self) -> float:
+        """Median seconds of a forward+backward of one COMPUTE_GPU_DIM-square bf16 (or fp16) layer,
+        timed with CUDA events; every rank agrees it could run before any rank gathers the result."""
+        torch = self.torch
+        times: list[float] = []
+        failure: Exception | None = None
+        try:
+            dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+            layer = torch.nn.Linear(
+                COMPUTE_GPU_DIM, COMPUTE_GPU_DIM, bias=False, device=self.device, dtype=dtype
+            )
+            x = torch.randn(COMPUTE_GPU_DIM, COMPUTE_GPU_DIM, device=self.device, dtype=dtype)
+            for step in range(COMPUTE_TIMING_STEPS + 1):  # the first step warms up cuBLAS
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                layer.zero_grad(set_to_none=True)
+                layer(x).sum().backward()
+                end.record()
+                end.synchronize()
+                if step:
+                    times.append(start.elapsed_time(end) / 1000.0)  # elapsed_time is in ms
+            del layer, x
+        except Exception as exc:
+            failure = exc
+        if self.agree_max([1.0 if failure is not None else 0.0])[0]:
+            if failure is not None:
+                raise RuntimeError(f"the GPU compute timing failed: {_error_text(failure)}")
+            raise StoppedByPeer("another rank's GPU compute timing failed")
         return float(statistics.median(times))
 
     # ---- phases and the document
