@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 GIB = 1 << 30
 
@@ -55,3 +56,26 @@ def duration(seconds: float) -> str:
         return f"{minutes} min {rest} s"
     hours, minutes = divmod(minutes, 60)
     return f"{hours} h {minutes} min"
+
+
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?|\.\d+)\s*([A-Za-z]*)\s*$")
+# Binary where the unit says so (KiB) or is a bare letter (G, as df, ulimit and docker --shm-size
+# read it); decimal where the unit says B after a prefix (GB, as disk vendors write it).
+_SIZE_UNITS: dict[str, int] = {
+    "": 1,
+    "b": 1,
+    **{p: 1 << (10 * i) for i, p in enumerate("kmgtp", start=1)},
+    **{f"{p}ib": 1 << (10 * i) for i, p in enumerate("kmgtp", start=1)},
+    **{f"{p}i": 1 << (10 * i) for i, p in enumerate("kmgtp", start=1)},
+    **{f"{p}b": 1000**i for i, p in enumerate("kmgtp", start=1)},
+}
+
+
+def parse_size(text: str) -> int:
+    """``"140 GiB"``, ``"1.5T"``, ``"500GB"``, ``"4096"`` -> bytes. Raises ValueError with a
+    message a person can act on."""
+    found = _SIZE_RE.match(text)
+    unit = found.group(2).lower() if found else ""
+    if found is None or unit not in _SIZE_UNITS:
+        raise ValueError(f"{text!r} is not a size (examples: 140GiB, 1.5T, 500GB, 4096)")
+    return int(float(found.group(1)) * _SIZE_UNITS[unit])
