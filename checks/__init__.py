@@ -18,13 +18,15 @@ if TYPE_CHECKING:
 
 @cache
 def registry() -> tuple[Check, ...]:
-    from checks import allreduce, baseline, connect, ddp, gpu_memory, ports, versions
+    from checks import allreduce, baseline, connect, ddp, environment, gpu_memory, limits, ports, versions
 
     return (
         connect.CHECK,
         versions.CHECK,
         ports.CHECK,
         gpu_memory.CHECK,
+        environment.CHECK,
+        limits.CHECK,
         allreduce.CHECK,
         ddp.CHECK,
         baseline.CHECK,

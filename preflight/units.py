@@ -19,6 +19,17 @@ def binary_size(size_bytes: float) -> str:
     raise AssertionError("unreachable")
 
 
+def capacity(size_bytes: float) -> str:
+    """A capacity (free space, a filesystem's or a limit's size) to three significant digits in
+    binary units: ``512 B``, ``23.5 GiB``, ``1.2 TiB``."""
+    value = float(size_bytes)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{significant(value)} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
 def gib(size_bytes: float) -> str:
     """A memory amount in GiB with one decimal, without the unit: ``79.6``."""
     return f"{size_bytes / GIB:.1f}"
