@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from checks.culprits import (
+from checks.job.pairs import (
     FULL_PLAN_MAX_NODES,
     Pair,
     first_busbw,
@@ -112,7 +112,7 @@ class Trial:
 
 
 def launcher_mode(n_nodes: int) -> Literal["full", "sparse"]:
-    """The plan the launcher asks for (``checks.torchrun``): every pair up to 16 nodes, one round beyond."""
+    """The plan the launcher asks for (``checks.job.launch``): every pair up to 16 nodes, one round beyond."""
     return "full" if n_nodes <= FULL_PLAN_MAX_NODES else "sparse"
 
 

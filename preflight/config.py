@@ -103,9 +103,12 @@ class AllreduceSection:
     expect_transport: Literal["auto", "ib", "socket"] = "auto"
     # Interface for NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME; empty: the route to the master.
     socket_ifname: str = ""
-    # Seconds a collective (or joining the job) may wait for a peer before the job gives up on
-    # it: how soon a dead node is noticed. torchrun's own defaults are many minutes.
+    # Seconds a collective may wait for a peer before the job gives up on it: how soon a dead
+    # node is noticed. torchrun's own defaults are many minutes.
     collective_timeout_s: float = 20.0
+    # Seconds the ranks may take to join (rendezvous and process group): longer, since eight
+    # processes per node importing torch from a cold shared filesystem start far apart.
+    join_timeout_s: float = 60.0
 
 
 @dataclass(frozen=True)

@@ -318,6 +318,13 @@ class NodeFacts:
         return bool(self.gpus) and self.torch is not None and self.torch.cuda_available
 
     @cached_property
+    def env(self) -> Mapping[str, str]:
+        """The variables NCCL, torch, CUDA and gloo read (``NCCL_*``, ``CUDA_*``...), as the node's
+        SSH session has them (secret values masked on the node)."""
+        found = self.raw.get("env")
+        return {str(k): str(v) for k, v in found.items()} if isinstance(found, Mapping) else {}
+
+    @cached_property
     def packages(self) -> Mapping[str, str] | None:
         """Installed packages, name -> version as pip lists them; None where the node could not
         list them (``unavailable["packages"]`` says why)."""
@@ -367,12 +374,6 @@ class NodeFacts:
     def addresses(self) -> tuple[str, ...]:
         """Every address of the node's interfaces, without prefix lengths."""
         return tuple(a.split("/")[0] for i in self.interfaces for a in i.addresses)
-
-    @cached_property
-    def env(self) -> Mapping[str, str]:
-        """The variables NCCL, torch, CUDA and gloo read, as the node's SSH session has them
-        (secret values masked)."""
-        return {str(k): str(v) for k, v in _map(self.raw.get("env")).items() if isinstance(v, str)}
 
     @cached_property
     def env_secret_digests(self) -> Mapping[str, str]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from preflight.escape import printable
 from preflight.units import significant
@@ -26,6 +26,29 @@ MAX_TABLE_ROWS = 200
 def plain(value: object) -> str:
     """Node-provided text on one line, with no escape sequences or control characters."""
     return printable(str(value), keep_newlines=False)
+
+
+def scalar(value: object) -> str:
+    """A table cell's text for one JSON value: a dash for none, yes/no, numbers to a few digits."""
+    if value is None:
+        return "\u2014"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return significant(value)
+    return plain(value)
+
+
+def number(value: object) -> float | None:
+    """``value`` as a float when it is a number (not a bool), else None: a report read from disk
+    may hold anything where a judge wrote a number."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def listed(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []
 
 
 # --------------------------------------------------------------------------- figures

@@ -60,7 +60,7 @@ def _host_findings(results: Sequence[CheckResult], host: HostReport, check: str)
     named = [r for r in results if host.name in r.hosts]
     if named:
         return named
-    if not host.reachable and check != "connect":
+    if not host.reachable:
         message = host.error.message if host.error else "not reached"
         return [CheckResult(check, "skip", f"{host.name} could not be checked: {message}")]
     whole = [r for r in results if not r.hosts and r.status == "skip"]

@@ -13,9 +13,9 @@ import pytest
 
 from checks import allreduce
 from checks.allreduce import judge_allreduce
-from checks.culprits import plan_rounds, retest_plan
-from checks.node.distributed import bus_bandwidth, first_busbw
-from checks.torchrun import JobOutcome, NodeOutcome
+from checks.job.node import bus_bandwidth, first_busbw
+from checks.job.outcome import JobNotRun, JobOutcome, NodeOutcome
+from checks.job.pairs import plan_rounds, retest_plan
 from preflight.check import CheckContext
 from preflight.config import AllreduceSection, Config
 from preflight.deadline import Deadline
@@ -325,6 +325,22 @@ def test_infiniband_without_gdrdma_on_gpus_warns() -> None:
     assert warning.hosts == ("node1",) and "without GPUDirect RDMA" in warning.summary
 
 
+def test_gpudirect_through_a_proxy_or_over_pci_is_gpudirect_all_the_same() -> None:
+    logs = {host: "ib_gdrdma_shared_2.27_mpirun.log" for host in ("node1", "node2", "node3")}
+    job = nccl_job(logs)
+    # NCCL 2.27 marks GPUDirect over PCI, through a proxy rank: "NET/IB/<dev>(<proxy>)/GDRDMA(PCI)".
+    job = replace_node(job, "node2", stderr=job.nodes[1].stderr.replace("/GDRDMA/", "(3)/GDRDMA(PCI)/"))
+    result = only(judge_allreduce(job, CONFIG, {h: IB_FACTS for h in logs}))
+    assert result.status == "pass" and "NCCL over NET/IB with GPUDirect RDMA" in result.summary
+
+
+def test_a_plugin_network_without_gpudirect_is_named_by_its_own_name() -> None:
+    job = nccl_job({"node1": "ibext_v8_without_gdr_hpcx.log"})
+    (warning,) = [r for r in judge_allreduce(job, CONFIG, {}) if r.status == "warn"]
+    assert warning.hosts == ("node1",)
+    assert warning.summary.startswith("NCCL used NET/IBext_v8 without GPUDirect RDMA on node1")
+
+
 def test_nccl_warnings_are_shown_once_per_node_set() -> None:
     job = nccl_job(
         {"node1": "ib_mixed_link_layers_2.12.12_warn.log", "node3": "ib_mixed_link_layers_2.12.12_warn.log"}
@@ -338,14 +354,16 @@ def test_nccl_warnings_are_shown_once_per_node_set() -> None:
 # --------------------------------------------------------------------------- the check
 
 
-def test_the_check_relabels_a_launcher_result_and_judges_a_job(monkeypatch: pytest.MonkeyPatch) -> None:
-    from checks import torchrun
+def test_the_check_reports_a_job_that_did_not_run_and_judges_a_job(monkeypatch: pytest.MonkeyPatch) -> None:
+    from checks.job import launch
 
     ctx = CheckContext(config=CONFIG, sessions=[], deadline=Deadline.after(10))
-    skipped = CheckResult("", "skip", "not launched: the rendezvous port 29500 is blocked on node1")
-    monkeypatch.setattr(torchrun, "distributed_job", lambda _ctx: skipped)
-    assert allreduce.CHECK.run(ctx) == [dataclasses.replace(skipped, check="allreduce")]
-    monkeypatch.setattr(torchrun, "distributed_job", lambda _ctx: HEALTHY)
+    skipped = JobNotRun("skip", "not launched: the rendezvous port 29500 is blocked on node1")
+    monkeypatch.setattr(launch, "distributed_job", lambda _ctx: skipped)
+    assert allreduce.CHECK.run(ctx) == [
+        CheckResult("allreduce", "skip", "not launched: the rendezvous port 29500 is blocked on node1")
+    ]
+    monkeypatch.setattr(launch, "distributed_job", lambda _ctx: HEALTHY)
     assert [r.status for r in allreduce.CHECK.run(ctx)] == ["pass"]
 
 

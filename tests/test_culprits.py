@@ -12,18 +12,17 @@ from typing import Any
 
 import pytest
 
-from checks.culprits import (
+from checks.job.failures import explain_failures, last_error_line
+from checks.job.node import first_busbw
+from checks.job.pairs import (
     FULL_PLAN_MAX_NODES,
     Culprits,
-    explain_failures,
-    last_error_line,
     name_culprits,
     pack_rounds,
     plan_rounds,
     retest_plan,
     typical_busbw,
 )
-from checks.node.distributed import first_busbw
 from tests.test_allreduce import JOBS, load_job, replace_node
 
 Pair = tuple[int, int]

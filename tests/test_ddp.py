@@ -10,6 +10,7 @@ import pytest
 
 from checks import ddp
 from checks.ddp import judge_ddp
+from checks.job.outcome import JobNotRun
 from preflight.check import CheckContext
 from preflight.config import Config, DdpSection
 from preflight.deadline import Deadline
@@ -150,14 +151,16 @@ def test_a_node_lost_during_training_fails_this_phase() -> None:
     )
 
 
-def test_the_check_relabels_a_launcher_result_and_judges_a_job(monkeypatch: pytest.MonkeyPatch) -> None:
-    from checks import torchrun
+def test_the_check_reports_a_job_that_did_not_run_and_judges_a_job(monkeypatch: pytest.MonkeyPatch) -> None:
+    from checks.job import launch
 
     ctx = CheckContext(config=CONFIG, sessions=[], deadline=Deadline.after(10))
-    failed = CheckResult("", "fail", "torch is not importable on node2", ("node2",))
-    monkeypatch.setattr(torchrun, "distributed_job", lambda _ctx: failed)
-    assert ddp.CHECK.run(ctx) == [dataclasses.replace(failed, check="ddp")]
-    monkeypatch.setattr(torchrun, "distributed_job", lambda _ctx: HEALTHY)
+    failed = JobNotRun("fail", "torch is not importable on node2", ("node2",), {"item": "torch"})
+    monkeypatch.setattr(launch, "distributed_job", lambda _ctx: failed)
+    assert ddp.CHECK.run(ctx) == [
+        CheckResult("ddp", "fail", "torch is not importable on node2", ("node2",), {"item": "torch"})
+    ]
+    monkeypatch.setattr(launch, "distributed_job", lambda _ctx: HEALTHY)
     assert [r.status for r in ddp.CHECK.run(ctx)] == ["pass"]
     without = dataclasses.replace(HEALTHY, phases=("allreduce",))
     assert only(judge_ddp(without, CONFIG)).status == "skip"

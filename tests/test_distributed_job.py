@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from checks.culprits import plan_rounds
-from checks.node import distributed
-from checks.node.distributed import (
+from checks.job import node as job_node
+from checks.job.launch import JOB_BOOTSTRAP
+from checks.job.node import (
     PHASE_MARKER,
     RANK_MARKER,
     Job,
@@ -33,9 +33,9 @@ from checks.node.distributed import (
     plan_iterations,
     sweep_sizes,
 )
-from checks.torchrun import JOB_BOOTSTRAP
+from checks.job.pairs import plan_rounds
 
-SCRIPT = Path(distributed.__file__)
+SCRIPT = Path(job_node.__file__)
 PYTHON = sys.executable
 MIB = 1024 * 1024
 
@@ -311,12 +311,18 @@ class _SlowLink:
     def all_gather(self, out: list[Any], tensor: Any, group: Any = None) -> None:
         out[0].copy_(tensor)
 
+    def new_group(self, ranks: Any = None, timeout: Any = None, backend: Any = None) -> object:
+        return object()
+
+    def destroy_process_group(self, group: Any = None) -> None:
+        pass
+
 
 def test_a_link_100x_too_slow_costs_seconds_not_minutes() -> None:
     torch = pytest.importorskip("torch")
     dist = _SlowLink(rate_bytes_per_s=10e6)  # 10 MB/s: a 64 MiB op alone would take 6.7 s
     job = Job(torch, dist, {"device": "cpu"})
-    settings = dict(distributed.DEFAULT_ALLREDUCE, sweep_budget_s=2.0, max_bytes=64 * MIB)
+    settings = dict(job_node.DEFAULT_ALLREDUCE, sweep_budget_s=2.0, max_bytes=64 * MIB)
     started = time.monotonic()
     result = job.sweep(settings)
     elapsed = time.monotonic() - started
@@ -330,9 +336,74 @@ def test_a_link_100x_too_slow_costs_seconds_not_minutes() -> None:
 def test_a_pair_on_a_link_100x_too_slow_stays_within_its_budget() -> None:
     torch = pytest.importorskip("torch")
     job = Job(torch, _SlowLink(rate_bytes_per_s=2e6), {"device": "cpu"})  # 2 MB/s
-    settings = dict(distributed.DEFAULT_ALLREDUCE, pair_bytes=256 * MIB, pair_budget_s=2.0)
+    job.ranks_of_node = {0: [0], 1: [1]}  # this rank is node 0's; the pair is nodes 0 and 1
+    settings = dict(job_node.DEFAULT_ALLREDUCE, pair_bytes=256 * MIB, pair_budget_s=2.0)
     started = time.monotonic()
-    result = job.pair_test(None, settings)
+    (result,) = job.pair_rounds([[(0, 1)]], settings, 0, retest=False)
     elapsed = time.monotonic() - started
     assert elapsed < 3.0, elapsed  # 256 MiB at 2 MB/s would be 134 s for one op
     assert 64 * 1024 <= result["size_bytes"] < 256 * MIB and result["iters"] >= 1
+
+
+class _TwoRanks(_SlowLink):
+    """One rank's torch.distributed whose MAX reductions also see the other rank's ``other`` flag:
+    the other rank failing an allocation, or holding less free memory."""
+
+    def __init__(self, other: float) -> None:
+        super().__init__(rate_bytes_per_s=1e12)
+        self.other = other
+        self.groups_made = 0
+        self.groups_destroyed = 0
+
+    def all_reduce(self, tensor: Any, op: Any = None, group: Any = None) -> None:
+        if op == self.ReduceOp.MAX and tensor.numel() == 1:
+            tensor.clamp_(min=self.other)
+        super().all_reduce(tensor, op, group)
+
+    def new_group(self, ranks: Any = None, timeout: Any = None, backend: Any = None) -> object:
+        self.groups_made += 1
+        return object()
+
+    def destroy_process_group(self, group: Any = None) -> None:
+        self.groups_destroyed += 1
+
+
+class _NoMemory:
+    """torch whose allocations fail the way CUDA's do when another process holds the GPU."""
+
+    def __init__(self, torch: Any) -> None:
+        self._torch = torch
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._torch, name)
+
+    def zeros(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("CUDA out of memory. Tried to allocate 1.00 GiB; GPU 0 has 79.10 GiB in use")
+
+
+def test_a_rank_out_of_memory_names_its_cause_and_the_others_stop_without_a_hang() -> None:
+    torch = pytest.importorskip("torch")
+    failing = Job(_NoMemory(torch), _TwoRanks(other=0.0), {"device": "cpu"})
+    with pytest.raises(RuntimeError, match=r"cannot allocate 4096 bytes for the sweep: .*CUDA out of memory"):
+        failing.allocate(1024, "the sweep")
+    peer = Job(torch, _TwoRanks(other=1.0), {"device": "cpu"})  # the other rank failed
+    with pytest.raises(job_node.StoppedByPeer):
+        peer.allocate(1024, "the sweep")
+    # The peer's phase records no error of its own: the failing rank's message is the one reported.
+    errors: dict[str, Any] = {}
+    document: dict[str, Any] = {}
+    peer.run_phase("allreduce", lambda: peer.allocate(1024, "the sweep"), document, errors)
+    assert "allreduce" not in document and errors == {}
+
+
+def test_pair_communicators_are_made_once_reused_by_retests_and_destroyed() -> None:
+    torch = pytest.importorskip("torch")
+    dist = _TwoRanks(other=0.0)
+    job = Job(torch, dist, {"device": "cpu"})
+    job.ranks_of_node = {0: [0], 1: [1], 2: [2]}
+    settings = dict(job_node.DEFAULT_ALLREDUCE, pair_bytes=64 * 1024, pair_budget_s=0.2)
+    job.pair_rounds([[(0, 1)], [(0, 2)], [(1, 2)]], settings, 0, retest=False)
+    job.pair_rounds([[(0, 1)], [(1, 2)]], settings, 3, retest=True)
+    assert dist.groups_made == 3
+    job.destroy_pair_groups()
+    assert dist.groups_destroyed == 3 and job.pair_groups == {}

@@ -41,7 +41,7 @@ def test_a_pending_remap_is_named_and_a_healthy_remap_history_is_not(
     }
     lab.make_gpu_node(3, GpuNode(changes={5: history}))
 
-    run, data = run_check(lab, tmp_path, "--only", "versions,gpu_memory")
+    run, data = run_check(lab, tmp_path)
 
     assert run.returncode == 1, run.stdout + run.stderr
     failed = [r for r in results(data, "gpu_memory") if r["status"] == "fail"]
@@ -55,6 +55,11 @@ def test_a_pending_remap_is_named_and_a_healthy_remap_history_is_not(
         assert host["facts"]["driver"]["version"] == "565.57.01"
     # Every node shows the same driver: nothing to report there.
     assert all(r["status"] in ("pass", "warn") for r in results(data, "versions"))
+    # The training job cannot use these GPUs (no CUDA here): it says why instead of quietly
+    # measuring the CPU.
+    (job,) = results(data, "allreduce")
+    assert job["status"] == "fail" and sorted(job["hosts"]) == sorted(n.address for n in lab.nodes)
+    assert "8 GPUs listed, torch 2.13.0+cpu sees no CUDA device" in job["summary"]
     # The report shows every GPU of every node, the pending remap marked.
     report = RunReport.from_dict(data)
     (chart,) = [b for b in gpu_memory.PRESENTATION.evidence(report) if isinstance(b, Chart)]

@@ -18,6 +18,7 @@ import pytest
 
 from preflight.model import RunReport
 from reports import html
+from reports.html.text import Anchors
 from reports.json_report import load
 from reports.summary import headline
 from tests.data.reports import make_synthetic
@@ -229,7 +230,7 @@ def test_the_search_box_finds_one_node_among_a_thousand(
         # A culprit's chip links to its node, which opens.
         page.locator("#node-search").fill("")
         page.locator("a.node-chip", has_text="gpu0417").first.click()
-        anchor = html._Anchors(reports["large_1000"].hosts)("gpu0417")
+        anchor = Anchors(reports["large_1000"].hosts)("gpu0417")
         assert page.locator(f"details#{anchor}").evaluate("d => d.open")
         assert loaded.requests == [loaded.url]
         assert loaded.errors == []

@@ -17,14 +17,17 @@ from typing import Any
 
 import pytest
 
-from checks import gpu_memory, ports
+from checks import allreduce, ddp, gpu_memory, ports
 from checks.versions import version_matrix
-from preflight import units
+from preflight import units, view
 from preflight.errors import ExitCode
 from preflight.model import CheckResult, HostError, HostReport, RunReport
 from preflight.status import severity
 from preflight.view import Chart
 from reports import charts, html
+from reports.html.details import generic_details
+from reports.html.grid import build_grid
+from reports.html.text import Anchors
 from reports.json_report import load
 from reports.summary import headline
 from tests.data.reports import make_synthetic
@@ -194,7 +197,7 @@ def test_the_ports_matrix_marks_the_blocked_probes() -> None:
 
 def test_an_unreachable_node_has_its_own_row_and_is_not_checked_by_the_others() -> None:
     report = load(REPORTS / "unreachable.json")
-    rows = {row.label: row for row in html.build_grid(report, html._Anchors(report.hosts))[1]}
+    rows = {row.label: row for row in build_grid(report, Anchors(report.hosts))[1]}
     checks = list(dict.fromkeys(r.check for r in report.results))
     assert len(checks) >= 4
     # connect names why; every other check could not look at the node.
@@ -206,7 +209,7 @@ def test_an_unreachable_node_has_its_own_row_and_is_not_checked_by_the_others() 
 
 
 def test_a_thousand_nodes_fold_into_a_few_rows_with_every_culprit_on_its_own(large: RunReport) -> None:
-    _, rows, hidden = html.build_grid(large, html._Anchors(large.hosts))
+    _, rows, hidden = build_grid(large, Anchors(large.hosts))
     assert hidden == 0
     culprits = culprit_names(large)
     assert culprits == {"gpu0123", "gpu0256", "gpu0417", "gpu0512", "gpu0733", "gpu0998", "gpu0999"}
@@ -459,7 +462,7 @@ def test_the_embedded_summary_is_json_that_cannot_close_its_script(hostile_page:
 def test_a_check_this_renderer_does_not_know_reads_as_keys_and_values(hostile_page: str) -> None:
     text = Page(hostile_page).visible_text
     assert "<script>alert(1)</script>" in text  # the unknown check's name, as a section title
-    items = html.generic_details(
+    items = generic_details(
         {
             "count": 3,
             "ok": True,
@@ -487,8 +490,8 @@ def bandwidth_report() -> RunReport:
 def test_the_sweep_is_charted_on_a_log2_axis_with_the_pairs_and_a_pair_matrix() -> None:
     report = bandwidth_report()
     assert {r.check for r in report.results} == {"allreduce", "ddp"}
-    blocks = html.allreduce_blocks(report)
-    charts_ = [b for b in blocks if isinstance(b, html.Chart)]
+    blocks = allreduce.PRESENTATION.evidence(report)
+    charts_ = [b for b in blocks if isinstance(b, view.Chart)]
     assert [c.title for c in charts_] == ["Bus bandwidth by message size", "Pair bandwidth"]
     sweep_svg = str(charts.draw(charts_[0].figure))
     # The world, then every pair test and re-test at its one size: node3's in red, on top.
@@ -501,39 +504,39 @@ def test_the_sweep_is_charted_on_a_log2_axis_with_the_pairs_and_a_pair_matrix() 
     assert matrix.count('class="cell r-bad"') == 6  # node3's row and column
     assert matrix.count('class="cell r-good"') == 6
     assert charts_[0].data is not None and len(charts_[0].data.rows) == 17
-    (transport,) = [b for b in blocks if isinstance(b, html.Table) and b.title.startswith("Transport")]
+    (transport,) = [b for b in blocks if isinstance(b, view.Table) and b.title.startswith("Transport")]
     assert transport.rows[0][0].text == "node[1-4]"
 
 
 def test_ddp_charts_the_loss_and_the_step_time_per_rank_with_the_stragglers_marked() -> None:
-    blocks = html.ddp_blocks(bandwidth_report())
-    titles = [b.title for b in blocks if isinstance(b, html.Chart)]
+    blocks = ddp.PRESENTATION.evidence(bandwidth_report())
+    titles = [b.title for b in blocks if isinstance(b, view.Chart)]
     assert titles == ["Loss", "Compute step time per rank"]
-    bars = str(charts.draw(blocks[1].figure)) if isinstance(blocks[1], html.Chart) else ""
+    bars = str(charts.draw(blocks[1].figure)) if isinstance(blocks[1], view.Chart) else ""
     assert bars.count('class="bar bad"') == 3  # node3's ranks 9-11 (rank 8 is its GPU 0, not busy)
     assert "rank 9 node3" in bars
-    assert isinstance(blocks[2], html.Note) and "identical on all 16 ranks" in blocks[2].text
+    assert isinstance(blocks[2], view.Note) and "identical on all 16 ranks" in blocks[2].text
 
 
 def test_a_recorded_job_renders_its_sweep_pairs_and_training() -> None:
     report = make_synthetic.recorded_job_run(JOBS / "three_nodes.json")
-    blocks = html.allreduce_blocks(report) + html.ddp_blocks(report)
-    titles = [b.title for b in blocks if isinstance(b, html.Chart)]
+    blocks = [*allreduce.PRESENTATION.evidence(report), *ddp.PRESENTATION.evidence(report)]
+    titles = [b.title for b in blocks if isinstance(b, view.Chart)]
     assert titles[:2] == ["Bus bandwidth by message size", "Pair bandwidth"]
     assert "Loss" in titles and "Compute step time per rank" in titles
-    assert all(charts.draw(c.figure).count("<") > 10 for c in blocks if isinstance(c, html.Chart))
+    assert all(charts.draw(c.figure).count("<") > 10 for c in blocks if isinstance(c, view.Chart))
     text = Page(html.render(report)).visible_text
     for result in report.results:
         assert result.summary in text
 
 
 def test_a_thousand_nodes_chart_the_slowest_pairs_and_ranks_not_all_of_them(large: RunReport) -> None:
-    blocks = html.allreduce_blocks(large) + html.ddp_blocks(large)
-    titles = [b.title for b in blocks if isinstance(b, html.Chart)]
+    blocks = [*allreduce.PRESENTATION.evidence(large), *ddp.PRESENTATION.evidence(large)]
+    titles = [b.title for b in blocks if isinstance(b, view.Chart)]
     assert any(t.startswith("The 20 slowest of ") and t.endswith(" pairs") for t in titles)
-    slowest = next(b for b in blocks if isinstance(b, html.Chart) and b.title.startswith("The 20 slowest"))
+    slowest = next(b for b in blocks if isinstance(b, view.Chart) and b.title.startswith("The 20 slowest"))
     assert "gpu0256" in str(charts.draw(slowest.figure))
-    steps = next(b for b in blocks if isinstance(b, html.Chart) and b.title == "Compute step time per rank")
+    steps = next(b for b in blocks if isinstance(b, view.Chart) and b.title == "Compute step time per rank")
     assert "48 slowest of 7984 ranks" in steps.caption
     assert str(charts.draw(steps.figure)).count('class="bar bad"') == 7  # gpu0733's busy GPUs 1-7
 

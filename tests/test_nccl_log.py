@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from checks.nccl_log import NetDevice, channel_transport, parse_nccl_log
+from checks.job.nccl_log import NetDevice, channel_transport, parse_nccl_log
 
 NCCL = Path(__file__).parent / "data" / "nccl"
 
@@ -88,6 +88,31 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "channels": {"P2P/IPC": 3},
         "hosts": ("crow-ib-new-nccl-256-info-19",),
     },
+    "ibext_v8_without_gdr_hpcx.log": {
+        "inter_node": "NET/IBext_v8",
+        "channels": {"NET/IBext_v8": 12},
+        "rdma_channels": {"NET/IBext_v8": 12},
+        "gdrdma": False,
+        "uses_socket": False,
+        "hosts": ("hostname-test",),
+    },
+    "ib_gdrdma_shared_2.27_mpirun.log": {
+        "inter_node": "NET/IB",
+        "channels": {"NET/IB": 6, "P2P/CUMEM": 1},
+        "gdrdma": True,
+        "uses_socket": False,
+    },
+    "ibext_sharp_hpcx_network_lines.log": {
+        "network": "IBext",
+        "inter_node": "NET/IBext",
+        "ib_devices": (
+            NetDevice(0, "mlx5_0", 1, "IB"),
+            NetDevice(1, "mlx5_1", 1, "IB"),
+            NetDevice(2, "mlx5_4", 1, "IB"),
+            NetDevice(3, "mlx5_5", 1, "IB"),
+        ),
+        "uses_socket": False,
+    },
     "ib_gdrdma_a100_old_channel_format.log": {
         "inter_node": "NET/IB",
         "channels": {"NET/IB": 12},
@@ -139,6 +164,10 @@ def test_a_plugin_network_is_named_as_nccl_names_it() -> None:
     [
         ("NET/IB/0/GDRDMA", ("NET/IB", True)),
         ("NET/IB/2(3)/GDRDMA", ("NET/IB", True)),
+        # NCCL 2.27, transport/net.cc: "via NET/%s/%d%s%s%s" with /GDRDMA, (PCI) and /Shared.
+        ("NET/IB/0/GDRDMA(PCI)", ("NET/IB", True)),
+        ("NET/IB/1(5)/GDRDMA(PCI)/Shared", ("NET/IB", True)),
+        ("NET/IBext_v8/2", ("NET/IBext_v8", False)),
         ("NET/Socket/0", ("NET/Socket", False)),
         ("P2P/IPC/read", ("P2P/IPC", False)),
         ("P2P/CUMEM", ("P2P/CUMEM", False)),

@@ -11,7 +11,6 @@ from typing import Any, cast
 from checks.ports.judge import MATRIX_MAX_NODES, NAME, NodeReport, PortsDetails
 from preflight.model import CheckResult, RunReport
 from preflight.nodeset import fold, natural_key
-from preflight.units import significant
 from preflight.view import (
     MAX_TABLE_ROWS,
     Block,
@@ -26,6 +25,7 @@ from preflight.view import (
     TCell,
     advice_by_item,
     plain,
+    scalar,
 )
 
 # The order of a cell's ports in its tooltip.
@@ -34,16 +34,6 @@ _KIND_ORDER = {"rendezvous": 0, "extra": 1, "ephemeral": 2}
 
 def _mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
-
-
-def _scalar(value: Any) -> str:
-    if value is None:
-        return "\u2014"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, float):
-        return significant(value)
-    return plain(value)
 
 
 def _details(results: Sequence[CheckResult]) -> PortsDetails:
@@ -145,10 +135,10 @@ def _listeners(details: PortsDetails, nodes: Mapping[str, NodeReport]) -> Table:
             [
                 TCell(plain(name), "mono"),
                 TCell(listen_text, "mono st-text-fail" if bad_listen else "mono"),
-                TCell(_scalar(node.get("ephemeral")), "mono"),
+                TCell(scalar(node.get("ephemeral")), "mono"),
                 TCell(plain(route.get("dev", "—")) if route else "—", "mono"),
                 TCell(plain(route.get("src", "—")) if route else "—", "mono"),
-                TCell(_scalar(route.get("mtu")) if route else "—", "mono"),
+                TCell(scalar(route.get("mtu")) if route else "—", "mono"),
                 TCell(plain(node.get("error", "")), "st-text-fail" if node.get("error") else ""),
             ]
         )

@@ -15,8 +15,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from checks.node.distributed import PHASE_MARKER, RANK_MARKER, parse_result_line
-from checks.torchrun import JobOutcome, NodeOutcome
+from checks.job.node import PHASE_MARKER, RANK_MARKER, parse_result_line
+from checks.job.outcome import JobOutcome, NodeOutcome
 from tests.test_distributed_job import LocalNode, free_port, job_args, run_job
 
 OUT = Path(__file__).parent

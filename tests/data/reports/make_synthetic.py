@@ -142,9 +142,9 @@ def job_outcome(
     healthy_gbps: float,
 ) -> Any:
     """The document a torchrun job across ``names`` would print, and each node's NCCL log, as the
-    judges of checks/allreduce.py and checks/ddp.py read them."""
-    from checks.culprits import first_busbw, plan_rounds, retest_plan
-    from checks.torchrun import JobOutcome, NodeOutcome
+    judges of checks/allreduce and checks/ddp read them."""
+    from checks.job.outcome import JobOutcome, NodeOutcome
+    from checks.job.pairs import first_busbw, plan_rounds, retest_plan
 
     rng = random.Random(len(names))
     world = len(names) * gpus_per_node
@@ -261,7 +261,7 @@ def recorded_job_run(path: Path) -> RunReport:
     over gloo), judged by the allreduce and ddp judges; the hosts are the job's nodes."""
     from checks.allreduce import judge_allreduce
     from checks.ddp import judge_ddp
-    from checks.torchrun import JobOutcome, NodeOutcome
+    from checks.job.outcome import JobOutcome, NodeOutcome
 
     data = json.loads(path.read_text())
     nodes = tuple(NodeOutcome(**n) for n in data["nodes"])

@@ -1,5 +1,6 @@
-"""``ddp``: a seeded tiny model trains under DDP on every rank: all join, the loss falls, parameters and
-gradients agree, no straggler in its own compute time. Findings name the rank and its node.
+"""The ``ddp`` judge: a seeded tiny model trained under DDP on every rank: all join, the loss falls,
+parameters and gradients agree, no straggler in its own compute time. Findings name the rank and
+its node. Pure: a job's outcome in, findings out.
 """
 
 from __future__ import annotations
@@ -10,17 +11,14 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from checks.culprits import describe_ranks, failures_table, job_results, phase_error_result, rank_hosts
-from checks.torchrun import JobOutcome
-from preflight.check import Check, CheckContext
+from checks.ddp.details import NAME, PHASE, DdpDetails
+from checks.job.failures import describe_ranks, rank_hosts
+from checks.job.outcome import JobOutcome
+from checks.job.phase import read_phase
 from preflight.config import Config
 from preflight.model import CheckResult
 from preflight.nodeset import group_by_value
 from preflight.status import by_severity
-from preflight.view import Presentation, advice_by_item
-
-NAME = "ddp"
-PHASE = "ddp"
 
 
 def _ms(seconds: float) -> str:
@@ -73,20 +71,10 @@ def _differing(
 
 def judge_ddp(outcome: JobOutcome, config: Config) -> list[CheckResult]:
     """Findings for the DDP phase of a job: joining, the ones all-reduce, the loss, checksums, stragglers."""
-    if PHASE not in outcome.phases:
-        return [CheckResult(NAME, "skip", "not run: the job ran without the DDP phase")]
-    results = job_results(NAME, outcome, PHASE)
-    document = outcome.document or {}
-    errors = document.get("phase_errors") or {}
-    section = document.get(PHASE)
-    if not isinstance(section, Mapping):
-        if results:
-            return results
-        message = errors.get(PHASE) or errors.get("init")
-        if message:
-            return [phase_error_result(NAME, outcome, PHASE, str(message))]
-        exits = {"exit_status": {n.host: n.exit_status for n in outcome.nodes}}
-        return [CheckResult(NAME, "error", "the job printed no DDP results", (), exits)]
+    phase = read_phase(NAME, outcome, PHASE, "DDP")
+    if phase.section is None:
+        return phase.findings
+    results, section, document = phase.findings, phase.section, phase.document
 
     section_cfg = config.ddp
     hosts = rank_hosts(outcome)
@@ -154,7 +142,7 @@ def judge_ddp(outcome: JobOutcome, config: Config) -> list[CheckResult]:
         numbers = {"rank": rank, "compute_step_s": value, "median_compute_step_s": median}
         results.append(CheckResult(NAME, "fail", summary, culprit, numbers))
 
-    details: dict[str, Any] = {
+    details: DdpDetails = {
         "world_size": world,
         "steps": steps,
         "losses": section.get("losses"),
@@ -196,28 +184,3 @@ def judge_ddp(outcome: JobOutcome, config: Config) -> list[CheckResult]:
     results = by_severity(results)
     results[0] = dataclasses.replace(results[0], details={**details, **results[0].details})
     return results
-
-
-def _run(ctx: CheckContext) -> list[CheckResult]:
-    from checks.torchrun import distributed_job
-
-    outcome = distributed_job(ctx)
-    if isinstance(outcome, CheckResult):
-        return [dataclasses.replace(outcome, check=NAME)]
-    return judge_ddp(outcome, ctx.config)
-
-
-PRESENTATION = Presentation(
-    heading="DDP smoke training",
-    about="a tiny model trains with DDP on every rank: loss falls, ranks agree, no straggler",
-    finding=failures_table,
-    advice=advice_by_item({"*": "Look at the named rank's node first: versions, GPU health and its link."}),
-)
-
-CHECK = Check(
-    name=NAME,
-    title="DDP smoke training: every rank joins, the loss falls, checksums agree, no straggler",
-    run=_run,
-    presentation=PRESENTATION,
-    reads=("ports",),
-)

@@ -69,7 +69,7 @@ DEFAULT_DDP: JsonDict = {"steps": 30}
 
 # --------------------------------------------------------------------------- pure helpers
 # The re-test planning is here, not in the controller, because the ranks plan re-tests during
-# the job; checks.culprits imports it from this file, so the job and the judge share one copy.
+# the job; checks.job.pairs imports it from this file, so the job and the judge share one copy.
 
 
 def bus_bandwidth(size_bytes: int, time_s: float, n_ranks: int) -> tuple[float, float]:
@@ -275,6 +275,10 @@ def _write_stdout_line(text: str) -> None:
 # --------------------------------------------------------------------------- the job
 
 
+class StoppedByPeer(Exception):
+    """This rank left a phase because another rank failed in it (that rank reports the cause)."""
+
+
 class Job:
     """One rank's view of the job: its place in the world and the phases it runs."""
 
@@ -286,7 +290,12 @@ class Job:
         self.world = int(os.environ.get("WORLD_SIZE", "1"))
         self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
         self.node_rank = int(os.environ.get("GROUP_RANK", "0"))
+        # Collectives get a short deadline; joining gets a longer one: eight processes per node
+        # importing torch from a cold shared filesystem can start tens of seconds apart.
         self.timeout_s = float(args.get("timeout_s", 60))
+        self.join_timeout_s = float(args.get("join_timeout_s", 3 * self.timeout_s))
+        self.group: Any = None  # every collective runs here, under timeout_s (set by start)
+        self.side: Any = None  # a gloo group beside NCCL, for the join barrier that names missing ranks
         wanted = str(args.get("device", "cpu"))
         self.cuda = wanted == "cuda" and bool(torch.cuda.is_available())
         self.backend = str(args.get("backend") or ("nccl" if self.cuda else "gloo"))
@@ -295,6 +304,8 @@ class Job:
         self.usable = False  # the process group answers collectives
         self.ranks: list[JsonDict] = []
         self.ranks_of_node: dict[int, list[int]] = {}
+        # One communicator per pair of nodes, made once and reused by re-tests, destroyed after.
+        self.pair_groups: dict[Pair, Any] = {}
 
     # ---- plumbing
 
@@ -305,14 +316,44 @@ class Job:
     def agree_max(self, values: Sequence[float], group: Any = None) -> list[float]:
         """The maximum of each value over the ranks of ``group``: the same numbers on every rank."""
         tensor = self.torch.tensor(list(values), dtype=self.torch.float64, device=self.device)
-        self.dist.all_reduce(tensor, op=self.dist.ReduceOp.MAX, group=group)
+        self.dist.all_reduce(tensor, op=self.dist.ReduceOp.MAX, group=group or self.group)
         return [float(v) for v in tensor.tolist()]
+
+    def agree_min(self, values: Sequence[float], group: Any = None) -> list[float]:
+        return [-v for v in self.agree_max([-v for v in values], group)]
+
+    def allocate(self, count: int, what: str, needed: bool = True) -> Any:
+        """A float32 buffer of ``count`` elements, allocated on every rank or on none: ranks agree
+        before the first collective on it, so that one rank out of memory (another process on
+        its GPU) is named with its cause instead of leaving the others hung in a collective.
+        Ranks with ``needed`` False take part in the agreement only."""
+        buffer, failure = None, None
+        if needed:
+            try:
+                buffer = self.torch.zeros(count, dtype=self.torch.float32, device=self.device)
+            except Exception as exc:
+                failure = exc
+        if self.agree_max([1.0 if failure is not None else 0.0])[0]:
+            if failure is not None:
+                size = count * FLOAT32_BYTES
+                raise RuntimeError(f"cannot allocate {size} bytes for {what}: {_error_text(failure)}")
+            raise StoppedByPeer(f"another rank could not allocate memory for {what}")
+        return buffer
+
+    def memory_cap(self, max_bytes: int) -> int:
+        """The largest message every rank can hold: a quarter of the least free GPU memory (the
+        sweep holds a buffer and, in its correctness check, the pattern and the expected sums)."""
+        if not self.cuda:
+            return max_bytes
+        free, _ = self.torch.cuda.mem_get_info(self.device)
+        fits = int(self.agree_min([float(free) / 4])[0])
+        return min(max_bytes, max(SWEEP_START_BYTES, fits))
 
     def barrier(self, group: Any = None) -> None:
         # A one-element all-reduce works on every backend and device, without the device
         # guessing that dist.barrier does for NCCL.
         tensor = self.torch.zeros(1, device=self.device)
-        self.dist.all_reduce(tensor, group=group)
+        self.dist.all_reduce(tensor, group=group or self.group)
         self.sync()
 
     def gather(self, value: Any) -> list[Any]:
@@ -324,13 +365,13 @@ class Job:
         data = json.dumps(value).encode("utf-8")
         size = torch.tensor([len(data)], dtype=torch.int64, device=self.device)
         sizes = [torch.zeros_like(size) for _ in range(self.world)]
-        self.dist.all_gather(sizes, size)
+        self.dist.all_gather(sizes, size, group=self.group)
         lengths = [int(s.item()) for s in sizes]
         padded = torch.zeros(max(lengths), dtype=torch.uint8)
         padded[: len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8)
         padded = padded.to(self.device)
         gathered = [torch.empty_like(padded) for _ in range(self.world)]
-        self.dist.all_gather(gathered, padded)
+        self.dist.all_gather(gathered, padded, group=self.group)
         pieces = [_tensor_bytes(gathered[i][: lengths[i]]) for i in range(self.world)]
         return [json.loads(piece.decode("utf-8")) for piece in pieces]
 
@@ -339,7 +380,7 @@ class Job:
         self.barrier(group)
         start = time.perf_counter()
         for _ in range(count):
-            self.dist.all_reduce(buffer, group=group)
+            self.dist.all_reduce(buffer, group=group or self.group)
         self.sync()
         return (time.perf_counter() - start) / count
 
@@ -361,9 +402,15 @@ class Job:
             raise RuntimeError(f"CUDA is not available to torch {version} on {self.hostname}")
         if self.cuda:
             self.torch.cuda.set_device(self.local_rank)
-        self.dist.init_process_group(self.backend, timeout=timedelta(seconds=self.timeout_s))
+        self.dist.init_process_group(self.backend, timeout=timedelta(seconds=self.join_timeout_s))
         self.world = self.dist.get_world_size()
         self.rank = self.dist.get_rank()
+        # Every rank creates the same groups in the same order, as new_group requires.
+        collective = timedelta(seconds=self.timeout_s)
+        self.group = self.dist.new_group(timeout=collective)
+        self.side = (
+            self.dist.new_group(backend="gloo", timeout=collective) if self.backend != "gloo" else self.group
+        )
         device_name = self.torch.cuda.get_device_name(self.local_rank) if self.cuda else "cpu"
         me = {
             "rank": self.rank,
@@ -392,7 +439,7 @@ class Job:
         """Elements that differ from the exact sum after one untimed all-reduce of rank-dependent values."""
         torch = self.torch
         buffer = self.fill_pattern(count)
-        self.dist.all_reduce(buffer)
+        self.dist.all_reduce(buffer, group=self.group)
         period = torch.tensor(
             [float(v) for v in expected_sums(self.world)], dtype=torch.float32, device=self.device
         )
@@ -402,11 +449,12 @@ class Job:
         return int(self.agree_max([float(wrong)])[0])
 
     def sweep(self, settings: Mapping[str, Any]) -> JsonDict:
-        torch = self.torch
         budget = float(settings["sweep_budget_s"])
         warmup = int(settings["warmup_iters"])
         iters = max(1, int(settings["iters"]))
-        sizes = sweep_sizes(int(settings["max_bytes"]))
+        asked = int(settings["max_bytes"])
+        capped = self.memory_cap(asked)
+        sizes = sweep_sizes(capped)
         rows: list[JsonDict] = []
         stopped: str | None = None
         start = time.perf_counter()
@@ -421,7 +469,7 @@ class Job:
                     stopped = f"the {budget:g} s budget would run out at {size} bytes"
                     break
             count = size // FLOAT32_BYTES
-            buffer = torch.zeros(count, dtype=torch.float32, device=self.device)
+            buffer = self.allocate(count, f"the {size}-byte sweep message")
             probe_local = self.time_ops(buffer, 1)
             probe, elapsed = self.agree_max([probe_local, time.perf_counter() - start])
             remaining = budget - elapsed
@@ -430,7 +478,7 @@ class Job:
                 break
             warm, timed = plan_iterations(probe, remaining, max(0, warmup - 1), iters)
             for _ in range(warm):
-                self.dist.all_reduce(buffer)
+                self.dist.all_reduce(buffer, group=self.group)
             per_op_local = self.time_ops(buffer, timed)
             del buffer
             wrong = self.count_wrong(count)
@@ -455,27 +503,22 @@ class Job:
             "sweep_max_bytes": sizes[-1],
             "sweep_complete": bool(rows) and rows[-1]["size_bytes"] == sizes[-1],
             "sweep_stopped": stopped,
+            "memory_cap_bytes": capped if capped < asked else None,
             "sweep_duration_s": time.perf_counter() - start,
         }
 
-    def pair_test(self, group: Any, settings: Mapping[str, Any]) -> JsonDict:
-        """One pair's measurement on this rank: size and iterations agreed within the pair, time per op."""
-        torch = self.torch
-        target = max(FLOAT32_BYTES, int(settings["pair_bytes"]) // FLOAT32_BYTES * FLOAT32_BYTES)
-        budget = float(settings["pair_budget_s"])
-        probe_bytes = min(target, PAIR_PROBE_BYTES)
-        small = torch.zeros(probe_bytes // FLOAT32_BYTES, dtype=torch.float32, device=self.device)
-        # The first op connects the pair's communicator (NCCL creates it lazily): untimed.
-        self.dist.all_reduce(small, group=group)
-        probe = self.agree_max([self.time_ops(small, 1, group)], group)[0]
-        size = pair_size(target, probe_bytes, probe, budget)
-        buffer = torch.zeros(size // FLOAT32_BYTES, dtype=torch.float32, device=self.device)
-        started = time.perf_counter()
-        probe_local = self.time_ops(buffer, 1, group)
-        probe, spent = self.agree_max([probe_local, time.perf_counter() - started], group)
-        _, timed = plan_iterations(probe, budget - spent, 0, max(1, int(settings["iters"])))
-        per_op_local = self.time_ops(buffer, timed, group)
-        return {"size_bytes": size, "iters": timed, "time_s": per_op_local}
+    def pair_group(self, pair: Pair) -> Any:
+        """The pair's communicator: made on first use by every rank in the same order (as
+        new_group requires), reused by re-tests."""
+        if pair not in self.pair_groups:
+            ranks = sorted(self.ranks_of_node.get(pair[0], []) + self.ranks_of_node.get(pair[1], []))
+            self.pair_groups[pair] = self.dist.new_group(ranks, timeout=timedelta(seconds=self.timeout_s))
+        return self.pair_groups[pair]
+
+    def destroy_pair_groups(self) -> None:
+        for group in self.pair_groups.values():
+            self.dist.destroy_process_group(group)
+        self.pair_groups.clear()
 
     def pair_rounds(
         self,
@@ -484,23 +527,44 @@ class Job:
         first_round: int,
         retest: bool,
     ) -> list[JsonDict]:
-        """Run rounds of pair tests (pairs of a round at once); every rank returns every measurement."""
+        """Run rounds of pair tests (the pairs of a round at once, all at one message size that the
+        whole world agrees on, so that pairs compare like with like); every rank returns every
+        measurement. A pair's budget counts its communicator's start-up."""
         plan = [[pair_key(int(a), int(b)) for a, b in pairs] for pairs in rounds]
-        groups: dict[Pair, Any] = {}
-        # Every rank creates every group, in the same order, as new_group requires.
         for pairs in plan:
             for pair in pairs:
-                if pair not in groups:
-                    ranks = sorted(self.ranks_of_node.get(pair[0], []) + self.ranks_of_node.get(pair[1], []))
-                    groups[pair] = self.dist.new_group(ranks, timeout=timedelta(seconds=self.timeout_s))
+                self.pair_group(pair)
+        torch = self.torch
+        target = max(FLOAT32_BYTES, int(settings["pair_bytes"]) // FLOAT32_BYTES * FLOAT32_BYTES)
+        budget = float(settings["pair_budget_s"])
+        probe_bytes = min(target, PAIR_PROBE_BYTES)
         local: list[JsonDict] = []
         for index, pairs in enumerate(plan):
             mine = next((p for p in pairs if self.node_rank in p), None)
-            if mine is not None:
+            group = self.pair_groups[mine] if mine is not None else None
+            started = time.perf_counter()
+            proposal = float(target)
+            if group is not None:
+                small = torch.zeros(probe_bytes // FLOAT32_BYTES, dtype=torch.float32, device=self.device)
+                # The first op connects the pair's communicator (NCCL makes it lazily): it counts
+                # against the budget, but not as a measurement.
+                self.dist.all_reduce(small, group=group)
+                probe = self.agree_max([self.time_ops(small, 1, group)], group)[0]
+                spent = self.agree_max([time.perf_counter() - started], group)[0]
+                proposal = float(pair_size(target, probe_bytes, probe, max(budget - spent, budget / 3)))
+            size = int(self.agree_min([proposal])[0])
+            buffer = self.allocate(size // FLOAT32_BYTES, f"the {size}-byte pair message", group is not None)
+            if mine is not None and group is not None:
                 ranks = sorted(self.ranks_of_node.get(mine[0], []) + self.ranks_of_node.get(mine[1], []))
-                result = self.pair_test(groups[mine], settings)
-                result.update({"round": first_round + index, "nodes": list(mine), "ranks": ranks})
-                local.append(result)
+                probe_local = self.time_ops(buffer, 1, group)
+                probe, spent = self.agree_max([probe_local, time.perf_counter() - started], group)
+                _, timed = plan_iterations(probe, budget - spent, 0, max(1, int(settings["iters"])))
+                per_op_local = self.time_ops(buffer, timed, group)
+                local.append(
+                    {"size_bytes": size, "iters": timed, "time_s": per_op_local,
+                     "round": first_round + index, "nodes": list(mine), "ranks": ranks}
+                )  # fmt: skip
+            del buffer
             # Rounds must not overlap: a pair still running would slow the next round's pairs.
             self.barrier()
         by_pair: dict[tuple[int, int, int], JsonDict] = {}
@@ -508,7 +572,8 @@ class Job:
             for result in rank_results:
                 key = (int(result["round"]), int(result["nodes"][0]), int(result["nodes"][1]))
                 known = by_pair.get(key)
-                # The pair's time is its slowest rank's, as nccl-tests reports.
+                # The pair's time is its slowest rank's: a pair runs at its slowest member's pace.
+                # (nccl-tests averages over ranks by default, -a 1; -a 3 takes the maximum, as here.)
                 if known is None or result["time_s"] > known["time_s"]:
                     by_pair[key] = result
         measurements: list[JsonDict] = []
@@ -548,6 +613,7 @@ class Job:
                 pairs += self.pair_rounds(plan, settings, len(rounds), retest=True)
             result["pairs_duration_s"] = time.perf_counter() - pair_start
             result["retest_rounds"] = [[list(p) for p in r] for r in plan]
+            self.destroy_pair_groups()
         result["pairs"] = pairs
         result["duration_s"] = time.perf_counter() - start
         return result
@@ -561,13 +627,13 @@ class Job:
         settings.update(self.args.get("ddp") or {})
         steps = max(1, int(settings["steps"]))
         start = time.perf_counter()
-        # Join check: gloo's monitored barrier names the ranks that did not arrive.
-        if self.backend == "gloo":
-            dist.monitored_barrier(timeout=timedelta(seconds=self.timeout_s), wait_all_ranks=True)
-        else:
-            self.barrier()
+        # Join check: gloo's monitored barrier (on a gloo side group when the job runs NCCL) names
+        # the ranks that did not arrive.
+        dist.monitored_barrier(
+            group=self.side, timeout=timedelta(seconds=self.timeout_s), wait_all_ranks=True
+        )
         ones = torch.ones(1, device=self.device)
-        dist.all_reduce(ones)
+        dist.all_reduce(ones, group=self.group)
         ones_value = float(ones.item())
 
         torch.manual_seed(DDP_SEED)
@@ -584,7 +650,7 @@ class Job:
             return x.to(self.device), y.to(self.device)
 
         wrapped = torch.nn.parallel.DistributedDataParallel(
-            model, device_ids=[self.local_rank] if self.cuda else None
+            model, device_ids=[self.local_rank] if self.cuda else None, process_group=self.group
         )
         optimizer = torch.optim.SGD(wrapped.parameters(), lr=DDP_LR)
         loss_fn = torch.nn.MSELoss()
@@ -601,7 +667,7 @@ class Job:
             self.sync()
             wall.append(time.perf_counter() - begin)
             global_loss = loss.detach().clone()
-            dist.all_reduce(global_loss)
+            dist.all_reduce(global_loss, group=self.group)
             losses.append(float(global_loss.item()) / self.world)
 
         params = [p.detach() for p in model.parameters()]
@@ -659,6 +725,8 @@ class Job:
         error: str | None = None
         try:
             document[name] = phase()
+        except StoppedByPeer:
+            pass  # the rank that failed says why
         except Exception as exc:
             error = _error_text(exc)
             traceback.print_exc(file=sys.stderr)

@@ -1,42 +1,27 @@
-"""``allreduce``: busbw across the world and between node pairs (as nccl-tests measures it, judged on the
-large sizes), slow nodes and links named once a re-test confirms them, and NCCL's fall-back to TCP.
+"""The ``allreduce`` judge: busbw across the world and between node pairs (as nccl-tests measures
+it, judged on the large sizes), slow nodes and links named once a re-test confirms them, and
+NCCL's fall-back to TCP. Pure: a job's outcome and the nodes' facts in, findings out.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
-from checks.culprits import Culprits, failures_table, job_results, name_culprits, phase_error_result
-from checks.nccl_log import NcclTransport, parse_nccl_log
-from checks.torchrun import JobOutcome
-from preflight.check import Check, CheckContext
+from checks.allreduce.details import NAME, PHASE, AllreduceDetails, PairTest, SweepRow
+from checks.job.nccl_log import NcclTransport, parse_nccl_log
+from checks.job.outcome import JobOutcome, node_names
+from checks.job.pairs import Culprits, name_culprits
+from checks.job.phase import read_phase
 from preflight.config import Config
 from preflight.model import CheckResult
 from preflight.nodeset import fold, group_by_value
 from preflight.status import by_severity
 from preflight.units import binary_size, gbps, ratio
-from preflight.view import Presentation, advice_by_item
-
-NAME = "allreduce"
-PHASE = "allreduce"
-
-# The first result's details carry the tables a report charts: "sweep" (per size: size_bytes,
-# time_s, algbw_gbps, busbw_gbps, wrong), "pairs" (node names in "nodes"), "pair_matrix"
-# (first-test busbw by node name), "node_ratio", and "transport" (one line per node).
 
 # A summary names this many pairs before "and N more" (details have them all).
 _LISTED_PAIRS = 4
-
-
-def node_names(outcome: JobOutcome) -> list[str]:
-    """Inventory names by node rank: the document's list, else the launcher's."""
-    document = outcome.document or {}
-    names = [str(n) for n in document.get("nodes") or []]
-    by_rank = {n.node_rank: n.host for n in outcome.nodes}
-    count = max(len(names), 1 + max(by_rank, default=-1))
-    return [by_rank.get(i) or (names[i] if i < len(names) else f"node rank {i}") for i in range(count)]
 
 
 def _name(names: Sequence[str], node: int) -> str:
@@ -141,12 +126,17 @@ def _pair_results(
     return results, notes
 
 
-def _pair_tables(
-    pairs: Sequence[Mapping[str, Any]], culprits: Culprits, names: Sequence[str]
-) -> dict[str, Any]:
-    # Node names in "nodes" (what a report shows); the job's node ranks kept in "node_ranks".
-    named = [
-        {**p, "nodes": [_name(names, int(n)) for n in p["nodes"]], "node_ranks": list(p["nodes"])}
+def _add_pair_tables(
+    details: AllreduceDetails, pairs: Sequence[Mapping[str, Any]], culprits: Culprits, names: Sequence[str]
+) -> None:
+    """The pair tests, their matrix and the typical pair, in ``details`` (after the measurement)."""
+    # The script's records as it printed them, but with node names in "nodes" (what a report
+    # shows); the job's node ranks are kept in "node_ranks".
+    details["pairs"] = [
+        cast(
+            PairTest,
+            {**p, "nodes": [_name(names, int(n)) for n in p["nodes"]], "node_ranks": list(p["nodes"])},
+        )
         for p in pairs
     ]
     matrix: dict[str, dict[str, float]] = {}
@@ -156,19 +146,16 @@ def _pair_tables(
         a, b = (_name(names, int(n)) for n in p["nodes"])
         matrix.setdefault(a, {})[b] = float(p["busbw_gbps"])
         matrix.setdefault(b, {})[a] = float(p["busbw_gbps"])
-    return {
-        "pairs": named,
-        "pair_matrix": matrix,
-        "typical_pair_busbw_gbps": culprits.typical_busbw_gbps,
-        "median_pair_busbw_gbps": culprits.median_pair_busbw_gbps,
-        "slow_threshold_gbps": culprits.threshold_gbps,
-        "node_ratio": {_name(names, n): r for n, r in culprits.node_ratio.items()},
-        "unconfirmed": [
-            {"link": _link(names, u.nodes), "first_gbps": u.first_gbps, "retest_gbps": list(u.retest_gbps),
-             "reason": u.reason}
-            for u in culprits.unconfirmed
-        ],
-    }  # fmt: skip
+    details["pair_matrix"] = matrix
+    details["typical_pair_busbw_gbps"] = culprits.typical_busbw_gbps
+    details["median_pair_busbw_gbps"] = culprits.median_pair_busbw_gbps
+    details["slow_threshold_gbps"] = culprits.threshold_gbps
+    details["node_ratio"] = {_name(names, n): r for n, r in culprits.node_ratio.items()}
+    details["unconfirmed"] = [
+        {"link": _link(names, u.nodes), "first_gbps": u.first_gbps, "retest_gbps": list(u.retest_gbps),
+         "reason": u.reason}
+        for u in culprits.unconfirmed
+    ]  # fmt: skip
 
 
 # --------------------------------------------------------------------------- transport
@@ -216,10 +203,11 @@ def _transport_results(
             fallback_details: dict[str, Any] = {"fallback": {h: logged[h].to_dict() for h in hosts}}
             results.append(CheckResult(NAME, "fail", summary, tuple(hosts), fallback_details))
     if gpu and n_nodes >= 2:
-        no_gdr = [h for h, t in logged.items() if "NET/IB" in t.net_channels and not t.gdrdma]
+        no_gdr = [h for h, t in logged.items() if t.rdma_channels and not t.gdrdma]
         if no_gdr:
+            networks = ", ".join(dict.fromkeys(n for h in no_gdr for n in logged[h].rdma_channels))
             summary = (
-                f"NCCL used NET/IB without GPUDirect RDMA on {fold(no_gdr)}: data between GPU and NIC "
+                f"NCCL used {networks} without GPUDirect RDMA on {fold(no_gdr)}: data between GPU and NIC "
                 "is staged through host memory (is nvidia-peermem loaded?)"
             )
             results.append(CheckResult(NAME, "warn", summary, tuple(no_gdr), {}))
@@ -241,7 +229,7 @@ def transport_text(transport: NcclTransport) -> str:
     """One line per node for a report: ``NET/IB with GDRDMA (mlx5_0:1/IB, mlx5_1:1/RoCE), NCCL 2.21.5``."""
     used = transport.inter_node or "no network (one node)"
     parts = [used + (" with GDRDMA" if transport.gdrdma else "")]
-    devices = transport.ib_devices if used == "NET/IB" else transport.socket_devices
+    devices = transport.socket_devices if used == "NET/Socket" else transport.ib_devices
     if used.startswith("NET/") and devices:
         shown = [f"{d.name}:{d.port}/{d.link_layer}" if d.port is not None else d.name for d in devices[:4]]
         parts[0] += f" ({', '.join(shown)})"
@@ -257,23 +245,14 @@ def judge_allreduce(
     outcome: JobOutcome, config: Config, node_facts: Mapping[str, Mapping[str, Any]]
 ) -> list[CheckResult]:
     """Findings for the all-reduce phase of a job: sweep, pairs, transport, and the nodes that failed."""
-    if PHASE not in outcome.phases:
-        return [CheckResult(NAME, "skip", "not run: the job ran without the all-reduce phase")]
-    results = job_results(NAME, outcome, PHASE)
-    document = outcome.document or {}
-    errors = document.get("phase_errors") or {}
-    section = document.get(PHASE)
+    phase = read_phase(NAME, outcome, PHASE, "all-reduce", {"duration_s": outcome.duration_s})
+    if phase.section is None:
+        return phase.findings
+    results, section, document = phase.findings, phase.section, phase.document
     names = node_names(outcome)
-    transports = {n.host: parse_nccl_log(n.stderr) for n in outcome.nodes}
-    if not isinstance(section, Mapping):
-        if results:
-            return results
-        message = errors.get(PHASE) or errors.get("init")
-        if message:
-            return [phase_error_result(NAME, outcome, PHASE, str(message))]
-        return [
-            CheckResult(NAME, "error", "the job printed no all-reduce results", (), _exit_details(outcome))
-        ]
+    # Parsed when the job ended, from all of each node's stderr that was kept (the stored copy
+    # is cut shorter); a recorded outcome without it is parsed from what it stored.
+    transports = {n.host: n.nccl or parse_nccl_log(n.stderr) for n in outcome.nodes}
 
     world = int(document.get("world_size") or 0)
     gpu = document.get("device") == "cuda"
@@ -282,7 +261,7 @@ def judge_allreduce(
     results.extend(sweep_findings)
 
     pairs = [p for p in section.get("pairs") or [] if isinstance(p, Mapping)]
-    tables: dict[str, Any] = {}
+    culprits: Culprits | None = None
     notes: list[str] = []
     pair_headline = None
     if pairs:
@@ -291,7 +270,6 @@ def judge_allreduce(
         )
         pair_findings, notes = _pair_results(culprits, names, config)
         results.extend(pair_findings)
-        tables = _pair_tables(pairs, culprits, names)
         ratios = list(culprits.node_ratio.values()) or [0.0]
         first = [p for p in pairs if not p.get("retest")]
         pair_headline = (
@@ -303,23 +281,29 @@ def judge_allreduce(
         transports, outcome, config, node_facts, n_nodes, gpu
     )
     results.extend(transport_findings)
+    for why, hosts in group_by_value(outcome.untested_gpus):
+        results.append(
+            CheckResult(NAME, "warn", f"{fold(hosts)}: {why}", tuple(hosts), {"item": "untested_gpus"})
+        )
 
-    details: dict[str, Any] = {
-        "sweep": list(section.get("sweep") or []),
+    sweep: list[SweepRow] = list(section.get("sweep") or [])
+    details: AllreduceDetails = {
+        "sweep": sweep,
         "sweep_complete": section.get("sweep_complete"),
         "duration_s": section.get("duration_s"),
         "world_size": world,
         "backend": outcome.backend,
         "nodes": names,
-        **tables,
-        "transport": {h: transport_text(t) for h, t in transports.items() if t.nccl_lines},
-        "transport_details": {h: t.to_dict() for h, t in transports.items() if t.nccl_lines},
     }
+    if culprits is not None:
+        _add_pair_tables(details, pairs, culprits, names)
+    details["transport"] = {h: transport_text(t) for h, t in transports.items() if t.nccl_lines}
+    details["transport_details"] = {h: t.to_dict() for h, t in transports.items() if t.nccl_lines}
     if notes:
         details["notes"] = notes
     if world == 1 and not any(r.status in ("fail", "error") for r in results):
         # busbw is 0 by definition for one rank: there is no traffic to measure.
-        top = binary_size(int(details["sweep"][-1]["size_bytes"])) if details["sweep"] else "?"
+        top = binary_size(int(sweep[-1]["size_bytes"])) if sweep else "?"
         summary = f"one rank only: no all-reduce traffic to measure (results checked up to {top})"
         return [CheckResult(NAME, "skip", summary, (), details)]
     if not any(r.status in ("fail", "error") for r in results):
@@ -335,37 +319,3 @@ def judge_allreduce(
     first_result = results[0]
     results[0] = dataclasses.replace(first_result, details={**details, **first_result.details})
     return results
-
-
-def _exit_details(outcome: JobOutcome) -> dict[str, Any]:
-    return {"exit_status": {n.host: n.exit_status for n in outcome.nodes}, "duration_s": outcome.duration_s}
-
-
-def _run(ctx: CheckContext) -> list[CheckResult]:
-    from checks.torchrun import distributed_job
-
-    outcome = distributed_job(ctx)
-    if isinstance(outcome, CheckResult):
-        return [dataclasses.replace(outcome, check=NAME)]
-    return judge_allreduce(outcome, ctx.config, ctx.facts())
-
-
-PRESENTATION = Presentation(
-    heading="All-reduce bandwidth",
-    about="all-reduce bus bandwidth over the whole world and between pairs of nodes",
-    finding=failures_table,
-    advice=advice_by_item(
-        {
-            "*": "Check the named node's NIC (link speed, errors: ibstat, ethtool -S), its cable and "
-            "switch port; rerun without it to confirm."
-        }
-    ),
-)
-
-CHECK = Check(
-    name=NAME,
-    title="all-reduce bus bandwidth across the world and between node pairs; the slow node or link named",
-    run=_run,
-    presentation=PRESENTATION,
-    reads=("ports",),
-)

@@ -1,9 +1,9 @@
-"""Launching one distributed job across every node with torchrun, over the SSH transports.
+"""Launching the one job across every node with torchrun over the SSH transports, watching it to
+its end, and the probe (:data:`JOB`) through which ``allreduce`` and ``ddp`` share it.
 
-The ``allreduce`` and ``ddp`` checks share one launch (each torchrun start costs seconds):
-the first of them to run starts the job with the phases of every selected check, and
-both judge its outcome. Every node gets a deadline; a node that fails, dies or never
-joins ends the job on all the others, and is named.
+Each torchrun start costs seconds: the first of the two checks to run starts the job with the
+phases of every selected check, and both judge its outcome. Every node gets a deadline; a node
+that fails, dies or never joins ends the job on all the others, and is named.
 """
 
 from __future__ import annotations
@@ -15,60 +15,24 @@ import json
 import re
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from checks import ports
-from checks.node.distributed import parse_result_line
-from checks.ports import master_of
+from checks.job.layout import decide_devices, socket_environment, socket_interface
+from checks.job.nccl_log import parse_nccl_log
+from checks.job.node import parse_result_line
+from checks.job.outcome import JOB_PHASES, JobNotRun, JobOutcome, NodeOutcome
+from checks.job.pairs import plan_rounds
 from preflight.check import CheckContext, HostSession, Probe
 from preflight.deadline import Deadline
-from preflight.model import CheckResult
 from preflight.nodeset import fold
 from preflight.probes import node_script, start_node_script
 from preflight.redact import MASK, is_secret_name
 from preflight.transport import HostUnavailable, RemoteProcess, Transport
 
-
-@dataclass(frozen=True)
-class NodeOutcome:
-    """How the job went on one node."""
-
-    host: str  # the host's name in the inventory
-    node_rank: int
-    exit_status: int | None  # None: never reported one (killed, or the connection was lost)
-    timed_out: bool  # ended at its deadline
-    lost: bool  # the node stopped answering (SSH connection lost) during the job
-    killed: bool  # ended by preflight because another node failed first
-    stderr: str  # the node's stderr (torchrun, NCCL_DEBUG lines, tracebacks), capped
-
-    @property
-    def ok(self) -> bool:
-        return self.exit_status == 0 and not (self.timed_out or self.lost or self.killed)
-
-
-@dataclass(frozen=True)
-class JobOutcome:
-    """What one torchrun job across the nodes produced."""
-
-    phases: tuple[str, ...]
-    backend: str  # "nccl" | "gloo"
-    master: str  # address the nodes rendezvoused at
-    port: int
-    nodes: tuple[NodeOutcome, ...]
-    duration_s: float
-    # The JSON document printed by global rank 0, None when it printed none.
-    document: Mapping[str, Any] | None = None
-    # Why the job could not be launched at all (None when it was).
-    launch_error: str | None = None
-    # Per-node environment the job ran with (NCCL_SOCKET_IFNAME, ...), secrets masked.
-    environment: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
-
-    def failed_nodes(self) -> Sequence[NodeOutcome]:
-        return [n for n in self.nodes if not n.ok]
-
-
-JOB_PHASES = ("allreduce", "ddp")
+# The script every rank runs: a module of this package, read as a file and never imported here.
+NODE_SCRIPT = "checks.job.node"
 # Every rank runs the job script from the environment: nothing is written to the node.
 JOB_BOOTSTRAP = (
     "import base64,os;exec(compile(base64.b64decode(os.environ['PREFLIGHT_JOB']),'preflight-job','exec'))"
@@ -103,27 +67,14 @@ CPU_PAIR_BYTES = 4 << 20
 GPU_PAIR_BYTES = 256 << 20
 
 
-def _skip(summary: str, **details: Any) -> CheckResult:
-    return CheckResult(check="", status="skip", summary=summary, details=details)
+def _skip(summary: str, **details: Any) -> JobNotRun:
+    return JobNotRun("skip", summary, (), details)
 
 
-def _blocked_by_ports(ctx: CheckContext) -> CheckResult | None:
+def _blocked_by_ports(ctx: CheckContext) -> JobNotRun | None:
     for result in ctx.findings.get("ports", ()):
         if result.check == "ports" and result.details.get("blocks_job"):
             return _skip(f"not launched: {result.summary}", blocked_by="ports")
-    return None
-
-
-def _uses_gpus(facts: Mapping[str, Mapping[str, Any]]) -> bool:
-    return bool(facts) and all(
-        (f.get("gpus") or []) and (f.get("torch") or {}).get("cuda_available") for f in facts.values()
-    )
-
-
-def _interface_of(facts: Mapping[str, Any], address: str) -> str | None:
-    for interface in (facts.get("net") or {}).get("interfaces") or []:
-        if any(str(a).split("/")[0] == address for a in interface.get("addresses") or []):
-            return str(interface.get("name"))
     return None
 
 
@@ -156,8 +107,6 @@ def _routes(ctx: CheckContext, sessions: Sequence[HostSession], master_address: 
 
 
 def _job_args(ctx: CheckContext, phases: tuple[str, ...], names: list[str], gpu: bool) -> dict[str, Any]:
-    from checks.culprits import plan_rounds
-
     cfg = ctx.config.allreduce
     n = len(names)
     pairwise = cfg.pairwise == "always" or (cfg.pairwise == "auto" and n >= 3)
@@ -166,6 +115,7 @@ def _job_args(ctx: CheckContext, phases: tuple[str, ...], names: list[str], gpu:
         "backend": "nccl" if gpu else "gloo",
         "device": "cuda" if gpu else "cpu",
         "timeout_s": cfg.collective_timeout_s,
+        "join_timeout_s": cfg.join_timeout_s,
         "nodes": names,
         "allreduce": {
             "sweep_budget_s": cfg.sweep_budget_s,
@@ -185,7 +135,7 @@ def _job_args(ctx: CheckContext, phases: tuple[str, ...], names: list[str], gpu:
 def _budget_s(args: Mapping[str, Any]) -> float:
     allreduce = args["allreduce"]
     rounds = len(allreduce["rounds"])
-    budget = STARTUP_S + float(args["timeout_s"])
+    budget = STARTUP_S + float(args["join_timeout_s"]) + float(args["timeout_s"])
     if "allreduce" in args["phases"]:
         # The first wave, then up to three rounds of re-tests (the slow pairs, and each suspect
         # against two good nodes), every pair within its budget.
@@ -203,7 +153,7 @@ def _cap(stderr: bytes) -> str:
     return f"{text[:STDERR_HEAD]}\n[... {cut} characters cut ...]\n{text[-STDERR_TAIL:]}"
 
 
-def launch(ctx: CheckContext, phases: tuple[str, ...]) -> JobOutcome | CheckResult:
+def launch(ctx: CheckContext, phases: tuple[str, ...]) -> JobOutcome | JobNotRun:
     """Start torchrun on every reachable node at once and watch the job to its end."""
     sessions = ctx.live_sessions
     if not sessions:
@@ -211,17 +161,14 @@ def launch(ctx: CheckContext, phases: tuple[str, ...]) -> JobOutcome | CheckResu
     blocked = _blocked_by_ports(ctx)
     if blocked is not None:
         return blocked
-    facts = {s.spec.name: s.report.facts for s in sessions}
+    nodes = {s.spec.name: s.report.node for s in sessions}
     no_torch = {
-        n: (f.get("unavailable") or {}).get("torch", "not importable")
-        for n, f in facts.items()
-        if not f.get("torch")
+        n: str(node.unavailable.get("torch", "not importable")) for n, node in nodes.items() if not node.torch
     }
     if no_torch:
-        first = str(next(iter(no_torch.values()))).removeprefix("torch not importable: ")
+        first = next(iter(no_torch.values())).removeprefix("torch not importable: ")
         python = ctx.config.run.python
-        return CheckResult(
-            check="",
+        return JobNotRun(
             status="fail",
             summary=(
                 f"{fold(no_torch)}: {python} cannot import torch ({first}), so the job cannot run there; "
@@ -230,10 +177,13 @@ def launch(ctx: CheckContext, phases: tuple[str, ...]) -> JobOutcome | CheckResu
             hosts=tuple(no_torch),
             details={"item": "torch", "unavailable": no_torch},
         )
-    master_name, master_address = master_of(ctx)
-    if master_name not in facts:
+    master_name, master_address = ports.master_of(ctx)
+    if master_name not in nodes:
         return _skip(f"not launched: the master {master_name or master_address} could not be checked")
-    gpu = _uses_gpus(facts) if ctx.backend is None else ctx.backend == "nccl"
+    devices = decide_devices(nodes, {s.spec.name: s.spec.slots for s in sessions}, ctx.backend)
+    if isinstance(devices, JobNotRun):
+        return devices
+    gpu = devices.gpu
     names = [s.spec.name for s in sessions]
     # The master first: node rank 0 hosts global rank 0 and the rendezvous store.
     ordered = sorted(sessions, key=lambda s: s.spec.name != master_name)
@@ -241,7 +191,7 @@ def launch(ctx: CheckContext, phases: tuple[str, ...]) -> JobOutcome | CheckResu
     args = _job_args(ctx, phases, names, gpu)
     budget = ctx.deadline.cap(_budget_s(args))
     routes = {} if ctx.config.allreduce.socket_ifname else _routes(ctx, ordered, master_address)
-    source = base64.b64encode(node_script("checks.node.distributed")).decode()
+    source = base64.b64encode(node_script(NODE_SCRIPT)).decode()
     python = ctx.config.run.python
     port = ctx.config.run.port
 
@@ -249,13 +199,8 @@ def launch(ctx: CheckContext, phases: tuple[str, ...]) -> JobOutcome | CheckResu
     commands: dict[str, list[str]] = {}
     for rank, session in enumerate(ordered):
         name = session.spec.name
-        route = routes.get(name) or {}
-        ifname = ctx.config.allreduce.socket_ifname or (
-            _interface_of(facts[name], master_address) if route.get("local") else route.get("dev")
-        )
-        env = {"OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
-        if ifname:
-            env["GLOO_SOCKET_IFNAME"] = env["NCCL_SOCKET_IFNAME"] = ifname
+        ifname = socket_interface(nodes[name], routes.get(name) or {}, ctx.config.allreduce.socket_ifname)
+        env = {"OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", **socket_environment(ifname)}
         if gpu:
             # Which network NCCL really used is read from its INIT/NET log lines; Ring because
             # Tree on two nodes can exceed one NIC's rate and hide a slow link.
@@ -267,14 +212,14 @@ def launch(ctx: CheckContext, phases: tuple[str, ...]) -> JobOutcome | CheckResu
                 TORCH_NCCL_ASYNC_ERROR_HANDLING="1",
             )
         environments[name] = dict(env)
-        nproc = session.spec.slots or (len(facts[name].get("gpus") or []) if gpu else 1)
+        nproc = devices.nproc[name]
         commands[name] = [
             "sh", "-c", TMPDIR_WRAPPER, "preflight-job",
             "env", f"PREFLIGHT_JOB={source}", *(f"{k}={v}" for k, v in env.items()),
             python, "-m", "torch.distributed.run",
             "--nnodes", str(len(ordered)), "--nproc-per-node", str(max(1, nproc)),
             "--node-rank", str(rank), "--master-addr", master_address, "--master-port", str(port),
-            "--max-restarts", "0", "--rdzv-conf", f"timeout={int(args['timeout_s'])}",
+            "--max-restarts", "0", "--rdzv-conf", f"timeout={int(args['join_timeout_s'])}",
             "--no-python", "--", python, "-c", JOB_BOOTSTRAP, json.dumps(args),
         ]  # fmt: skip
 
@@ -310,6 +255,7 @@ def launch(ctx: CheckContext, phases: tuple[str, ...]) -> JobOutcome | CheckResu
             None,
         ),
         launch_error="; ".join(failures.values()) or None,
+        untested_gpus=dict(devices.untested),
         environment={
             n: {k: MASK if is_secret_name(k) else v for k, v in env.items()}
             for n, env in environments.items()
@@ -378,6 +324,7 @@ def _watch(
             lost=name in lost or (result.exit_status is None and not killed),
             killed=killed and not timed_out and name not in lost,
             stderr=_cap(result.stderr),
+            nccl=parse_nccl_log(result.stderr.decode("utf-8", "replace")),
             stdout=result.stdout,
         )
     return outcomes
@@ -405,12 +352,12 @@ def _abort(
     list(pool.map(end, list(processes)))
 
 
-def distributed_job(ctx: CheckContext) -> JobOutcome | CheckResult:
+def distributed_job(ctx: CheckContext) -> JobOutcome | JobNotRun:
     """The one job that ``allreduce`` and ``ddp`` share: launched on first use, then reused."""
     return ctx.probe(JOB)
 
 
-def _launch_selected(ctx: CheckContext) -> JobOutcome | CheckResult:
+def _launch_selected(ctx: CheckContext) -> JobOutcome | JobNotRun:
     return launch(ctx, tuple(p for p in JOB_PHASES if p in ctx.selected) or JOB_PHASES)
 
 

@@ -90,6 +90,12 @@ class NcclTransport:
         return f"NET/{self.network}" if self.network else None
 
     @property
+    def rdma_channels(self) -> dict[str, int]:
+        """Network channels over an RDMA transport: any ``NET/*`` but plain sockets (``NET/IB``,
+        ``NET/IBext_v8`` of the HPC-X plugin, ``NET/AWS Libfabric``...)."""
+        return {name: count for name, count in self.net_channels.items() if name != "NET/Socket"}
+
+    @property
     def uses_socket(self) -> bool:
         """Some traffic between nodes went over plain TCP sockets."""
         if self.net_channels:
@@ -116,11 +122,12 @@ class NcclTransport:
 def channel_transport(via: str) -> tuple[str, bool]:
     """The transport of a channel and whether it used GPUDirect RDMA.
 
-    ``NET/IB/0/GDRDMA`` -> (``NET/IB``, True); ``P2P/IPC/read`` -> (``P2P/IPC``, False);
-    ``SHM/direct/direct`` -> (``SHM``, False).
+    ``NET/IB/0/GDRDMA`` -> (``NET/IB``, True); ``NET/IBext_v8/2`` -> (``NET/IBext_v8``, False);
+    ``NET/IB/0(1)/GDRDMA(PCI)/Shared`` (NCCL 2.27: through a proxy rank, GPUDirect over PCI) ->
+    (``NET/IB``, True); ``P2P/IPC/read`` -> (``P2P/IPC``, False); ``SHM/direct/direct`` -> (``SHM``, False).
     """
     parts = via.split("/")
-    gdrdma = "GDRDMA" in parts
+    gdrdma = any(part.startswith("GDRDMA") for part in parts)
     if parts[0] in ("NET", "P2P", "COLLNET") and len(parts) > 1:
         return f"{parts[0]}/{parts[1]}", gdrdma
     if parts[0] in ("SHM", "NVL", "NVLS"):

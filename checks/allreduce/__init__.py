@@ -1,0 +1,32 @@
+"""``allreduce``: busbw across the world and between node pairs, judged on the large sizes; slow
+nodes and links named once a re-test confirms them; NCCL's fall-back to TCP. Its phase runs in the
+job it shares with ``ddp`` (``checks.job``); ``judge`` judges it, ``present`` shows it.
+"""
+
+from __future__ import annotations
+
+from checks.allreduce.details import NAME
+from checks.allreduce.judge import judge_allreduce
+from checks.allreduce.present import PRESENTATION
+from checks.job import launch
+from checks.job.outcome import JobNotRun
+from preflight.check import Check, CheckContext
+from preflight.model import CheckResult
+
+__all__ = ["CHECK", "NAME", "PRESENTATION", "judge_allreduce"]
+
+
+def _run(ctx: CheckContext) -> list[CheckResult]:
+    outcome = launch.distributed_job(ctx)
+    if isinstance(outcome, JobNotRun):
+        return [outcome.result(NAME)]
+    return judge_allreduce(outcome, ctx.config, ctx.facts())
+
+
+CHECK = Check(
+    name=NAME,
+    title="all-reduce bus bandwidth across the world and between node pairs; the slow node or link named",
+    run=_run,
+    presentation=PRESENTATION,
+    reads=("ports",),
+)

@@ -1,0 +1,72 @@
+"""The ``allreduce`` check's name and the JSON contract of its details: what the judge writes in the
+details of its first finding (the sweep, the pair tests and matrix, each node's ratio, NCCL's
+transport) and the presenter reads back.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NotRequired, TypedDict
+
+NAME = "allreduce"
+PHASE = "allreduce"
+
+
+class SweepRow(TypedDict):
+    """One message size of the whole-world sweep, as the job script measured it."""
+
+    size_bytes: int
+    count: int
+    warmup_iters: int
+    iters: int
+    time_s: float
+    algbw_gbps: float
+    busbw_gbps: float
+    wrong: int  # elements that came back wrong
+
+
+class PairTest(TypedDict):
+    """One pair test or re-test: the job script's record, with the nodes by name."""
+
+    round: int
+    nodes: list[str]  # inventory names
+    ranks: list[int]
+    size_bytes: int
+    iters: int
+    time_s: float
+    algbw_gbps: float
+    busbw_gbps: float
+    retest: bool
+    node_ranks: list[int]  # the job's node ranks, as the script gave them in "nodes"
+
+
+class UnconfirmedPair(TypedDict):
+    link: str  # "node1-node3"
+    first_gbps: float
+    retest_gbps: list[float]
+    reason: str
+
+
+class AllreduceDetails(TypedDict):
+    """The details of the first finding of a job that printed all-reduce results, in this order.
+
+    The keys after ``nodes`` are set after the first ones (JSON keeps the order they are
+    written in): the pair tables when the job tested pairs, NCCL's transport per node (empty
+    over gloo) always, and notes on pairs slow once when there are any.
+    """
+
+    sweep: list[SweepRow]
+    sweep_complete: bool | None
+    duration_s: float | None
+    world_size: int
+    backend: str
+    nodes: list[str]  # inventory names by node rank
+    pairs: NotRequired[list[PairTest]]
+    pair_matrix: NotRequired[dict[str, dict[str, float]]]
+    typical_pair_busbw_gbps: NotRequired[float]
+    median_pair_busbw_gbps: NotRequired[float]
+    slow_threshold_gbps: NotRequired[float]
+    node_ratio: NotRequired[dict[str, float]]
+    unconfirmed: NotRequired[list[UnconfirmedPair]]
+    transport: NotRequired[dict[str, str]]  # one line per node (transport_text)
+    transport_details: NotRequired[dict[str, dict[str, Any]]]  # NcclTransport.to_dict() per node
+    notes: NotRequired[list[str]]

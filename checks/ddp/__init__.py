@@ -1,0 +1,32 @@
+"""``ddp``: a seeded tiny model trains under DDP on every rank: all join, the loss falls, parameters
+and gradients agree, no straggler in its own compute time. Its phase runs in the job it shares with
+``allreduce`` (``checks.job``); ``judge`` judges it, ``present`` shows it.
+"""
+
+from __future__ import annotations
+
+from checks.ddp.details import NAME
+from checks.ddp.judge import judge_ddp
+from checks.ddp.present import PRESENTATION
+from checks.job import launch
+from checks.job.outcome import JobNotRun
+from preflight.check import Check, CheckContext
+from preflight.model import CheckResult
+
+__all__ = ["CHECK", "NAME", "PRESENTATION", "judge_ddp"]
+
+
+def _run(ctx: CheckContext) -> list[CheckResult]:
+    outcome = launch.distributed_job(ctx)
+    if isinstance(outcome, JobNotRun):
+        return [outcome.result(NAME)]
+    return judge_ddp(outcome, ctx.config)
+
+
+CHECK = Check(
+    name=NAME,
+    title="DDP smoke training: every rank joins, the loss falls, checksums agree, no straggler",
+    run=_run,
+    presentation=PRESENTATION,
+    reads=("ports",),
+)

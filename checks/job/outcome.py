@@ -1,0 +1,83 @@
+"""What one torchrun job across the nodes produced (:class:`JobOutcome`, one
+:class:`NodeOutcome` per node), or why it did not run (:class:`JobNotRun`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from checks.job.nccl_log import NcclTransport
+from checks.job.node import PHASES
+from preflight.model import CheckResult
+from preflight.status import Status
+
+# The phases the job script runs, in its order; each is judged by the check of the same name.
+JOB_PHASES: tuple[str, ...] = PHASES
+
+
+@dataclass(frozen=True)
+class NodeOutcome:
+    """How the job went on one node."""
+
+    host: str  # the host's name in the inventory
+    node_rank: int
+    exit_status: int | None  # None: never reported one (killed, or the connection was lost)
+    timed_out: bool  # ended at its deadline
+    lost: bool  # the node stopped answering (SSH connection lost) during the job
+    killed: bool  # ended by preflight because another node failed first
+    stderr: str  # the node's stderr (torchrun, NCCL_DEBUG lines, tracebacks), capped
+    # What NCCL's log said, parsed from the whole stream before it was capped (None: not parsed).
+    nccl: NcclTransport | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_status == 0 and not (self.timed_out or self.lost or self.killed)
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    """What one torchrun job across the nodes produced."""
+
+    phases: tuple[str, ...]
+    backend: str  # "nccl" | "gloo"
+    master: str  # address the nodes rendezvoused at
+    port: int
+    nodes: tuple[NodeOutcome, ...]
+    duration_s: float
+    # The JSON document printed by global rank 0, None when it printed none.
+    document: Mapping[str, Any] | None = None
+    # Why the job could not be launched at all (None when it was).
+    launch_error: str | None = None
+    # Per-node environment the job ran with (NCCL_SOCKET_IFNAME, ...), secrets masked.
+    environment: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    # Nodes where the job left GPUs untested (fewer ranks than GPUs), host -> why.
+    untested_gpus: Mapping[str, str] = field(default_factory=dict)
+
+    def failed_nodes(self) -> Sequence[NodeOutcome]:
+        return [n for n in self.nodes if not n.ok]
+
+
+@dataclass(frozen=True)
+class JobNotRun:
+    """Why the job was not started (no reachable host, a blocked port, no torch on some node):
+    every check of the job reports it as its own finding."""
+
+    status: Status
+    summary: str
+    hosts: tuple[str, ...] = ()
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    def result(self, check: str) -> CheckResult:
+        """This as the finding of ``check``."""
+        return CheckResult(check, self.status, self.summary, self.hosts, dict(self.details))
+
+
+def node_names(outcome: JobOutcome) -> list[str]:
+    """Inventory names by node rank: the document's list, else the launcher's."""
+    document = outcome.document or {}
+    names = [str(n) for n in document.get("nodes") or []]
+    by_rank = {n.node_rank: n.host for n in outcome.nodes}
+    count = max(len(names), 1 + max(by_rank, default=-1))
+    return [by_rank.get(i) or (names[i] if i < len(names) else f"node rank {i}") for i in range(count)]

@@ -1,0 +1,56 @@
+"""What a finished job says about one of its phases, as every judge of a phase starts: the phase
+was not run, the job's failed nodes, an error the phase raised, or the results rank 0 printed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from checks.job.failures import job_results, phase_error_result
+from checks.job.outcome import JobOutcome
+from preflight.model import CheckResult
+
+
+@dataclass(frozen=True)
+class PhaseReport:
+    """One phase of a job, for the check that judges it.
+
+    ``section`` is the phase's results as rank 0 printed them; when it is None, ``findings``
+    are the check's whole verdict (not run, the nodes that failed, the error). Otherwise
+    ``findings`` name the nodes that failed after the results were in (warnings), and the
+    judge adds its own.
+    """
+
+    findings: list[CheckResult]
+    section: Mapping[str, Any] | None = None
+    document: Mapping[str, Any] = field(default_factory=dict)
+
+
+def read_phase(
+    check: str,
+    outcome: JobOutcome,
+    phase: str,
+    label: str,
+    no_results: Mapping[str, Any] | None = None,
+) -> PhaseReport:
+    """The phase ``phase`` of the job, judged by ``check``: its results, or the findings that
+    stand in for them. ``label`` names the phase to a person (``all-reduce``); ``no_results``
+    are details added (after each node's exit status) when the job printed none.
+    """
+    if phase not in outcome.phases:
+        return PhaseReport([CheckResult(check, "skip", f"not run: the job ran without the {label} phase")])
+    findings = job_results(check, outcome, phase)
+    document = outcome.document or {}
+    section = document.get(phase)
+    if isinstance(section, Mapping):
+        return PhaseReport(findings, section, document)
+    if findings:
+        return PhaseReport(findings)
+    errors = document.get("phase_errors") or {}
+    message = errors.get(phase) or errors.get("init")
+    if message:
+        return PhaseReport([phase_error_result(check, outcome, phase, str(message))])
+    details = {"exit_status": {n.host: n.exit_status for n in outcome.nodes}, **(no_results or {})}
+    return PhaseReport([CheckResult(check, "error", f"the job printed no {label} results", (), details)])

@@ -1,1 +1,0 @@
-"""Node-side probes: self-contained scripts shipped to each node and run with its own Python."""

@@ -1,0 +1,111 @@
+"""The shape of the code, held by tests: imports run one way, and modules stay small.
+
+- The core (``preflight``) knows neither ``checks`` nor ``reports``, except where it must:
+  the registry (``preflight.registry``) finds the checks, the command line picks renderers.
+- Renderers (``reports``) never import a check: they read the run model and each check's
+  presentation through the registry. Checks never import a renderer.
+- The job package (``checks.job``) never imports the checks that judge its outcome.
+- Scripts shipped to nodes import nothing of preflight (they run with the node's Python).
+- No import cycle anywhere, counting imports inside functions and under TYPE_CHECKING.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("preflight", "checks", "reports")
+# Scripts sent to nodes are single files by necessity (nothing is installed there).
+NODE_SCRIPTS = {"preflight.node.facts", "checks.job.node", "checks.ports.node"}
+MAX_LINES = 600
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for package in PACKAGES for p in sorted((ROOT / package).rglob("*.py"))}
+
+
+MODULES = _modules()
+
+
+def _imports(name: str, path: Path) -> Iterator[str]:
+    """Every project module ``name`` imports (``from pkg import mod`` counts as ``pkg.mod``)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            # ``from pkg import mod`` imports the module; ``from mod import name``, the module.
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names]
+        for target in targets:
+            # The deepest project module the import names.
+            while target and target not in MODULES:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                yield target
+
+
+GRAPH = {name: sorted(set(_imports(name, path))) for name, path in MODULES.items()}
+
+
+def _allowed(source: str, target: str) -> bool:
+    top, target_top = source.split(".")[0], target.split(".")[0]
+    if source in NODE_SCRIPTS:
+        return False
+    if top == "preflight" and target_top != "preflight":
+        return (source, target_top) in {("preflight.registry", "checks"), ("preflight.cli", "reports")}
+    if top == "reports":
+        return target_top != "checks"
+    if top == "checks" and target_top == "reports":
+        return False
+    return not (source.startswith("checks.job") and target.startswith(("checks.allreduce", "checks.ddp")))
+
+
+def test_the_graph_sees_the_project() -> None:
+    assert "preflight.registry" in GRAPH and "checks" in GRAPH["preflight.registry"]
+    assert len(MODULES) > 30
+
+
+def test_imports_run_one_way() -> None:
+    forbidden = [f"{s} -> {t}" for s, targets in GRAPH.items() for t in targets if not _allowed(s, t)]
+    assert forbidden == []
+
+
+def test_there_is_no_import_cycle() -> None:
+    state: dict[str, str] = {}
+    cycles: list[list[str]] = []
+
+    def visit(name: str, trail: list[str]) -> None:
+        state[name] = "open"
+        for target in GRAPH.get(name, []):
+            if state.get(target) == "open":
+                cycles.append([*trail[trail.index(target) :], target] if target in trail else [name, target])
+            elif target not in state:
+                visit(target, [*trail, target])
+        state[name] = "done"
+
+    for name in GRAPH:
+        if name not in state:
+            visit(name, [name])
+    assert cycles == []
+
+
+@pytest.mark.parametrize("name", sorted(set(MODULES) - NODE_SCRIPTS))
+def test_modules_stay_small(name: str) -> None:
+    lines = len(MODULES[name].read_text(encoding="utf-8").splitlines())
+    assert lines <= MAX_LINES, f"{name} has {lines} lines"
