@@ -18,7 +18,18 @@ if TYPE_CHECKING:
 
 @cache
 def registry() -> tuple[Check, ...]:
-    from checks import allreduce, baseline, connect, ddp, environment, gpu_memory, limits, ports, versions
+    from checks import (
+        allreduce,
+        baseline,
+        connect,
+        ddp,
+        environment,
+        gpu_memory,
+        limits,
+        names,
+        ports,
+        versions,
+    )
 
     return (
         connect.CHECK,
@@ -27,6 +38,7 @@ def registry() -> tuple[Check, ...]:
         gpu_memory.CHECK,
         environment.CHECK,
         limits.CHECK,
+        names.CHECK,
         allreduce.CHECK,
         ddp.CHECK,
         baseline.CHECK,
