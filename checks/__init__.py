@@ -21,6 +21,7 @@ def registry() -> tuple[Check, ...]:
     from checks import (
         allreduce,
         baseline,
+        clocks,
         connect,
         ddp,
         environment,
@@ -39,6 +40,7 @@ def registry() -> tuple[Check, ...]:
         environment.CHECK,
         limits.CHECK,
         names.CHECK,
+        clocks.CHECK,
         allreduce.CHECK,
         ddp.CHECK,
         baseline.CHECK,

@@ -265,6 +265,9 @@ class ClocksSection:
     fail_offset_s: float = 300.0
     # Round trips per node; the shortest one is used.
     samples: int = 5
+    # A node whose kernel says no time service keeps its clock synchronised: clocks that agree
+    # today drift apart by seconds a week.
+    unsynchronised: DriftPolicy = "warn"
 
 
 @dataclass(frozen=True)

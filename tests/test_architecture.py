@@ -25,6 +25,7 @@ NODE_SCRIPTS = {
     "checks.job.node",
     "checks.ports.node",
     "checks.names.node",
+    "checks.clocks.node",
 }
 MAX_LINES = 600
 
