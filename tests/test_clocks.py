@@ -38,7 +38,7 @@ def test_one_skewed_node_is_named_against_the_others_not_the_controller() -> Non
     offsets = {"node1": 40.0, "node2": 40.01, "node3": 160.0, "node4": 39.99}
     (result,) = judge_clocks(observe(offsets), ClocksSection())
     assert (result.status, result.hosts) == ("warn", ("node3",))
-    assert result.summary.startswith("node3: its clock is +120 s (\u00b11 ms) from the other nodes' median")
+    assert result.summary.startswith("node3: its clock is +120 s (\u00b11.0 ms) from the other nodes' median")
     assert result.details["nodes"]["node3"]["offset_s"] == 160.0
 
 

@@ -121,7 +121,7 @@ def judge_clocks(obs: ClocksObservation, cfg: ClocksSection) -> list[CheckResult
         findings.append(
             _result(
                 status,
-                f"{host}: its clock is {signed(deviation)} (\u00b1{sample.uncertainty_s * 1000:.0f} ms) from "
+                f"{host}: its clock is {signed(deviation)} (\u00b1{sample.uncertainty_s * 1000:.1f} ms) from "
                 f"{against}, past the {cfg.max_offset_s:g} s allowed: logs and timeouts disagree between "
                 "nodes, and past 5 minutes Kerberos and signed requests are refused",
                 [host],
@@ -177,7 +177,7 @@ def judge_clocks(obs: ClocksObservation, cfg: ClocksSection) -> list[CheckResult
         summary = f"the node's clock is {signed(next(iter(offsets.values())))} from the controller's"
     else:
         summary = f"{len(offsets)} clocks within {spread * 1000:.0f} ms of each other"
-    summary += f" (\u00b1{worst * 1000:.0f} ms)"
+    summary += f" (\u00b1{worst * 1000:.1f} ms)"
     if against_nodes and abs(reference) > cfg.max_offset_s:
         summary += f"; the controller's clock is {signed(-reference)} from theirs"
     for state, hosts in group_by_value({h: row.get("service", "unknown") for h, row in rows.items()}):

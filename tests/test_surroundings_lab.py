@@ -1,0 +1,124 @@
+"""The job's surroundings through real SSH on the lab cluster: one 4-node lab with a fault on
+each odd node, checked once through the command line as an operator would; each test reads what
+one fault became in the report.
+
+- node2: a tiny /dev/shm, and its own name on 127.0.1.1 in its own /etc/hosts
+- node3: NCCL_SOCKET_NTHREADS set in its SSH sessions only
+- node4: its clock two minutes ahead (libfaketime preloaded in its SSH sessions)
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import _require_lab
+from tests.lab import NODE_PYTHON, LabCluster
+
+pytestmark = pytest.mark.lab
+
+CHECKS = "environment,limits,names,clocks"
+SKEW_S = 120
+
+
+@dataclass
+class Run:
+    lab: LabCluster
+    returncode: int
+    output: str
+    report: dict[str, Any]
+
+    def results(self, check: str) -> list[dict[str, Any]]:
+        return [r for r in self.report["results"] if r["check"] == check]
+
+    def at(self, *indices: int) -> list[str]:
+        """Hosts as the report names them (the hosts file lists addresses)."""
+        return [self.lab.node(i).address for i in indices]
+
+
+def libfaketime() -> str:
+    found = sorted(glob.glob("/usr/lib/*/faketime/libfaketime.so.1"))
+    if not found:
+        pytest.fail("libfaketime is missing (Debian package faketime)", pytrace=False)
+    return found[0]
+
+
+def preflight(
+    lab: LabCluster, tmp: Path, *extra: str
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    hosts = lab.hosts_file(tmp / "hosts.txt")
+    report = tmp / "run.json"
+    report.unlink(missing_ok=True)
+    argv = [
+        sys.executable, "-m", "preflight", "check", str(hosts),
+        "--python", NODE_PYTHON, "-i", str(lab.key_path), "--ssh-config", os.devnull,
+        "--known-hosts", str(lab.known_hosts_path), "--json", str(report), *extra,
+    ]  # fmt: skip
+    env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "200"}
+    run = subprocess.run(argv, capture_output=True, text=True, timeout=240, env=env)
+    assert report.exists(), run.stdout + run.stderr
+    return run, json.loads(report.read_text())
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
+    _require_lab()
+    with LabCluster(4, env=Path(sys.prefix)) as lab:
+        lab.exec(2, ["mount", "-o", "remount,size=1m", "/dev/shm"])
+        hosts = lab.exec(2, ["cat", "/etc/hosts"]).stdout.decode()
+        lab.node_file(2, "/etc/hosts", "127.0.1.1\tnode2\n" + hosts)
+        lab.set_session_env(3, {"NCCL_SOCKET_NTHREADS": "8"})
+        lab.set_session_env(
+            4, {"LD_PRELOAD": libfaketime(), "FAKETIME": f"+{SKEW_S}", "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
+        )
+        tmp = tmp_path_factory.mktemp("surroundings")
+        done, report = preflight(lab, tmp, "--only", CHECKS)
+        yield Run(lab, done.returncode, done.stdout + done.stderr, report)
+        for node in lab.nodes:
+            assert lab.lingering_processes(node) == [], f"{node.name} still runs something"
+            assert lab.tmp_entries(node) == [], f"{node.name} has files left in /tmp"
+
+
+def test_the_faults_fail_the_run(run: Run) -> None:
+    assert run.returncode == 1, run.output
+    assert all(h["reachable"] for h in run.report["hosts"])
+
+
+def test_a_tiny_dev_shm_is_named(run: Run) -> None:
+    shm = [r for r in run.results("limits") if r["details"].get("item") == "shm"]
+    assert [(r["status"], r["hosts"]) for r in shm] == [("fail", run.at(2))]
+    assert f"{run.at(2)[0]}: /dev/shm is 1 MiB, below the 1 GiB a job needs" in shm[0]["summary"]
+
+
+def test_a_variable_set_on_one_node_only_is_named_with_both_sides(run: Run) -> None:
+    found = [r for r in run.results("environment") if "NCCL_SOCKET_NTHREADS" in r["summary"]]
+    assert len(found) == 1, run.results("environment")
+    assert found[0]["hosts"] == run.at(3)
+    values = found[0]["details"]["variables"]["NCCL_SOCKET_NTHREADS"]["values"]
+    assert values == {"8": run.at(3), "(unset)": run.at(1, 2, 4)}
+
+
+def test_a_node_whose_own_name_is_on_loopback_is_named(run: Run) -> None:
+    (found,) = run.results("names")
+    assert (found["status"], found["hosts"], found["details"]["item"]) == ("fail", run.at(2), "own_loopback")
+    assert "node2 -> 127.0.1.1" in found["summary"]
+    # The peers resolve node2 to its address: the fault is node2's own view only.
+    assert found["details"]["nodes"][run.at(1)[0]]["own"] == f"node1 -> {run.lab.node(1).address}"
+
+
+def test_a_skewed_clock_is_named_with_its_offset_and_uncertainty(run: Run) -> None:
+    offsets = [r for r in run.results("clocks") if r["details"].get("item") == "offset"]
+    assert [(r["status"], r["hosts"]) for r in offsets] == [("warn", run.at(4))]
+    measured = offsets[0]["details"]["offset_s"]
+    uncertainty = offsets[0]["details"]["uncertainty_s"]
+    assert abs(measured - SKEW_S) < 1 + uncertainty
+    assert f"{run.at(4)[0]}: its clock is +" in offsets[0]["summary"]
