@@ -29,6 +29,7 @@ def registry() -> tuple[Check, ...]:
         limits,
         names,
         ports,
+        storage,
         versions,
     )
 
@@ -41,6 +42,7 @@ def registry() -> tuple[Check, ...]:
         limits.CHECK,
         names.CHECK,
         clocks.CHECK,
+        storage.CHECK,
         allreduce.CHECK,
         ddp.CHECK,
         baseline.CHECK,

@@ -159,6 +159,8 @@ class StorageSection:
     # directory is one shared filesystem, one node's part where each node has its own. Empty: not
     # stated, and free space is reported and compared between nodes, not judged against a need.
     checkpoint_size: str = ""
+    # Free space the checkpoint directory needs (a size); empty: one checkpoint_size.
+    checkpoint_free: str = ""
     # Files one checkpoint writes (a sharded checkpoint writes one per rank): free inodes needed.
     checkpoint_files: int = 1000
     # Files a data path's manifest covers (in sorted walk order: the same files on every node);
@@ -174,15 +176,21 @@ class StorageSection:
                 raise ConfigError(f"storage.data: {why}", key="storage.data")
         if self.checkpoint_dir and (why := node_path_error(self.checkpoint_dir)) is not None:
             raise ConfigError(f"storage.checkpoint_dir: {why}", key="storage.checkpoint_dir")
-        if self.checkpoint_size:
-            try:
-                parse_size(self.checkpoint_size)
-            except ValueError as exc:
-                raise ConfigError(f"storage.checkpoint_size: {exc}", key="storage.checkpoint_size") from None
+        for key in ("checkpoint_size", "checkpoint_free"):
+            if getattr(self, key):
+                try:
+                    parse_size(getattr(self, key))
+                except ValueError as exc:
+                    raise ConfigError(f"storage.{key}: {exc}", key=f"storage.{key}") from None
 
     @property
     def checkpoint_bytes(self) -> int | None:
         return parse_size(self.checkpoint_size) if self.checkpoint_size else None
+
+    @property
+    def free_needed_bytes(self) -> int | None:
+        """The free space the checkpoint directory needs; None where nothing says."""
+        return parse_size(self.checkpoint_free) if self.checkpoint_free else self.checkpoint_bytes
 
 
 # Variables whose difference between nodes breaks a job rather than tunes it: ranks that disagree

@@ -26,6 +26,7 @@ NODE_SCRIPTS = {
     "checks.ports.node",
     "checks.names.node",
     "checks.clocks.node",
+    "checks.storage.node",
 }
 MAX_LINES = 600
 
