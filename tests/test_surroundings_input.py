@@ -96,6 +96,7 @@ def test_a_data_path_the_controller_does_not_have_is_not_an_error(tmp_path: Path
     [
         ('[storage]\ndata = ["relative/path"]\n', "storage.data: 'relative/path' is not an absolute path", 2),
         ('[storage]\n\ncheckpoint_size = "12QB"\n', "storage.checkpoint_size: '12QB' is not a size", 3),
+        ('[storage]\ncheckpoint_free = "plenty"\n', "storage.checkpoint_free: 'plenty' is not a size", 2),
         ('[limits]\nmin_shm = "lots"\n', "limits.min_shm: 'lots' is not a size", 2),
         ('[job_env]\n"NOT A NAME" = "x"\n', "not an environment variable name", None),
         ('[environment]\nignore = "NCCL_DEBUG"\n', "environment.ignore must be a list of strings", 2),

@@ -5,6 +5,10 @@ one fault became in the report.
 - node2: a tiny /dev/shm, and its own name on 127.0.1.1 in its own /etc/hosts
 - node3: NCCL_SOCKET_NTHREADS set in its SSH sessions only
 - node4: its clock two minutes ahead (libfaketime preloaded in its SSH sessions)
+
+Storage: ``copies/set`` is a separate copy on each node (a tmpfs in each node's own mount
+namespace): alike on node1 and node2, missing on node3, stale on node4 (a file short, three days
+older); ``shared/set`` and ``ckpt`` are one filesystem that every node sees, read-only on node2.
 """
 
 from __future__ import annotations
@@ -26,7 +30,10 @@ from tests.lab import NODE_PYTHON, LabCluster
 
 pytestmark = pytest.mark.lab
 
-CHECKS = "environment,limits,names,clocks"
+CHECKS = "environment,limits,names,clocks,storage"
+SHARDS = 4
+NOWHERE = "/srv/no-such-dataset"
+DAY_S = 86_400
 SKEW_S = 120
 
 
@@ -69,6 +76,32 @@ def preflight(
     return run, json.loads(report.read_text())
 
 
+def write_set(lab: LabCluster, node: int, root: Path, shards: int, *, days_old: int = 0) -> None:
+    """A small data set under root/set, written in the node (its own mounts), with fixed times."""
+    stamp = f"@{1_800_000_000 - days_old * DAY_S}"
+    lines = [f"mkdir -p {root}/set/train"]
+    for i in range(shards):
+        lines.append(
+            f"head -c {4096 + i} /dev/zero | tr '\\0' '{chr(97 + i)}' > {root}/set/train/shard-{i}.bin"
+        )
+    lines.append(f"touch -d {stamp} {root}/set/train/*.bin")
+    lab.exec(node, ["sh", "-c", " && ".join(lines)])
+
+
+def make_storage(lab: LabCluster) -> tuple[Path, Path, Path]:
+    copies, shared, ckpt = lab.root / "copies", lab.root / "shared", lab.root / "ckpt"
+    for path in (copies, shared, ckpt):
+        path.mkdir()
+    for node in lab.nodes:
+        lab.exec(node, ["mount", "-t", "tmpfs", "pflab-data", str(copies)])
+    for node in (1, 2):
+        write_set(lab, node, copies, SHARDS)
+    write_set(lab, 4, copies, SHARDS - 1, days_old=3)
+    write_set(lab, 1, shared, SHARDS)
+    lab.exec(2, ["sh", "-c", f"mount --bind {ckpt} {ckpt} && mount -o remount,ro,bind {ckpt}"])
+    return copies, shared, ckpt
+
+
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     _require_lab()
@@ -80,12 +113,19 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
         lab.set_session_env(
             4, {"LD_PRELOAD": libfaketime(), "FAKETIME": f"+{SKEW_S}", "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
         )
+        copies, shared, ckpt = make_storage(lab)
         tmp = tmp_path_factory.mktemp("surroundings")
-        done, report = preflight(lab, tmp, "--only", CHECKS)
+        done, report = preflight(
+            lab, tmp, "--only", CHECKS, "--data", f"{copies}/set", "--data", f"{shared}/set",
+            "--data", NOWHERE,
+            "--checkpoint-dir", str(ckpt), "--checkpoint-size", "1MiB",
+        )  # fmt: skip
         yield Run(lab, done.returncode, done.stdout + done.stderr, report)
         for node in lab.nodes:
             assert lab.lingering_processes(node) == [], f"{node.name} still runs something"
             assert lab.tmp_entries(node) == [], f"{node.name} has files left in /tmp"
+            markers = lab.exec(node, ["find", str(copies), str(shared), str(ckpt), "-name", ".preflight-*"])
+            assert markers.stdout == b"", f"{node.name} has markers left"
 
 
 def test_the_faults_fail_the_run(run: Run) -> None:
@@ -122,3 +162,35 @@ def test_a_skewed_clock_is_named_with_its_offset_and_uncertainty(run: Run) -> No
     uncertainty = offsets[0]["details"]["uncertainty_s"]
     assert abs(measured - SKEW_S) < 1 + uncertainty
     assert f"{run.at(4)[0]}: its clock is +" in offsets[0]["summary"]
+
+
+def storage(run: Run, item: str) -> list[dict[str, Any]]:
+    return [r for r in run.results("storage") if r["details"].get("item") == item]
+
+
+def test_a_copy_missing_on_one_node_and_stale_on_another_are_each_named(run: Run) -> None:
+    missing, nowhere = storage(run, "missing")
+    assert (missing["status"], missing["hosts"]) == ("fail", run.at(3))
+    assert "/copies/set does not exist there, unlike on the other nodes" in missing["summary"]
+    (stale,) = storage(run, "differs")
+    assert (stale["status"], stale["hosts"]) == ("fail", run.at(4))
+    assert f"{SHARDS - 1} files, not {SHARDS}" in stale["summary"]
+    assert "older than" in stale["summary"]
+    assert stale["details"]["layout"] == "separate"
+    # A path on no node at all (a typo?) names every node in one finding.
+    assert nowhere["hosts"] == run.at(1, 2, 3, 4)
+    assert f"the data path {NOWHERE} does not exist on any node" in nowhere["summary"]
+
+
+def test_a_shared_data_path_is_told_shared_by_a_file_seen_from_every_node(run: Run) -> None:
+    (shared,) = [r for r in run.results("storage") if r["details"].get("path", "").endswith("/shared/set")]
+    assert shared["status"] == "pass"
+    assert (shared["details"]["layout"], shared["details"]["shared_by"]) == ("shared", "marker")
+    assert f"alike on all 4 nodes: {SHARDS} files" in shared["summary"]
+
+
+def test_a_checkpoint_directory_read_only_on_one_node_is_named(run: Run) -> None:
+    (found,) = storage(run, "not_writable")
+    assert (found["status"], found["hosts"]) == ("fail", run.at(2))
+    assert "Read-only file system" in found["summary"]
+    assert found["details"]["layout"] == "shared"

@@ -227,7 +227,10 @@ def judge_data(path: str, obs: StorageObservation) -> list[CheckResult]:
     findings = _missing(path, "data", obs)
     share = sharing(path, obs)
     manifests = obs.manifests.get(path, {})
-    per_node = {h: manifests[g[0]] for g in share.groups for h in g if g[0] in manifests}
+    per_node: dict[str, Mapping[str, Any]] = {}
+    for group in share.groups:
+        walked = next((manifests[h] for h in group if h in manifests), None)
+        per_node.update({h: walked for h in group if walked is not None})
     incomplete = [h for h, m in per_node.items() if m.get("incomplete")]
     compared = {h: m for h, m in per_node.items() if not m.get("incomplete")}
     reference, odd = minority({h: _content(m) for h, m in compared.items()})

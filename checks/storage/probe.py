@@ -97,7 +97,9 @@ def observe_storage(ctx: CheckContext) -> StorageObservation:
         return [s for s in sessions if s.spec.name in processes and s.spec.name not in errors]
 
     try:
-        inspected = each(start, sessions)
+        found = each(start, sessions)
+        # Threads finish in any order: inventory order, so that every phase picks the same nodes.
+        inspected = {s.spec.name: found[s.spec.name] for s in sessions if s.spec.name in found}
         wanted = {
             path: [marker_of[h] for h, paths in inspected.items() if paths.get(path, {}).get("marker")]
             for path in (*data, checkpoint)
