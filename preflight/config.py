@@ -273,9 +273,12 @@ class ClocksSection:
     fail_offset_s: float = 300.0
     # Round trips per node; the shortest one is used.
     samples: int = 5
-    # A node whose kernel says no time service keeps its clock synchronised: clocks that agree
-    # today drift apart by seconds a week.
+    # A node whose kernel says no time service keeps its clock synchronised while other nodes'
+    # kernels say one does: clocks that agree today drift apart by seconds a week.
     unsynchronised: DriftPolicy = "warn"
+    # Judge unsynchronised clocks by that policy even where no node is synchronised (by default
+    # a cluster that keeps time some other way, a VM's host clock say, is only said to).
+    require_synchronised: bool = False
 
 
 @dataclass(frozen=True)

@@ -71,3 +71,16 @@ def test_an_unsynchronised_kernel_clock_warns_and_unknown_is_said_not_guessed() 
     (quiet,) = judge_clocks(ClocksObservation(obs.samples, time=time), ClocksSection(unsynchronised="ignore"))
     assert quiet.status == "pass"
     assert "kernel clock unknown on node3" in quiet.summary
+
+
+def test_every_node_unsynchronised_alike_is_said_unless_required() -> None:
+    obs = observe({"node1": 0, "node2": 0, "node3": 0})
+    loose = TimeFacts(synchronised=False, state="unsynchronised", services=())
+    time = dict.fromkeys(obs.samples, loose)
+    (said,) = judge_clocks(ClocksObservation(obs.samples, time=time), ClocksSection())
+    assert said.status == "pass"
+    assert "kernel clock unsynchronised on node[1-3]" in said.summary
+    (required,) = judge_clocks(
+        ClocksObservation(obs.samples, time=time), ClocksSection(require_synchronised=True)
+    )
+    assert (required.status, required.hosts) == ("warn", ("node1", "node2", "node3"))

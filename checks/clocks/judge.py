@@ -131,23 +131,25 @@ def judge_clocks(obs: ClocksObservation, cfg: ClocksSection) -> list[CheckResult
                 reference=against,
             )
         )
-    # One node alone has no peer to drift from: its time service is only said.
-    if cfg.unsynchronised != "ignore" and len(rows) > 1:
-        states = {h: row.get("service") for h, row in rows.items()}
-        loose = [h for h, state in states.items() if state == "unsynchronised"]
-        if loose:
-            running = {h: ", ".join(rows[h].get("services", [])) for h in loose}
-            seen = "; ".join(f"{fold(hosts)} runs {text}" for text, hosts in group_by_value(running) if text)
-            findings.append(
-                _result(
-                    cfg.unsynchronised,
-                    f"{fold(loose)}: the kernel says no time service keeps the clock synchronised"
-                    + (f" ({seen}, not in step yet or without a reachable server)" if seen else "")
-                    + ": clocks that agree now drift apart",
-                    loose,
-                    item="unsynchronised",
-                )
+    # Judged against the other nodes: unsynchronised where others are synchronised is odd; every
+    # node alike is the cluster's way of keeping time, only said unless required. One node alone
+    # has no peer to drift from.
+    states = {h: row.get("service") for h, row in rows.items()}
+    loose = [h for h, state in states.items() if state == "unsynchronised"]
+    judged = cfg.require_synchronised or "synchronised" in states.values()
+    if cfg.unsynchronised != "ignore" and len(rows) > 1 and judged and loose:
+        running = {h: ", ".join(rows[h].get("services", [])) for h in loose}
+        seen = "; ".join(f"{fold(hosts)} runs {text}" for text, hosts in group_by_value(running) if text)
+        findings.append(
+            _result(
+                cfg.unsynchronised,
+                f"{fold(loose)}: the kernel says no time service keeps the clock synchronised"
+                + (f" ({seen}, not in step yet or without a reachable server)" if seen else "")
+                + ": clocks that agree now drift apart",
+                loose,
+                item="unsynchronised",
             )
+        )
     if obs.errors:
         findings.append(
             _result(
