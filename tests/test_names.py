@@ -6,8 +6,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from checks.names import Answer, NamedNode, NamesObservation, judge_names
+from checks.names import Answer, NamedNode, NamesObservation, judge_names, names_to_ask, node_names
 from checks.names.judge import verdict
+from preflight.check import HostSession
+from preflight.inventory import HostSpec
+from preflight.model import HostReport
 
 DATA = Path(__file__).parent / "data" / "names"
 ADDRESS = {f"node{i}": f"10.0.0.{10 + i}" for i in range(1, 5)}
@@ -109,3 +112,21 @@ def test_without_an_expected_address_the_nodes_own_addresses_decide() -> None:
     answers["node3"]["node2"] = Answer(("10.0.0.50",))
     (result,) = judge_names(NamesObservation(names, answers, master="node1"))
     assert (result.status, result.hosts) == ("fail", ("node3",))
+
+
+def test_each_node_asks_the_masters_names_its_own_and_its_next_peers() -> None:
+    sessions = [
+        HostSession(
+            HostSpec(f"alias{i}", f"gpu{i}"), HostReport(f"alias{i}", f"gpu{i}", hostname=f"gpu{i}.lan")
+        )
+        for i in range(1, 5)
+    ]
+    sessions.append(
+        HostSession(HostSpec("10.0.0.5", "10.0.0.5"), HostReport("10.0.0.5", "10.0.0.5", hostname="gpu5"))
+    )
+    # An ssh_config alias is the controller's own name for a host: no node is asked it.
+    assert node_names(sessions[0]) == ["gpu1", "gpu1.lan"]
+    assert node_names(sessions[4]) == ["gpu5"]
+    asked = names_to_ask(sessions, "alias1", max_peers=2)
+    assert asked["alias1"] == ["gpu1", "gpu1.lan", "gpu2", "gpu2.lan", "gpu3", "gpu3.lan"]
+    assert asked["10.0.0.5"] == ["gpu1", "gpu1.lan", "gpu5", "gpu2", "gpu2.lan"]

@@ -6,6 +6,7 @@ name should give: the address it reaches that node at.
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import json
 import socket
 import threading
@@ -21,10 +22,11 @@ NODE_SCRIPT = "checks.names.node"
 
 
 def node_names(session: HostSession) -> list[str]:
-    """The names a node goes by that a peer may look up: as written in the inventory, as it is
-    reached, and its own host name (what gloo and torchrun's agents advertise); addresses are
-    not names."""
-    found = [session.spec.name, session.spec.address, session.report.hostname or ""]
+    """The names a peer may look a node up by: the name it is reached at (the job's master
+    address is the master's) and its own host name (what gloo and torchrun's agents advertise).
+    An inventory alias that ``~/.ssh/config`` maps to another host name is the controller's
+    alone; addresses are not names."""
+    found = [session.spec.address, session.report.hostname or ""]
     return [n for n in dict.fromkeys(found) if n and not is_address(n)]
 
 
@@ -67,8 +69,10 @@ def observe_names(ctx: CheckContext) -> NamesObservation:
     master, _ = master_of(ctx)
     sessions = ctx.live_sessions
     named: dict[str, NamedNode] = {}
-    for session in sessions:
-        expected = controller_address(session.spec.address, cfg.lookup_timeout_s)
+    workers = max(1, min(ctx.config.run.fanout, len(sessions)))
+    with cf.ThreadPoolExecutor(max_workers=workers) as pool:
+        reached = list(pool.map(lambda s: controller_address(s.spec.address, cfg.lookup_timeout_s), sessions))
+    for session, expected in zip(sessions, reached, strict=True):
         node = session.report.node
         own = tuple(a for a in node.addresses if a)
         for name in node_names(session):
