@@ -110,8 +110,8 @@ def _filesystem(path: str) -> dict[str, Any]:
     return found
 
 
-def _write_marker(directory: str, name: str) -> str | None:
-    """Write the marker; None when written, else why not."""
+def _write_marker(directory: str, name: str, size: int) -> str | None:
+    """Write the marker (``size`` bytes, fsync'd); None when written, else why not."""
     path = os.path.join(directory, name)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -120,7 +120,7 @@ def _write_marker(directory: str, name: str) -> str | None:
     written.append(path)
     try:
         block = os.urandom(4096)
-        for _ in range(MARKER_BYTES // len(block)):
+        for _ in range(size // len(block)):
             os.write(fd, block)
         os.fsync(fd)
     except OSError as exc:
@@ -145,7 +145,8 @@ def inspect(path: str, role: str, marker: str) -> dict[str, Any]:
         readable = os.access(path, os.R_OK | os.X_OK)
         if not readable:
             found["error"] = "not readable"
-        why = _write_marker(path, marker)
+        # The checkpoint directory gets a real write; a data set only an empty file to be seen by.
+        why = _write_marker(path, marker, MARKER_BYTES if role == "checkpoint" else 0)
         found["marker"] = None if why else marker
         if why:
             found["write_error"] = why
@@ -206,6 +207,11 @@ def manifest(root: str, max_files: int, timeout_s: float, sample_files: int) -> 
             if len(entries) >= max_files:
                 found["truncated"] = True
                 break
+            if len(entries) % 1000 == 0 and time.monotonic() - started > timeout_s:
+                found["incomplete"] = True
+                break
+        if found["incomplete"]:
+            break
         if found["truncated"]:
             break
         if time.monotonic() - started > timeout_s:
