@@ -14,7 +14,9 @@ from typing import Any
 
 from checks.storage import StorageObservation, judge_storage, sharing
 from checks.storage import node as storage_node
+from checks.storage.present import storage_blocks
 from preflight.config import StorageSection
+from preflight.model import RunReport
 
 DATA = Path(__file__).parent / "data" / "facts"
 SCRIPT = Path(storage_node.__file__)
@@ -224,3 +226,17 @@ def test_room_for_a_checkpoint_and_network_ids_tell_sharing_without_markers() ->
     )
     assert (short.status, short.details["item"]) == ("fail", "space")
     assert short.summary == "node[1-2]: 200 GiB free in /ckpt, below the 1 TiB a checkpoint needs"
+
+
+def test_the_report_shows_one_row_per_path_with_its_copies(tmp_path: Path) -> None:
+    copies: dict[str, Path | None] = {f"node{i}": make_copy(tmp_path / str(i), SHARDS) for i in (1, 2)}
+    stale = dict(SHARDS)
+    del stale["meta.json"]
+    copies["node3"] = make_copy(tmp_path / "3", stale)
+    results = judge_storage(observation(copies), StorageSection(data=("/data/set",)))
+    report = RunReport.build(tool_version="0", started_at="", duration_s=0, hosts=[], results=results)
+    (table,) = storage_blocks(report)
+    (row,) = table.rows
+    assert [c.text for c in row[:3]] == ["/data/set", "data", "separate"]
+    assert row[4].text.startswith("node[1-2]: 21 files")
+    assert "; node3: 20 files" in row[4].text

@@ -179,7 +179,18 @@ def _result(status: Status, summary: str, hosts: Sequence[str], **details: Any) 
     return CheckResult(NAME, status, summary, tuple(sorted(hosts, key=natural_key)), details)
 
 
-def _missing(path: str, role: str, obs: StorageObservation) -> list[CheckResult]:
+def _path_details(path: str, role: str, share: Sharing) -> dict[str, Any]:
+    """What every finding about one path carries: the path, its role and where it lives."""
+    return {
+        "path": path,
+        "role": role,
+        "layout": share.layout,
+        "shared_by": share.by,
+        "groups": [list(g) for g in share.groups],
+    }
+
+
+def _missing(path: str, role: str, obs: StorageObservation, details: Mapping[str, Any]) -> list[CheckResult]:
     absent = {
         h: str(p[path].get("error") or "not there")
         for h, p in obs.inspected.items()
@@ -194,8 +205,7 @@ def _missing(path: str, role: str, obs: StorageObservation) -> list[CheckResult]
                 "fail",
                 f"{fold(hosts)}: the {role} path {path} does not exist {where} ({why})",
                 hosts,
-                item="missing",
-                path=path,
+                **{**details, "item": "missing"},
             )
         )
     return findings
@@ -224,8 +234,9 @@ def _alike(nodes: int, many: str = "alike on all {n} nodes", one: str = "on the 
 
 
 def judge_data(path: str, obs: StorageObservation) -> list[CheckResult]:
-    findings = _missing(path, "data", obs)
     share = sharing(path, obs)
+    details = _path_details(path, "data", share)
+    findings = _missing(path, "data", obs, details)
     manifests = obs.manifests.get(path, {})
     per_node: dict[str, Mapping[str, Any]] = {}
     for group in share.groups:
@@ -234,12 +245,9 @@ def judge_data(path: str, obs: StorageObservation) -> list[CheckResult]:
     incomplete = [h for h, m in per_node.items() if m.get("incomplete")]
     compared = {h: m for h, m in per_node.items() if not m.get("incomplete")}
     reference, odd = minority({h: _content(m) for h, m in compared.items()})
-    details: dict[str, Any] = {
-        "path": path,
-        "role": "data",
-        "layout": share.layout,
-        "shared_by": share.by,
-        "groups": [list(g) for g in share.groups],
+    # Each distinct copy as people read it, with the nodes that have it: the evidence.
+    details["copies"] = {
+        text: hosts for text, hosts in group_by_value({h: describe(m) for h, m in per_node.items()})
     }
     if odd:
         good = next((m for m in compared.values() if _content(m) == reference), None)
@@ -311,15 +319,9 @@ def judge_data(path: str, obs: StorageObservation) -> list[CheckResult]:
 
 
 def judge_checkpoint(path: str, obs: StorageObservation, cfg: StorageSection) -> list[CheckResult]:
-    findings = _missing(path, "checkpoint", obs)
     share = sharing(path, obs)
-    details: dict[str, Any] = {
-        "path": path,
-        "role": "checkpoint",
-        "layout": share.layout,
-        "shared_by": share.by,
-        "groups": [list(g) for g in share.groups],
-    }
+    details = _path_details(path, "checkpoint", share)
+    findings = _missing(path, "checkpoint", obs, details)
     present = {h: p[path] for h, p in obs.inspected.items() if p.get(path, {}).get("exists")}
     unwritable = {
         h: str(i.get("write_error") or i.get("error") or "not writable")

@@ -28,10 +28,14 @@ def storage_blocks(report: RunReport) -> list[Block]:
             continue
         shown.add(path)
         groups = [fold(str(h) for h in listed(g)) for g in listed(result.details.get("groups"))]
-        manifest = _mapping(result.details.get("manifest"))
+        copies = _mapping(result.details.get("copies"))
         holds = "\u2014"
-        if isinstance(manifest.get("files"), int) and isinstance(manifest.get("bytes"), int):
-            holds = f"{manifest['files']:,} files, {capacity(manifest['bytes'])}"
+        if len(copies) == 1:
+            holds = str(next(iter(copies)))
+        elif copies:
+            holds = "; ".join(
+                f"{fold(str(h) for h in listed(hosts))}: {text}" for text, hosts in copies.items()
+            )
         free = [v for v in _mapping(result.details.get("free_bytes")).values() if isinstance(v, int)]
         if free:
             holds = f"{capacity(min(free))} free or more"
