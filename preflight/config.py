@@ -169,6 +169,8 @@ class StorageSection:
     walk_timeout_s: float = 30.0
     # Files whose content (head and tail) is hashed to compare copies.
     sample_files: int = 16
+    # Nodes whose markers each node looks for (the next ones in inventory order, and the first).
+    look_peers: int = 16
 
     def __post_init__(self) -> None:
         for path in self.data:

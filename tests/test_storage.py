@@ -15,6 +15,7 @@ from typing import Any
 from checks.storage import StorageObservation, judge_storage, sharing
 from checks.storage import node as storage_node
 from checks.storage.present import storage_blocks
+from checks.storage.probe import peers_to_look_at
 from preflight.config import StorageSection
 from preflight.model import RunReport
 
@@ -240,3 +241,12 @@ def test_the_report_shows_one_row_per_path_with_its_copies(tmp_path: Path) -> No
     assert [c.text for c in row[:3]] == ["/data/set", "data", "separate"]
     assert row[4].text.startswith("node[1-2]: 21 files")
     assert "; node3: 20 files" in row[4].text
+
+
+def test_each_node_looks_for_a_bounded_chain_of_markers() -> None:
+    writers = [f"node{i}" for i in range(1, 101)]
+    assert peers_to_look_at("node50", writers, 3) == ["node1", "node51", "node52", "node53"]
+    assert peers_to_look_at("node100", writers, 2) == ["node1", "node2"]
+    assert peers_to_look_at("node1", writers[:2], 16) == ["node2"]
+    # A node that wrote no marker (read-only) still looks for the others'.
+    assert peers_to_look_at("ro", writers[:3], 16) == writers[:3]

@@ -43,6 +43,19 @@ def _answer(process: RemoteProcess, tag: str, deadline: Deadline) -> Any:
     return json.loads(line[len(tag) + 1 :])
 
 
+def peers_to_look_at(host: str, writers: Sequence[str], count: int) -> list[str]:
+    """The nodes whose markers ``host`` looks for: the first writer and the next ``count`` after
+    ``host`` in inventory order. Every node looking for every marker would be N\u00b2 lookups on
+    one shared filesystem; chained neighbours still join every node of a shared one."""
+    if host not in writers:
+        return list(writers[: count + 1])
+    at = writers.index(host)
+    chosen = [writers[0]] + [
+        writers[(at + k) % len(writers)] for k in range(1, min(count, len(writers) - 1) + 1)
+    ]
+    return [h for h in dict.fromkeys(chosen) if h != host]
+
+
 def observe_storage(ctx: CheckContext) -> StorageObservation:
     cfg = ctx.config.storage
     data, checkpoint = tuple(cfg.data), cfg.checkpoint_dir
@@ -100,14 +113,18 @@ def observe_storage(ctx: CheckContext) -> StorageObservation:
         found = each(start, sessions)
         # Threads finish in any order: inventory order, so that every phase picks the same nodes.
         inspected = {s.spec.name: found[s.spec.name] for s in sessions if s.spec.name in found}
-        wanted = {
-            path: [marker_of[h] for h, paths in inspected.items() if paths.get(path, {}).get("marker")]
+        written = {
+            path: [h for h, paths in inspected.items() if paths.get(path, {}).get("marker")]
             for path in (*data, checkpoint)
             if path
         }
 
         def look(session: HostSession) -> Any:
             process = processes[session.spec.name]
+            wanted = {
+                path: [marker_of[h] for h in peers_to_look_at(session.spec.name, hosts, cfg.look_peers)]
+                for path, hosts in written.items()
+            }
             process.write(f"LOOK {json.dumps(wanted)}\n".encode())
             return _answer(process, "SEEN", ctx.deadline.sooner(_LOOK_S))
 
