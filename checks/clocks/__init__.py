@@ -48,7 +48,7 @@ def _table(report: RunReport) -> list[Block]:
             [
                 TCell(plain(host), "mono odd odd-fail" if host in named else "mono"),
                 TCell(_seconds(row.get("offset_s")), "num"),
-                TCell("\u2014" if uncertainty is None else f"\u00b1{uncertainty * 1000:.0f} ms", "num"),
+                TCell("\u2014" if uncertainty is None else f"\u00b1{uncertainty * 1000:.1f} ms", "num"),
                 TCell(_seconds(row.get("from_nodes_s")), "num"),
                 TCell(plain(row.get("service") or "unknown")),
                 TCell(plain(", ".join(str(s) for s in services) or "\u2014"), "mono"),

@@ -236,7 +236,6 @@ def _alike(nodes: int, many: str = "alike on all {n} nodes", one: str = "on the 
 def judge_data(path: str, obs: StorageObservation) -> list[CheckResult]:
     share = sharing(path, obs)
     details = _path_details(path, "data", share)
-    findings = _missing(path, "data", obs, details)
     manifests = obs.manifests.get(path, {})
     per_node: dict[str, Mapping[str, Any]] = {}
     for group in share.groups:
@@ -249,6 +248,7 @@ def judge_data(path: str, obs: StorageObservation) -> list[CheckResult]:
     details["copies"] = {
         text: hosts for text, hosts in group_by_value({h: describe(m) for h, m in per_node.items()})
     }
+    findings = _missing(path, "data", obs, details)
     if odd:
         good = next((m for m in compared.values() if _content(m) == reference), None)
         texts = {h: difference(compared[h], good) if good else describe(compared[h]) for h in odd}
