@@ -3,7 +3,8 @@ each odd node, checked once through the command line as an operator would; each 
 one fault became in the report.
 
 - node2: a tiny /dev/shm, and its own name on 127.0.1.1 in its own /etc/hosts
-- node3: NCCL_SOCKET_NTHREADS set in its SSH sessions only
+- node3: NCCL_SOCKET_NTHREADS set in its SSH sessions only, and a stale /etc/hosts line for
+  the master (node1)
 - node4: its clock two minutes ahead (libfaketime preloaded in its SSH sessions)
 
 Storage: ``copies/set`` is a separate copy on each node (a tmpfs in each node's own mount
@@ -33,6 +34,7 @@ pytestmark = pytest.mark.lab
 CHECKS = "environment,limits,names,clocks,storage"
 SHARDS = 4
 NOWHERE = "/srv/no-such-dataset"
+STALE_MASTER = "10.199.254.99"  # where node3's own /etc/hosts says the master is
 DAY_S = 86_400
 SKEW_S = 120
 
@@ -110,6 +112,8 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
         hosts = lab.exec(2, ["cat", "/etc/hosts"]).stdout.decode()
         lab.node_file(2, "/etc/hosts", "127.0.1.1\tnode2\n" + hosts)
         lab.set_session_env(3, {"NCCL_SOCKET_NTHREADS": "8"})
+        others = "".join(line + "\n" for line in hosts.splitlines() if not line.endswith("\tnode1"))
+        lab.node_file(3, "/etc/hosts", f"{STALE_MASTER}\tnode1\n" + others)
         lab.set_session_env(
             4, {"LD_PRELOAD": libfaketime(), "FAKETIME": f"+{SKEW_S}", "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
         )
@@ -147,8 +151,18 @@ def test_a_variable_set_on_one_node_only_is_named_with_both_sides(run: Run) -> N
     assert values == {"8": run.at(3), "(unset)": run.at(1, 2, 4)}
 
 
+def test_a_node_with_a_stale_hosts_line_for_the_master_is_named(run: Run) -> None:
+    (found,) = [r for r in run.results("names") if r["details"]["item"] == "wrong"]
+    assert (found["status"], found["hosts"]) == ("fail", run.at(3))
+    master = run.lab.node(1).address
+    assert (
+        f"node1 (the master, {master}) resolves to {STALE_MASTER}, an address it does not have, not {master}"
+        in (found["summary"])
+    )
+
+
 def test_a_node_whose_own_name_is_on_loopback_is_named(run: Run) -> None:
-    (found,) = run.results("names")
+    (found,) = [r for r in run.results("names") if r["details"]["item"] == "own_loopback"]
     assert (found["status"], found["hosts"], found["details"]["item"]) == ("fail", run.at(2), "own_loopback")
     assert "node2 -> 127.0.1.1" in found["summary"]
     # The peers resolve node2 to its address: the fault is node2's own view only.
