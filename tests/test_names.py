@@ -130,3 +130,12 @@ def test_each_node_asks_the_masters_names_its_own_and_its_next_peers() -> None:
     asked = names_to_ask(sessions, "alias1", max_peers=2)
     assert asked["alias1"] == ["gpu1", "gpu1.lan", "gpu2", "gpu2.lan", "gpu3", "gpu3.lan"]
     assert asked["10.0.0.5"] == ["gpu1", "gpu1.lan", "gpu5", "gpu2", "gpu2.lan"]
+
+
+def test_a_node_whose_resolver_fails_is_one_finding_however_many_names() -> None:
+    answers = healthy()
+    answers["node3"] = {n: Answer(error="Temporary failure in name resolution") for n in answers["node3"]}
+    (result,) = judge_names(NamesObservation(named(), answers, master="node1"))
+    assert (result.status, result.hosts) == ("fail", ("node3",))
+    assert result.summary.endswith("; and 1 more there, unlike on the other nodes")
+    assert len(result.details["names"]) == 4

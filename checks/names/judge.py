@@ -117,6 +117,15 @@ def _problem_text(problem: Problem, names: Mapping[str, NamedNode], master: str)
     return f"{label} resolves to {problem.answer}, an address it does not have{where}"
 
 
+# Problems of one node spelled out in its summary before "and N more" (details have all).
+_LISTED = 3
+
+
+def _listed(texts: list[str]) -> str:
+    shown = "; ".join(texts[:_LISTED])
+    return shown + (f"; and {len(texts) - _LISTED} more" if len(texts) > _LISTED else "")
+
+
 def _result(status: Status, summary: str, hosts: Sequence[str], **details: object) -> CheckResult:
     return CheckResult(NAME, status, summary, tuple(sorted(hosts, key=natural_key)), details)
 
@@ -187,7 +196,7 @@ def judge_names(obs: NamesObservation) -> list[CheckResult]:
             for problem in found:
                 per_resolver.setdefault(problem.resolver, []).append(problem)
     texts = {
-        resolver: "; ".join(_problem_text(p, names, master) for p in found)
+        resolver: _listed([_problem_text(p, names, master) for p in found])
         for resolver, found in per_resolver.items()
     }
     for text, hosts in group_by_value(texts):
