@@ -9,7 +9,8 @@ one fault became in the report.
 
 Storage: ``copies/set`` is a separate copy on each node (a tmpfs in each node's own mount
 namespace): alike on node1 and node2, missing on node3, stale on node4 (a file short, three days
-older); ``shared/set`` and ``ckpt`` are one filesystem that every node sees, read-only on node2.
+older); ``shared/set`` and ``ckpt`` are one filesystem that every node sees, but ``ckpt`` is
+read-only on node2 and a tiny filesystem of its own on node4.
 """
 
 from __future__ import annotations
@@ -101,6 +102,7 @@ def make_storage(lab: LabCluster) -> tuple[Path, Path, Path]:
     write_set(lab, 4, copies, SHARDS - 1, days_old=3)
     write_set(lab, 1, shared, SHARDS)
     lab.exec(2, ["sh", "-c", f"mount --bind {ckpt} {ckpt} && mount -o remount,ro,bind {ckpt}"])
+    lab.exec(4, ["mount", "-t", "tmpfs", "-o", "size=512k", "pflab-ckpt", str(ckpt)])
     return copies, shared, ckpt
 
 
@@ -207,4 +209,15 @@ def test_a_checkpoint_directory_read_only_on_one_node_is_named(run: Run) -> None
     (found,) = storage(run, "not_writable")
     assert (found["status"], found["hosts"]) == ("fail", run.at(2))
     assert "Read-only file system" in found["summary"]
-    assert found["details"]["layout"] == "shared"
+    # node2 still sees the others' markers: the filesystem they share, read-only there.
+    assert found["details"]["layout"] == "mixed"
+    assert run.at(1, 2, 3) in found["details"]["groups"]
+
+
+def test_a_checkpoint_directory_too_small_and_not_shared_is_named(run: Run) -> None:
+    (small,) = storage(run, "space")
+    assert (small["status"], small["hosts"]) == ("fail", run.at(4))
+    assert "512 KiB free in" in small["summary"]
+    assert small["summary"].endswith("below the 1 MiB a checkpoint needs")
+    (alone,) = storage(run, "not_shared")
+    assert (alone["status"], alone["hosts"]) == ("warn", run.at(4))
