@@ -18,13 +18,31 @@ if TYPE_CHECKING:
 
 @cache
 def registry() -> tuple[Check, ...]:
-    from checks import allreduce, baseline, connect, ddp, gpu_memory, ports, versions
+    from checks import (
+        allreduce,
+        baseline,
+        clocks,
+        connect,
+        ddp,
+        environment,
+        gpu_memory,
+        limits,
+        names,
+        ports,
+        storage,
+        versions,
+    )
 
     return (
         connect.CHECK,
         versions.CHECK,
         ports.CHECK,
         gpu_memory.CHECK,
+        environment.CHECK,
+        limits.CHECK,
+        names.CHECK,
+        clocks.CHECK,
+        storage.CHECK,
         allreduce.CHECK,
         ddp.CHECK,
         baseline.CHECK,

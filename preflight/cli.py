@@ -7,6 +7,7 @@ an exit code; tracebacks only with ``--debug``.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import resource
 import signal
@@ -14,11 +15,12 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from rich.console import Console
 
 from preflight import __version__
-from preflight.config import load_config, with_overrides
+from preflight.config import Config, load_config, node_path_error, with_overrides
 from preflight.errors import ExitCode, PreflightError, UsageError
 from preflight.files import write_atomic
 from preflight.inventory import (
@@ -30,10 +32,12 @@ from preflight.inventory import (
     parse_nodelist,
     read_hosts_file,
 )
+from preflight.jobenv import job_environment
 from preflight.model import RunReport
 from preflight.registry import all_checks, select_checks
 from preflight.runner import RunRequest, execute
 from preflight.transport.ssh import KnownHosts, SshSettings
+from preflight.units import parse_size
 
 
 def _names(text: str) -> list[str]:
@@ -104,6 +108,36 @@ def _parser() -> argparse.ArgumentParser:
         metavar="RUN.json",
         help="compare with a previous known-good run (nodes, versions, GPUs, bandwidth)",
     )
+    surroundings = check.add_argument_group("the job's surroundings (paths are on the nodes)")
+    surroundings.add_argument(
+        "--data",
+        action="append",
+        metavar="PATH",
+        help="a data set every node must see with the same content (repeatable)",
+    )
+    surroundings.add_argument(
+        "--checkpoint-dir", metavar="PATH", help="the checkpoint directory every node must be able to write"
+    )
+    surroundings.add_argument(
+        "--checkpoint-size",
+        metavar="SIZE",
+        help="what one checkpoint writes there (140GiB, 1.5T): the free space needed",
+    )
+    surroundings.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a variable the job's launcher sets on every node (repeatable)",
+    )
+    surroundings.add_argument(
+        "--env-file",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="FILE",
+        help="NAME=VALUE lines the job's launcher sets on every node",
+    )
     _add_outputs(check)
 
     report = commands.add_parser("report", help="re-render a saved run (no SSH)")
@@ -169,6 +203,30 @@ def _raise_open_file_limit(hosts: int) -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, ceiling), hard))
 
 
+def _with_surroundings(config: Config, args: argparse.Namespace) -> Config:
+    """The storage paths and the job's environment from the command line, over the config's.
+    Only what can be judged before any node is contacted is: the paths are on the nodes."""
+    storage = config.storage
+    changes: dict[str, Any] = {}
+    for path in args.data or ():
+        if (why := node_path_error(path)) is not None:
+            raise UsageError(f"--data: {why}")
+    if args.data:
+        changes["data"] = tuple(args.data)
+    if args.checkpoint_dir is not None:
+        if (why := node_path_error(args.checkpoint_dir)) is not None:
+            raise UsageError(f"--checkpoint-dir: {why}")
+        changes["checkpoint_dir"] = args.checkpoint_dir
+    if args.checkpoint_size is not None:
+        try:
+            parse_size(args.checkpoint_size)
+        except ValueError as exc:
+            raise UsageError(f"--checkpoint-size: {exc}") from None
+        changes["checkpoint_size"] = args.checkpoint_size
+    job_env = job_environment(config.job_env, args.env_file, args.env)
+    return dataclasses.replace(config, storage=dataclasses.replace(storage, **changes), job_env=job_env)
+
+
 def _check(args: argparse.Namespace) -> ExitCode:
     from reports.terminal import LiveProgress
 
@@ -184,6 +242,7 @@ def _check(args: argparse.Namespace) -> ExitCode:
     )
     if config.run.fanout < 1:
         raise UsageError("--fanout must be at least 1")
+    config = _with_surroundings(config, args)
     baseline = None
     if args.baseline is not None:
         from reports.json_report import load

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 from preflight.errors import ConfigError
+from preflight.units import parse_size
 
 DriftPolicy = Literal["fail", "warn", "ignore"]
 
@@ -135,6 +136,153 @@ class BaselineSection:
     new_node: DriftPolicy = "warn"
 
 
+def node_path_error(path: str) -> str | None:
+    """Why ``path`` cannot name a path on the nodes (None when it can). The controller never
+    reads these paths: only what is wrong before any node is contacted is judged here."""
+    if not path:
+        return "an empty path"
+    if "\0" in path:
+        return f"{path!r} contains a NUL character"
+    if not path.startswith("/"):
+        return f"{path!r} is not an absolute path (it is a path on the nodes)"
+    return None
+
+
+@dataclass(frozen=True)
+class StorageSection:
+    """The data sets and the checkpoint directory, as paths on the nodes (``--data``,
+    ``--checkpoint-dir``): never read by the controller."""
+
+    data: tuple[str, ...] = ()
+    checkpoint_dir: str = ""
+    # What one checkpoint writes into the checkpoint directory: the whole checkpoint where the
+    # directory is one shared filesystem, one node's part where each node has its own. Empty: not
+    # stated, and free space is reported and compared between nodes, not judged against a need.
+    checkpoint_size: str = ""
+    # Free space the checkpoint directory needs (a size); empty: one checkpoint_size.
+    checkpoint_free: str = ""
+    # Files one checkpoint writes (a sharded checkpoint writes one per rank): free inodes needed.
+    checkpoint_files: int = 1000
+    # Files a data path's manifest covers (in sorted walk order: the same files on every node);
+    # the walk of one copy stops after walk_timeout_s.
+    max_files: int = 100_000
+    walk_timeout_s: float = 30.0
+    # Files whose content (head and tail) is hashed to compare copies.
+    sample_files: int = 16
+    # Nodes whose markers each node looks for (the next ones in inventory order, and the first).
+    look_peers: int = 16
+
+    def __post_init__(self) -> None:
+        for path in self.data:
+            if (why := node_path_error(path)) is not None:
+                raise ConfigError(f"storage.data: {why}", key="storage.data")
+        if self.checkpoint_dir and (why := node_path_error(self.checkpoint_dir)) is not None:
+            raise ConfigError(f"storage.checkpoint_dir: {why}", key="storage.checkpoint_dir")
+        for key in ("checkpoint_size", "checkpoint_free"):
+            if getattr(self, key):
+                try:
+                    parse_size(getattr(self, key))
+                except ValueError as exc:
+                    raise ConfigError(f"storage.{key}: {exc}", key=f"storage.{key}") from None
+
+    @property
+    def checkpoint_bytes(self) -> int | None:
+        return parse_size(self.checkpoint_size) if self.checkpoint_size else None
+
+    @property
+    def free_needed_bytes(self) -> int | None:
+        """The free space the checkpoint directory needs; None where nothing says."""
+        return parse_size(self.checkpoint_free) if self.checkpoint_free else self.checkpoint_bytes
+
+
+# Variables whose difference between nodes breaks a job rather than tunes it: ranks that disagree
+# on the network, its plugin or the algorithm and protocol a collective uses do not connect, or
+# hang in the first collective; ranks told different masters or world sizes never rendezvous.
+MUST_MATCH = (
+    "NCCL_NET",
+    "NCCL_NET_PLUGIN",
+    "NCCL_IB_DISABLE",
+    "NCCL_ALGO",
+    "NCCL_PROTO",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "WORLD_SIZE",
+)
+
+
+@dataclass(frozen=True)
+class EnvironmentSection:
+    """Comparing the environment NCCL, torch, CUDA and gloo read on each node."""
+
+    # Variables not compared (fnmatch patterns: "NCCL_DEBUG*").
+    ignore: tuple[str, ...] = ()
+    # Variables whose difference fails the run (patterns); any other difference warns.
+    must_match: tuple[str, ...] = MUST_MATCH
+
+
+@dataclass(frozen=True)
+class LimitsSection:
+    """Resource limits and shared memory the job needs on every node."""
+
+    # /dev/shm smaller than this fails: NCCL's shared-memory transport and DataLoader workers
+    # live there (a container's default is 64 MiB).
+    min_shm: str = "1 GiB"
+    # An open-files soft limit below this warns: DataLoader workers pass tensors as file
+    # descriptors, and the common default of 1024 runs out.
+    min_nofile: int = 4096
+    # The locked-memory limit a node with RDMA devices needs ("unlimited" or a size): RDMA
+    # registers (locks) its buffers.
+    rdma_memlock: str = "unlimited"
+
+    def __post_init__(self) -> None:
+        for key in ("min_shm", "rdma_memlock"):
+            value = getattr(self, key)
+            if key == "rdma_memlock" and value == "unlimited":
+                continue
+            try:
+                parse_size(value)
+            except ValueError as exc:
+                raise ConfigError(f"limits.{key}: {exc}", key=f"limits.{key}") from None
+
+    @property
+    def min_shm_bytes(self) -> int:
+        return parse_size(self.min_shm)
+
+    @property
+    def rdma_memlock_bytes(self) -> int | None:
+        """None: unlimited."""
+        return None if self.rdma_memlock == "unlimited" else parse_size(self.rdma_memlock)
+
+
+@dataclass(frozen=True)
+class NamesSection:
+    """Name resolution between the nodes."""
+
+    # Peers each node resolves besides the master and itself (all of them up to this many).
+    max_peers: int = 16
+    # Seconds one lookup may take before it counts as failed (a resolver that times out).
+    lookup_timeout_s: float = 5.0
+
+
+@dataclass(frozen=True)
+class ClocksSection:
+    """Clock offsets between the nodes and the controller."""
+
+    # A node further than this from the others (beyond the measurement's uncertainty) warns...
+    max_offset_s: float = 1.0
+    # ...and fails past this: Kerberos (and with it NFS and other network filesystems that use
+    # it) refuses tickets from clocks 5 minutes apart, object stores refuse skewed signatures.
+    fail_offset_s: float = 300.0
+    # Round trips per node; the shortest one is used.
+    samples: int = 5
+    # A node whose kernel says no time service keeps its clock synchronised while other nodes'
+    # kernels say one does: clocks that agree today drift apart by seconds a week.
+    unsynchronised: DriftPolicy = "warn"
+    # Judge unsynchronised clocks by that policy even where no node is synchronised (by default
+    # a cluster that keeps time some other way, a VM's host clock say, is only said to).
+    require_synchronised: bool = False
+
+
 @dataclass(frozen=True)
 class Config:
     run: RunSection = field(default_factory=RunSection)
@@ -144,6 +292,14 @@ class Config:
     allreduce: AllreduceSection = field(default_factory=AllreduceSection)
     ddp: DdpSection = field(default_factory=DdpSection)
     baseline: BaselineSection = field(default_factory=BaselineSection)
+    storage: StorageSection = field(default_factory=StorageSection)
+    environment: EnvironmentSection = field(default_factory=EnvironmentSection)
+    limits: LimitsSection = field(default_factory=LimitsSection)
+    names: NamesSection = field(default_factory=NamesSection)
+    clocks: ClocksSection = field(default_factory=ClocksSection)
+    # The job's own environment, applied on every node as its launcher would (``[job_env]``,
+    # ``--env-file``, ``--env``): what the environment check compares is what the job sees.
+    job_env: Mapping[str, str] = field(default_factory=dict)
     # Expected versions: fact name or package name -> "2.4.0", "2.4" (prefix) or ">=2.4,<2.6".
     expect: Mapping[str, str] = field(default_factory=dict)
     source: str | None = None
@@ -157,8 +313,14 @@ _SECTIONS: dict[str, type[Any]] = {
     "allreduce": AllreduceSection,
     "ddp": DdpSection,
     "baseline": BaselineSection,
+    "storage": StorageSection,
+    "environment": EnvironmentSection,
+    "limits": LimitsSection,
+    "names": NamesSection,
+    "clocks": ClocksSection,
 }
 
+ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _TOML_LINE_RE = re.compile(r"\(at line (\d+), column \d+\)")
 
 
@@ -224,6 +386,7 @@ def _section(cls: type[Any], data: Any, where: str) -> Any:
 def parse_config(data: Mapping[str, Any], *, source: str | None = None) -> Config:
     sections: dict[str, Any] = {}
     expect: dict[str, str] = {}
+    job_env: dict[str, str] = {}
     for key, value in data.items():
         if key in _SECTIONS:
             sections[key] = _section(_SECTIONS[key], value, key)
@@ -234,10 +397,21 @@ def parse_config(data: Mapping[str, Any], *, source: str | None = None) -> Confi
                 if not isinstance(wanted, str | int | float) or isinstance(wanted, bool):
                     raise ConfigError(f"expect.{name} must be a version string", key=f"expect.{name}")
                 expect[name] = str(wanted)
+        elif key == "job_env":
+            if not isinstance(value, dict):
+                raise ConfigError('[job_env] must be a table of NAME = "value"')
+            for name, given in value.items():
+                if not ENV_NAME_RE.fullmatch(name):
+                    raise ConfigError(
+                        f"job_env.{name}: not an environment variable name", key=f"job_env.{name}"
+                    )
+                if not isinstance(given, str | int | float) or isinstance(given, bool):
+                    raise ConfigError(f"job_env.{name} must be a string", key=f"job_env.{name}")
+                job_env[name] = str(given)
         else:
-            known = ", ".join(sorted([*_SECTIONS, "expect"]))
+            known = ", ".join(sorted([*_SECTIONS, "expect", "job_env"]))
             raise ConfigError(f"unknown section [{key}] (known: {known})", key=key)
-    return Config(**sections, expect=expect, source=source)
+    return Config(**sections, expect=expect, job_env=job_env, source=source)
 
 
 def load_config(path: Path | None) -> Config:

@@ -171,6 +171,94 @@ class IbPort:
 
 
 @dataclass(frozen=True)
+class Limit:
+    """A resource limit; None means unlimited."""
+
+    soft: int | None
+    hard: int | None
+
+
+def _limit(raw: Any) -> Limit | None:
+    """A limit as reported (a number or "unlimited" on each side); None where either side is
+    neither, which is not the same as unlimited."""
+    if not isinstance(raw, Mapping):
+        return None
+    sides: list[int | None] = []
+    for key in ("soft", "hard"):
+        value = raw.get(key)
+        if value == "unlimited":
+            sides.append(None)
+        elif (number := _int(value)) is not None:
+            sides.append(number)
+        else:
+            return None
+    return Limit(sides[0], sides[1])
+
+
+@dataclass(frozen=True)
+class Shm:
+    """``/dev/shm``: its size and what is free on it."""
+
+    size_bytes: int
+    free_bytes: int | None
+
+
+@dataclass(frozen=True)
+class NcclConfFile:
+    """An NCCL configuration file: ``user`` (``NCCL_CONF_FILE`` or ``~/.nccl.conf``) or ``system``
+    (``/etc/nccl.conf``), what it sets, and the names it sets that NCCL never reads."""
+
+    role: str
+    path: str
+    present: bool
+    settings: Mapping[str, str]
+    unread: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class NcclFacts:
+    """What NCCL reads besides the environment: its configuration files and network plugins."""
+
+    conf_files: tuple[NcclConfFile, ...]
+    net_plugins: tuple[tuple[str, str], ...]  # (library name, path) of every libnccl-net* found
+    net_plugin_wanted: tuple[str, ...]  # what NCCL tries to load, in order (none: no plugin)
+    net_plugin: str | None  # the path it would load, None where it finds none
+
+
+@dataclass(frozen=True)
+class TimeFacts:
+    """Whether the kernel's clock is kept synchronised, and by which services."""
+
+    synchronised: bool | None
+    state: str | None
+    services: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class NameResolution:
+    """How a node resolved a name: its addresses in the resolver's order, or why it did not."""
+
+    name: str
+    addresses: tuple[str, ...]
+    canonical: str | None
+    error: str | None
+
+    @classmethod
+    def from_raw(cls, raw: Any) -> NameResolution | None:
+        found = _map(raw)
+        name = _str(found.get("name"))
+        if name is None:
+            return None
+        addresses = found.get("addresses")
+        return cls(
+            name=name,
+            addresses=tuple(str(a) for a in addresses) if isinstance(addresses, list) else (),
+            canonical=_str(found.get("canonical")),
+            error=_str(found.get("error")),
+        )
+
+
+@dataclass(frozen=True)
 class NodeFacts:
     """Everything one node said about itself, typed. ``raw`` is the mapping as reported."""
 
@@ -231,7 +319,8 @@ class NodeFacts:
 
     @cached_property
     def env(self) -> Mapping[str, str]:
-        """The variables the probe reports (``NCCL_*``, ``CUDA_*``...), secrets masked on the node."""
+        """The variables NCCL, torch, CUDA and gloo read (``NCCL_*``, ``CUDA_*``...), as the node's
+        SSH session has them (secret values masked on the node)."""
         found = self.raw.get("env")
         return {str(k): str(v) for k, v in found.items()} if isinstance(found, Mapping) else {}
 
@@ -280,6 +369,74 @@ class NodeFacts:
             )
             for d in _records(_map(self.raw.get("net")).get("ib_devices"))
         ]
+
+    @cached_property
+    def addresses(self) -> tuple[str, ...]:
+        """Every address of the node's interfaces, without prefix lengths."""
+        return tuple(a.split("/")[0] for i in self.interfaces for a in i.addresses)
+
+    @cached_property
+    def env_secret_digests(self) -> Mapping[str, str]:
+        """Masked values as digests keyed for this run: equal digests, equal values."""
+        return {str(k): str(v) for k, v in _map(self.raw.get("env_secret_digests")).items()}
+
+    @cached_property
+    def limits(self) -> Mapping[str, Limit]:
+        """Resource limits by name (``memlock``, ``nofile``, ``nproc``, ``stack``)."""
+        return {
+            str(name): limit
+            for name, v in _map(self.raw.get("limits")).items()
+            if (limit := _limit(v)) is not None
+        }
+
+    @cached_property
+    def shm(self) -> Shm | None:
+        found = _map(self.raw.get("shm"))
+        size = _int(found.get("size_bytes"))
+        return None if size is None else Shm(size, _int(found.get("free_bytes")))
+
+    @cached_property
+    def nccl(self) -> NcclFacts | None:
+        found = self.raw.get("nccl")
+        if not isinstance(found, Mapping):
+            return None
+        files = tuple(
+            NcclConfFile(
+                role=str(f.get("role")),
+                path=str(f.get("path")),
+                present=f.get("present") is True,
+                settings={str(k): str(v) for k, v in _map(f.get("settings")).items()},
+                unread=tuple(str(u) for u in f.get("unread") or [] if isinstance(u, str)),
+            )
+            for f in _records(found.get("conf_files"))
+        )
+        wanted = found.get("net_plugin_wanted")
+        return NcclFacts(
+            conf_files=files,
+            net_plugins=tuple(
+                (str(p.get("name")), str(p.get("path"))) for p in _records(found.get("net_plugins"))
+            ),
+            net_plugin_wanted=tuple(str(w) for w in wanted) if isinstance(wanted, list) else (),
+            net_plugin=_str(found.get("net_plugin")),
+        )
+
+    @cached_property
+    def time(self) -> TimeFacts | None:
+        found = self.raw.get("time")
+        if not isinstance(found, Mapping):
+            return None
+        synchronised = found.get("synchronised")
+        services = found.get("services")
+        return TimeFacts(
+            synchronised=synchronised if isinstance(synchronised, bool) else None,
+            state=_str(found.get("state")),
+            services=tuple(str(s) for s in services) if isinstance(services, list) else (),
+        )
+
+    @cached_property
+    def name_resolution(self) -> NameResolution | None:
+        """How the node resolves its own host name."""
+        return NameResolution.from_raw(self.raw.get("name_resolution"))
 
     @property
     def connection(self) -> Mapping[str, Any]:

@@ -7,8 +7,10 @@ hosts still busy when the run's deadline comes are named as timed out.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import json
+import secrets
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from preflight.check import HostSession
 from preflight.deadline import Deadline
@@ -20,6 +22,21 @@ from preflight.redact import redact
 from preflight.transport import GRACE_S, HostUnavailable, Transport
 
 TransportFactory = Callable[[HostSpec], Transport]
+
+# Variables of the job's own environment that change what the facts probe finds: where NCCL's
+# configuration file and network plugin are (preflight.node.facts.JOB_ENV_USED).
+FACTS_JOB_ENV = ("LD_LIBRARY_PATH", "NCCL_CONF_FILE", "NCCL_NET_PLUGIN")
+
+
+def facts_probe_args(job_env: Mapping[str, str]) -> tuple[str, ...]:
+    """The facts probe's options for one run: the job's variables it acts on (never a secret:
+    nothing else of the job's environment leaves the controller), and a fresh key for the digests
+    that let masked values be compared between nodes."""
+    options = {
+        "salt": secrets.token_hex(16),
+        "job_env": {k: v for k, v in job_env.items() if k in FACTS_JOB_ENV},
+    }
+    return (json.dumps(options),)
 
 
 def _unchecked(spec: HostSpec, error: HostError) -> HostReport:
@@ -34,6 +51,7 @@ def _gather_one(
     probe_timeout_s: float,
     deadline: Deadline,
     progress: Progress,
+    args: tuple[str, ...] = (),
 ) -> None:
     spec = session.spec
     transport = session.transport = factory(spec)
@@ -44,7 +62,11 @@ def _gather_one(
         connected_s = time.monotonic() - started
         progress.host(spec.name, "probing")
         document = run_node_script(
-            transport, "preflight.node.facts", python=python, timeout_s=deadline.cap(probe_timeout_s)
+            transport,
+            "preflight.node.facts",
+            python=python,
+            args=args,
+            timeout_s=deadline.cap(probe_timeout_s),
         )
     except HostUnavailable as exc:
         session.report = _unchecked(spec, exc.error)
@@ -80,8 +102,10 @@ def gather(
     fanout: int,
     deadline: Deadline,
     progress: Progress,
+    args: tuple[str, ...] = (),
 ) -> list[HostSession]:
-    """Connect to every host and gather its facts; the sessions keep their open transports."""
+    """Connect to every host and gather its facts (``args``: the probe's options, the same for
+    every host); the sessions keep their open transports."""
     sessions = [
         HostSession(spec, _unchecked(spec, HostError("timeout", "not reached before the run's deadline")))
         for spec in specs
@@ -98,6 +122,7 @@ def gather(
                 probe_timeout_s=probe_timeout_s,
                 deadline=deadline,
                 progress=progress,
+                args=args,
             ): session
             for session in sessions
         }

@@ -16,7 +16,7 @@ from preflight import __version__
 from preflight.check import Backend, Check, CheckContext, HostSession
 from preflight.config import Config
 from preflight.deadline import Deadline
-from preflight.gather import close_all, gather
+from preflight.gather import close_all, facts_probe_args, gather
 from preflight.inventory import HostSpec
 from preflight.model import CheckResult, HostError, HostReport, RunReport
 from preflight.progress import NoProgress, Progress
@@ -79,6 +79,7 @@ def execute(request: RunRequest, progress: Progress | None = None) -> RunReport:
             fanout=run.fanout,
             deadline=deadline,
             progress=progress,
+            args=facts_probe_args(request.config.job_env),
         )
         timings["facts"] = time.monotonic() - phase_started
         findings: dict[str, list[CheckResult]] = {}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 GIB = 1 << 30
 
@@ -14,6 +15,17 @@ def binary_size(size_bytes: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if abs(value) < 1024 or unit == "GiB":
             return f"{value:g} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def capacity(size_bytes: float) -> str:
+    """A capacity (free space, a filesystem's or a limit's size) to three significant digits in
+    binary units: ``512 B``, ``23.5 GiB``, ``1.2 TiB``."""
+    value = float(size_bytes)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{significant(value)} {unit}"
         value /= 1024
     raise AssertionError("unreachable")
 
@@ -55,3 +67,26 @@ def duration(seconds: float) -> str:
         return f"{minutes} min {rest} s"
     hours, minutes = divmod(minutes, 60)
     return f"{hours} h {minutes} min"
+
+
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?|\.\d+)\s*([A-Za-z]*)\s*$")
+# Binary where the unit says so (KiB) or is a bare letter (G, as df, ulimit and docker --shm-size
+# read it); decimal where the unit says B after a prefix (GB, as disk vendors write it).
+_SIZE_UNITS: dict[str, int] = {
+    "": 1,
+    "b": 1,
+    **{p: 1 << (10 * i) for i, p in enumerate("kmgtp", start=1)},
+    **{f"{p}ib": 1 << (10 * i) for i, p in enumerate("kmgtp", start=1)},
+    **{f"{p}i": 1 << (10 * i) for i, p in enumerate("kmgtp", start=1)},
+    **{f"{p}b": 1000**i for i, p in enumerate("kmgtp", start=1)},
+}
+
+
+def parse_size(text: str) -> int:
+    """``"140 GiB"``, ``"1.5T"``, ``"500GB"``, ``"4096"`` -> bytes. Raises ValueError with a
+    message a person can act on."""
+    found = _SIZE_RE.match(text)
+    unit = found.group(2).lower() if found else ""
+    if found is None or unit not in _SIZE_UNITS:
+        raise ValueError(f"{text!r} is not a size (examples: 140GiB, 1.5T, 500GB, 4096)")
+    return int(float(found.group(1)) * _SIZE_UNITS[unit])

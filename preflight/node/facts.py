@@ -17,15 +17,20 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import glob
+import hashlib
+import hmac
 import importlib
 import json
 import os
 import platform
 import re
+import resource
 import shutil
 import socket
 import subprocess
 import sys
+import threading
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -46,15 +51,21 @@ SYS_CLASS_INFINIBAND = "/sys/class/infiniband"
 # Where ip lives when the SSH session's PATH has no sbin directory in it.
 IP_FALLBACK_PATHS = ("/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip")
 
-# Environment variables worth comparing across nodes.
-ENV_PREFIXES = ("NCCL_", "CUDA_", "GLOO_", "TORCH_", "PYTORCH_")
+# Environment variables worth comparing across nodes: what NCCL, torch, CUDA and gloo read, and
+# what NCCL's network plugins read (libfabric's FI_* for the OFI plugin, UCX_* for UCX's).
+ENV_PREFIXES = ("NCCL_", "CUDA_", "GLOO_", "TORCH_", "PYTORCH_", "FI_", "UCX_")
 ENV_NAMES = (
     "MASTER_ADDR",
     "MASTER_PORT",
     "WORLD_SIZE",
     "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
     "LD_LIBRARY_PATH",
+    "LD_PRELOAD",
 )
+# Variables of the job's own environment that change what this probe finds (where NCCL's
+# configuration file and network plugin are): the controller passes them when the user sets them.
+JOB_ENV_USED = ("LD_LIBRARY_PATH", "NCCL_CONF_FILE", "NCCL_NET_PLUGIN")
 # A variable whose name has one of these words (case-insensitive, words split at "_", "-"
 # and ".") has its value masked: HF_TOKEN, WANDB_API_KEY, AWS_SECRET_ACCESS_KEY, DB_PASSWORD.
 # Whole words, so that NCCL_IB_PKEY or TORCH_PASSTHROUGH keep their values.
@@ -474,6 +485,81 @@ def normalize_package_name(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+def parse_nccl_conf(text: str) -> tuple[dict[str, str], list[str]]:
+    """An NCCL configuration file as NCCL itself reads it: a line is split at its first ``=``,
+    nothing is trimmed, ``#`` lines and lines without ``=`` are skipped, and the first setting of
+    a name wins (NCCL sets each with ``setenv(..., 0)``). Returns the settings and the names NCCL
+    sets but never reads (a space in the name: ``NCCL_DEBUG = INFO``)."""
+    entries: dict[str, str] = {}
+    unread: list[str] = []
+    for line in text.split("\n"):
+        if line.startswith("#") or "=" not in line:
+            continue
+        name, value = line.split("=", 1)
+        if not name:
+            continue
+        if name != name.strip() or any(c.isspace() for c in name):
+            unread.append(name)
+            continue
+        entries.setdefault(name, value)
+    return entries, unread
+
+
+_LDCONFIG_RE = re.compile(r"^\s+(\S+)\s+\(([^)]*)\)\s+=>\s+(\S.*)$")
+
+
+def parse_ldconfig_cache(text: str) -> list[tuple[str, str, str]]:
+    """``ldconfig -p`` -> (library name, flags, path) for every cached library."""
+    found: list[tuple[str, str, str]] = []
+    for line in text.splitlines():
+        match = _LDCONFIG_RE.match(line)
+        if match:
+            found.append((match.group(1), match.group(2), match.group(3).strip()))
+    return found
+
+
+def nccl_plugin_names(plugin: str | None) -> list[str]:
+    """The libraries NCCL tries for its network plugin: ``NCCL_NET_PLUGIN`` as a library name or
+    as the suffix of ``libnccl-net-<suffix>.so``; ``none`` loads none; unset, ``libnccl-net.so``."""
+    if plugin is None or plugin == "":
+        return ["libnccl-net.so"]
+    if plugin.lower() == "none":
+        return []
+    return [plugin, f"libnccl-net-{plugin}.so"]
+
+
+# Kernel clock states (adjtimex): TIME_ERROR is a clock no time service keeps synchronised.
+CLOCK_STATES = {0: "ok", 1: "insert leap second", 2: "delete leap second", 3: "leap second", 4: "wait"}
+TIME_ERROR = 5
+# Processes that keep a clock synchronised (as /proc/PID/comm shows them, 15 characters at most).
+TIME_SERVICES = {
+    "chronyd": "chronyd",
+    "ntpd": "ntpd",
+    "openntpd": "openntpd",
+    "systemd-timesyn": "systemd-timesyncd",
+    "ptp4l": "ptp4l",
+    "phc2sys": "phc2sys",
+    "timemaster": "timemaster",
+    "vmtoolsd": "vmtoolsd",
+}
+
+
+def time_services(comms: Iterable[str]) -> list[str]:
+    """The time services among process names, each once, sorted."""
+    return sorted({TIME_SERVICES[c.strip()] for c in comms if c.strip() in TIME_SERVICES})
+
+
+def limit_value(value: int) -> int | str:
+    """A resource limit as reported: a number, or "unlimited"."""
+    return "unlimited" if value == resource.RLIM_INFINITY or value < 0 else int(value)
+
+
+def secret_digest(salt: str, value: str) -> str:
+    """A value the report must not show, as a keyed digest: equal values give equal digests
+    within one run (the key never leaves the run), and nothing can be read back from it."""
+    return hmac.new(salt.encode(), value.encode("utf-8", "surrogateescape"), hashlib.sha256).hexdigest()[:16]
+
+
 # --------------------------------------------------------------------------- I/O helpers
 
 
@@ -525,11 +611,14 @@ def _text(value: Any) -> str:
 
 
 class Sink:
-    """Where the gatherers put what they found and what they could not read."""
+    """Where the gatherers put what they found and what they could not read; ``options`` is what
+    the controller asked for (``job_env``: the job's own variables that change what is found,
+    ``salt``: the key of this run's secret digests)."""
 
-    def __init__(self) -> None:
+    def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         self.facts: JsonDict = {}
         self.unavailable: dict[str, str] = {}
+        self.options: Mapping[str, Any] = options or {}
 
 
 def _gather_hostname(sink: Sink) -> None:
@@ -685,7 +774,181 @@ def _gather_packages(sink: Sink) -> None:
 
 
 def _gather_env(sink: Sink) -> None:
-    sink.facts["env"] = mask_env(select_env(os.environ))
+    selected = select_env(os.environ)
+    sink.facts["env"] = mask_env(selected)
+    salt = sink.options.get("salt")
+    if isinstance(salt, str) and salt:
+        # Masked values are still compared between nodes, by digest.
+        sink.facts["env_secret_digests"] = {
+            name: secret_digest(salt, value) for name, value in selected.items() if is_secret_name(name)
+        }
+
+
+def _gather_limits(sink: Sink) -> None:
+    limits: JsonDict = {}
+    for name, which in (
+        ("memlock", "RLIMIT_MEMLOCK"),
+        ("nofile", "RLIMIT_NOFILE"),
+        ("nproc", "RLIMIT_NPROC"),
+        ("stack", "RLIMIT_STACK"),
+    ):
+        number = getattr(resource, which, None)
+        if number is None:
+            continue
+        soft, hard = resource.getrlimit(number)
+        limits[name] = {"soft": limit_value(soft), "hard": limit_value(hard)}
+    sink.facts["limits"] = limits
+
+
+SHM_PATH = "/dev/shm"
+
+
+def _gather_shm(sink: Sink) -> None:
+    try:
+        stat = os.statvfs(SHM_PATH)
+    except OSError as exc:
+        raise Unavailable(f"{SHM_PATH}: {exc.strerror}") from None
+    sink.facts["shm"] = {
+        "path": SHM_PATH,
+        "size_bytes": stat.f_blocks * stat.f_frsize,
+        "free_bytes": stat.f_bavail * stat.f_frsize,
+    }
+
+
+def _home_directory() -> str | None:
+    """The home directory NCCL reads ``.nccl.conf`` from: the user's entry, not ``$HOME``."""
+    try:
+        import pwd
+
+        return pwd.getpwuid(os.getuid()).pw_dir
+    except (ImportError, KeyError):
+        return None
+
+
+def _ldconfig_cache() -> list[tuple[str, str, str]]:
+    tool = shutil.which("ldconfig") or next(
+        (p for p in ("/sbin/ldconfig", "/usr/sbin/ldconfig") if os.access(p, os.X_OK)), None
+    )
+    if tool is None:
+        return []
+    try:
+        return parse_ldconfig_cache(_run([tool, "-p"]))
+    except Unavailable:
+        return []
+
+
+# Where the dynamic loader looks after LD_LIBRARY_PATH and its cache.
+LOADER_DEFAULT_DIRS = ("/lib", "/usr/lib", "/lib64", "/usr/lib64")
+
+
+def nccl_facts(environ: Mapping[str, str], home: str | None) -> JsonDict:
+    """The configuration NCCL reads besides the environment, and its network plugins."""
+    conf_files: list[JsonDict] = []
+    user_file = environ.get("NCCL_CONF_FILE") or (os.path.join(home, ".nccl.conf") if home else None)
+    for role, path in (("user", user_file), ("system", "/etc/nccl.conf")):
+        if path is None:
+            continue
+        text = _read_text(path)
+        entry: JsonDict = {"role": role, "path": path, "present": text is not None}
+        if text is not None:
+            settings, unread = parse_nccl_conf(text)
+            entry["settings"] = mask_env(settings)
+            entry["unread"] = unread
+        conf_files.append(entry)
+    library_dirs = [d for d in environ.get("LD_LIBRARY_PATH", "").split(":") if d]
+    cache = _ldconfig_cache()
+    found: dict[str, str] = {}  # path -> name
+    for directory in [*library_dirs, *LOADER_DEFAULT_DIRS]:
+        for path in sorted(glob.glob(os.path.join(glob.escape(directory), "libnccl-net*.so*"))):
+            found.setdefault(path, os.path.basename(path))
+    for name, _, path in cache:
+        if name.startswith("libnccl-net"):
+            found.setdefault(path, name)
+    wanted = nccl_plugin_names(environ.get("NCCL_NET_PLUGIN"))
+    loaded = None
+    for name in wanted:
+        if "/" in name:
+            loaded = name if os.path.exists(name) else None
+        else:
+            places = [os.path.join(d, name) for d in library_dirs]
+            places += [path for cached, _, path in cache if cached == name]
+            places += [os.path.join(d, name) for d in LOADER_DEFAULT_DIRS]
+            loaded = next((p for p in places if os.path.exists(p)), None)
+        if loaded is not None:
+            break
+    return {
+        "conf_files": conf_files,
+        "net_plugins": [{"name": name, "path": path} for path, name in sorted(found.items())],
+        "net_plugin_wanted": wanted,
+        "net_plugin": loaded,
+    }
+
+
+def _gather_nccl(sink: Sink) -> None:
+    environ = dict(os.environ)
+    job_env = sink.options.get("job_env")
+    if isinstance(job_env, dict):
+        environ.update({k: str(v) for k, v in job_env.items() if k in JOB_ENV_USED})
+    sink.facts["nccl"] = nccl_facts(environ, _home_directory())
+
+
+def _kernel_clock_state() -> int | None:
+    """adjtimex(2) with nothing to change: the kernel's clock state, None where it cannot say."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        timex = ctypes.create_string_buffer(512)  # larger than struct timex on every ABI; zeroed
+        state = int(libc.adjtimex(timex))
+    except (OSError, AttributeError):
+        return None
+    return None if state < 0 else state
+
+
+def _process_names() -> list[str]:
+    names = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            text = _read_text(f"/proc/{entry}/comm")
+            if text:
+                names.append(text.strip())
+    return names
+
+
+def _gather_time(sink: Sink) -> None:
+    state = _kernel_clock_state()
+    sink.facts["time"] = {
+        "synchronised": None if state is None else state != TIME_ERROR,
+        "state": None if state is None else CLOCK_STATES.get(state, "unsynchronised"),
+        "services": time_services(_process_names()),
+    }
+
+
+NAME_LOOKUP_TIMEOUT_S = 5.0
+
+
+def resolve_name(name: str, timeout_s: float = NAME_LOOKUP_TIMEOUT_S) -> JsonDict:
+    """How this node resolves ``name``: its addresses in the resolver's order (the first is what
+    gloo and most tools use), its canonical name, or why it does not resolve."""
+    answer: JsonDict = {"name": name}
+
+    def lookup() -> None:
+        try:
+            infos = socket.getaddrinfo(name, None, 0, socket.SOCK_STREAM, 0, socket.AI_CANONNAME)
+        except (OSError, UnicodeError) as exc:
+            answer["error"] = getattr(exc, "strerror", None) or str(exc)
+            return
+        answer["addresses"] = list(dict.fromkeys(str(info[4][0]) for info in infos))
+        answer["canonical"] = next((info[3] for info in infos if info[3]), None)
+
+    worker = threading.Thread(target=lookup, daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+    if worker.is_alive():
+        return {"name": name, "error": f"no answer within {timeout_s:g} s"}
+    return answer
+
+
+def _gather_name_resolution(sink: Sink) -> None:
+    sink.facts["name_resolution"] = resolve_name(socket.gethostname())
 
 
 def _sysfs_interfaces(net_root: str) -> list[JsonDict]:
@@ -1090,15 +1353,20 @@ def _gatherers() -> list[tuple[tuple[str, ...], Callable[[Sink], None]]]:
         (("nvcc",), _gather_nvcc),
         (("packages",), _gather_packages),
         (("env",), _gather_env),
+        (("limits",), _gather_limits),
+        (("shm",), _gather_shm),
+        (("nccl",), _gather_nccl),
+        (("time",), _gather_time),
+        (("name_resolution",), _gather_name_resolution),
         (("net",), _gather_net),
         (("sysctl",), _gather_sysctl),
         (("torch",), _gather_torch),
     ]
 
 
-def collect() -> JsonDict:
+def collect(options: Mapping[str, Any] | None = None) -> JsonDict:
     """Gather every fact this node can give; the probe's whole JSON document."""
-    sink = Sink()
+    sink = Sink(options)
     for names, gather in _gatherers():
         try:
             gather(sink)
@@ -1138,8 +1406,13 @@ class _StdoutToStderr:
             os.close(self.saved)
 
 
-def main() -> int:
-    """Print the facts document as one line of JSON on stdout."""
+def main(argv: Sequence[str] = ()) -> int:
+    """Print the facts document as one line of JSON on stdout. ``argv`` may hold one JSON
+    document of options (:class:`Sink`)."""
+    try:
+        options = json.loads(argv[0]) if argv else {}
+    except ValueError:
+        options = {}
     redirect = _StdoutToStderr()
     try:
         redirect.__enter__()
@@ -1147,7 +1420,7 @@ def main() -> int:
     except OSError:
         redirected = False  # no usable fd 1 to swap: gather without the redirect
     try:
-        document = collect()
+        document = collect(options if isinstance(options, dict) else {})
     finally:
         if redirected:
             redirect.__exit__(None, None, None)
@@ -1159,4 +1432,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

@@ -423,6 +423,7 @@ class LabCluster:
         self.nodes: list[LabNode] = []
         self._shaping: dict[int, _Shaping] = {}
         self._spawned: list[subprocess.Popen[bytes]] = []
+        self._session_env: dict[int, dict[str, str]] = {}
         self.owner_pid = os.getpid()
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -552,8 +553,15 @@ class LabCluster:
             "LogLevel ERROR",
             "PrintMotd no",
             "Subsystem sftp internal-sftp",
+            *self._set_env(node),
             "",
         ])  # fmt: skip
+
+    def _set_env(self, node: LabNode) -> list[str]:
+        extra = self._session_env.get(node.index)
+        if not extra:
+            return []
+        return ["SetEnv " + " ".join(shlex.quote(f"{k}={v}") for k, v in extra.items())]
 
     def _create_node_network(self, node: LabNode) -> None:
         ns = ["ip", "-n", node.netns]
@@ -881,6 +889,24 @@ class LabCluster:
 
     def restore(self, node: NodeRef) -> None:
         _run(["ip", "link", "set", self.node(node).veth_host, "up"])
+
+    def set_session_env(self, node: NodeRef, env: Mapping[str, str]) -> None:
+        """Sets variables in every SSH session of the node (sshd's SetEnv), as a node's own
+        environment would: its sshd is restarted with them."""
+        target = self.node(node)
+        self._session_env[target.index] = dict(env)
+        host_key = target.node_dir / "ssh_host_ed25519_key"
+        (target.node_dir / "sshd_config").write_text(self._sshd_config(target, host_key))
+        self.stop_sshd(target)
+        self.start_sshd(target)
+
+    def node_file(self, node: NodeRef, path: str, text: str) -> None:
+        """Puts a file with ``text`` at ``path`` in the node only (a bind mount in its own mount
+        namespace): its own /etc/hosts, say. ``path`` must exist."""
+        target = self.node(node)
+        source = target.node_dir / ("file-" + path.strip("/").replace("/", "-"))
+        source.write_text(text)
+        self.exec(target, ["mount", "--bind", str(source), path])
 
     def make_gpu_node(self, node: NodeRef, gpus: GpuNode) -> None:
         """Make the node look like a GPU node to the facts probe (tests/lab/gpu.py)."""

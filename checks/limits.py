@@ -1,0 +1,291 @@
+"""``limits``: the resource limits and shared memory a job needs, on every node alike.
+
+``/dev/shm`` is judged against a need (``[limits] min_shm``: NCCL's shared-memory transport and
+DataLoader workers live there, and a container's default is 64 MiB) and against the other nodes;
+the locked-memory limit against RDMA's need where a node has RDMA devices, else against the other
+nodes; the open-files limit against ``[limits] min_nofile``. Limits are those of the node's SSH
+session, which is what a job launched over SSH (torchrun, pdsh, mpirun) inherits.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from typing import Any, TypedDict
+
+from preflight.check import Check, CheckContext
+from preflight.config import Config
+from preflight.facts import Limit, NodeFacts
+from preflight.model import CheckResult, RunReport
+from preflight.nodeset import fold, group_by_value, minority, natural_key
+from preflight.status import Status
+from preflight.units import capacity
+from preflight.view import Block, Presentation, Table, TCell, advice_by_item, plain
+
+NAME = "limits"
+
+# A /dev/shm this much smaller than the median of the other nodes' stands out even above the need.
+SHM_PEER_RATIO = 0.25
+
+
+class NodeLimits(TypedDict, total=False):
+    """One node's row in the report: sizes in bytes, None for unlimited."""
+
+    shm_bytes: int
+    shm_free_bytes: int | None
+    memlock: int | None
+    nofile: int | None
+    nofile_hard: int | None
+    rdma: bool
+
+
+def _result(status: Status, summary: str, hosts: Sequence[str], **details: Any) -> CheckResult:
+    return CheckResult(NAME, status, summary, tuple(hosts), details)
+
+
+def limit_text(value: int | None) -> str:
+    """A size limit as people read it: ``unlimited``, ``64 KiB``."""
+    return "unlimited" if value is None else capacity(value)
+
+
+def _below(value: int | None, need: int | None) -> bool:
+    """Whether a limit (None: unlimited) is below a need (None: unlimited)."""
+    if value is None:
+        return False
+    return need is None or value < need
+
+
+def _judge_shm(nodes: Mapping[str, NodeFacts], need: int) -> list[CheckResult]:
+    findings: list[CheckResult] = []
+    sizes = {h: n.shm.size_bytes for h, n in nodes.items() if n.shm is not None}
+    small = {h: size for h, size in sizes.items() if size < need}
+    for size, hosts in group_by_value(small):
+        findings.append(
+            _result(
+                "fail",
+                f"{fold(hosts)}: /dev/shm is {capacity(size)}, below the {capacity(need)} a job needs: "
+                "NCCL's shared-memory transport and DataLoader workers allocate there (a container's "
+                "default is 64 MiB)",
+                hosts,
+                item="shm",
+                size_bytes=size,
+                need_bytes=need,
+            )
+        )
+    for host, size in sizes.items():
+        others = [s for h, s in sizes.items() if h != host]
+        if host in small or len(others) < 2:
+            continue
+        median = statistics.median(others)
+        if size < SHM_PEER_RATIO * median:
+            findings.append(
+                _result(
+                    "warn",
+                    f"{host}: /dev/shm is {capacity(size)}, under a quarter of the other nodes' "
+                    f"({capacity(median)} median)",
+                    [host],
+                    item="shm",
+                    size_bytes=size,
+                    median_bytes=median,
+                )
+            )
+    full = {
+        h: n.shm.free_bytes
+        for h, n in nodes.items()
+        if n.shm is not None and h not in small and n.shm.free_bytes is not None and n.shm.free_bytes < need
+    }
+    for host, free in full.items():
+        findings.append(
+            _result(
+                "warn",
+                f"{host}: only {capacity(free)} of /dev/shm is free, below the {capacity(need)} a job "
+                "needs: leftover segments of an earlier job?",
+                [host],
+                item="shm_free",
+                free_bytes=free,
+                need_bytes=need,
+            )
+        )
+    return findings
+
+
+def _judge_memlock(nodes: Mapping[str, NodeFacts], need: int | None) -> list[CheckResult]:
+    findings: list[CheckResult] = []
+    limits: dict[str, Limit] = {h: n.limits["memlock"] for h, n in nodes.items() if "memlock" in n.limits}
+    rdma = {h for h, n in nodes.items() if n.ib_ports}
+    short = {h: lim.soft for h, lim in limits.items() if h in rdma and _below(lim.soft, need)}
+    for soft, hosts in group_by_value(short):
+        findings.append(
+            _result(
+                "fail",
+                f"{fold(hosts)}: the locked-memory limit is {limit_text(soft)}, and RDMA needs "
+                f"{limit_text(need)}: NCCL cannot register its buffers with the NIC (ibv_reg_mr fails)",
+                hosts,
+                item="memlock",
+                soft=soft,
+                need=need,
+            )
+        )
+    # Without a stated need, the nodes are compared: one node locked down where the others are not.
+    compared = {h: lim.soft for h, lim in limits.items() if h not in short}
+    groups = group_by_value(compared)
+    if len(groups) > 1:
+        majority, odd = minority(compared)
+        sides = "; ".join(f"{fold(hosts)}: {limit_text(value)}" for value, hosts in groups)
+        findings.append(
+            _result(
+                "warn",
+                f"the locked-memory limit differs between nodes: {sides}",
+                odd,
+                item="memlock",
+                majority=majority,
+                values={limit_text(v): hosts for v, hosts in groups},
+            )
+        )
+    return findings
+
+
+def _judge_nofile(nodes: Mapping[str, NodeFacts], need: int) -> list[CheckResult]:
+    low = {
+        h: (n.limits["nofile"].soft, n.limits["nofile"].hard)
+        for h, n in nodes.items()
+        if "nofile" in n.limits and _below(n.limits["nofile"].soft, need)
+    }
+    findings = []
+    for (soft, hard), hosts in group_by_value(low):
+        raise_to = " (its hard limit allows raising it: ulimit -n)" if not _below(hard, need) else ""
+        findings.append(
+            _result(
+                "warn",
+                f"{fold(hosts)}: open files are limited to {soft:,}, below {need:,}: DataLoader workers pass "
+                f"tensors as file descriptors and run out{raise_to}",
+                hosts,
+                item="nofile",
+                soft=soft,
+                hard=hard,
+                need=need,
+            )
+        )
+    return findings
+
+
+def _rows(nodes: Mapping[str, NodeFacts]) -> dict[str, NodeLimits]:
+    rows: dict[str, NodeLimits] = {}
+    for host, node in nodes.items():
+        row: NodeLimits = {"rdma": bool(node.ib_ports)}
+        if node.shm is not None:
+            row["shm_bytes"] = node.shm.size_bytes
+            row["shm_free_bytes"] = node.shm.free_bytes
+        if "memlock" in node.limits:
+            row["memlock"] = node.limits["memlock"].soft
+        if "nofile" in node.limits:
+            row["nofile"] = node.limits["nofile"].soft
+            row["nofile_hard"] = node.limits["nofile"].hard
+        rows[host] = row
+    return rows
+
+
+def judge_limits(nodes: Mapping[str, NodeFacts], config: Config) -> list[CheckResult]:
+    cfg = config.limits
+    findings = [
+        *_judge_shm(nodes, cfg.min_shm_bytes),
+        *_judge_memlock(nodes, cfg.rdma_memlock_bytes),
+        *_judge_nofile(nodes, cfg.min_nofile),
+    ]
+    silent = sorted((h for h, n in nodes.items() if n.shm is None and not n.limits), key=natural_key)
+    details = {"nodes": _rows(nodes), "not_reported": silent}
+    if findings:
+        first = findings[0]
+        findings[0] = CheckResult(
+            first.check, first.status, first.summary, first.hosts, {**first.details, **details}
+        )
+        return findings
+    if not nodes or len(silent) == len(nodes):
+        return [_result("skip", "no node reported its limits", [], **details)]
+    shm = [n.shm.size_bytes for n in nodes.values() if n.shm is not None]
+    memlock = {limit_text(n.limits["memlock"].soft) for n in nodes.values() if "memlock" in n.limits}
+    parts = []
+    if shm:
+        parts.append(f"/dev/shm {capacity(min(shm))} or more")
+    if memlock:
+        parts.append(f"locked memory {', '.join(sorted(memlock))}")
+    nofile = [
+        s for n in nodes.values() if "nofile" in n.limits and (s := n.limits["nofile"].soft) is not None
+    ]
+    if nofile:
+        parts.append(f"open files {min(n for n in nofile if n is not None):,} or more")
+    missing = f" ({fold(silent)} did not report them)" if silent else ""
+    counted = len(nodes) - len(silent)
+    where = f"on all {counted} nodes" if counted > 1 else "on the one node"
+    return [_result("pass", f"{', '.join(parts)} {where}{missing}", [], **details)]
+
+
+def _run(ctx: CheckContext) -> list[CheckResult]:
+    return judge_limits(ctx.nodes(), ctx.config)
+
+
+def _table(report: RunReport) -> list[Block]:
+    rows = []
+    nodes: Mapping[str, Any] = {}
+    for result in report.results_for(NAME):
+        if isinstance(result.details.get("nodes"), Mapping):
+            nodes = result.details["nodes"]
+            break
+    named = {h for r in report.results_for(NAME) if r.status != "pass" for h in r.hosts}
+    for host in sorted(nodes, key=natural_key):
+        row = nodes[host] if isinstance(nodes[host], Mapping) else {}
+
+        def size(key: str, row: Mapping[str, Any] = row) -> str:
+            value = row.get(key)
+            if isinstance(value, int):
+                return capacity(value)
+            return "unlimited" if value is None and key == "memlock" and key in row else "\u2014"
+
+        nofile = row.get("nofile")
+        files = "unlimited" if nofile is None and "nofile" in row else "\u2014"
+        if isinstance(nofile, int):
+            files = f"{nofile:,}"
+        rows.append(
+            [
+                TCell(plain(host), "mono odd odd-fail" if host in named else "mono"),
+                TCell(size("shm_bytes"), "num"),
+                TCell(size("shm_free_bytes"), "num"),
+                TCell(size("memlock"), "num"),
+                TCell(files, "num"),
+                TCell("yes" if row.get("rdma") else "no"),
+            ]
+        )
+    if not rows:
+        return []
+    return [
+        Table(
+            ("node", "/dev/shm", "free", "locked memory", "open files", "RDMA"), rows, title="Limits by node"
+        )
+    ]
+
+
+PRESENTATION = Presentation(
+    heading="Limits and shared memory",
+    about="/dev/shm, locked memory and open files are enough for a job, and alike on every node",
+    evidence=_table,
+    advice=advice_by_item(
+        {
+            "shm": "Give /dev/shm more room: docker run --shm-size=16g (or --ipc=host), a Kubernetes "
+            "emptyDir with medium Memory mounted at /dev/shm, or mount -o remount,size=... /dev/shm.",
+            "shm_free": "Remove leftover segments of earlier jobs from /dev/shm (ls -la /dev/shm; nccl-* "
+            "and torch_* files of processes that are gone).",
+            "memlock": "Set the locked-memory limit to unlimited for the job's user (limits.conf memlock, "
+            "LimitMEMLOCK=infinity for a systemd-started service, docker --ulimit memlock=-1, Slurm's "
+            "PropagateResourceLimits).",
+            "nofile": "Raise the open-files limit for the job's user (ulimit -n 65536 in the launcher, or "
+            "nofile in limits.conf).",
+        }
+    ),
+)
+
+CHECK = Check(
+    name=NAME,
+    title="/dev/shm, locked-memory and open-files limits meet the job's needs and agree between nodes",
+    run=_run,
+    presentation=PRESENTATION,
+)

@@ -1,0 +1,67 @@
+"""Node side of the ``names`` check: resolve the names the controller sends, as the job would.
+
+Self-contained (standard library only, Python 3.8+), never imports preflight. Run as
+``python - '{"names": [...], "timeout_s": 5}'``; prints one JSON document:
+``{"hostname": ..., "answers": {name: {"addresses": [...], "canonical": ...} | {"error": ...}}}``.
+Lookups run at once, each under its own deadline: a resolver that hangs costs one timeout.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+import threading
+from typing import Any
+
+# Lookups in flight at once: a node resolves the master, itself and a bounded set of peers.
+PARALLEL = 16
+
+
+def resolve(name: str, timeout_s: float, slots: threading.Semaphore) -> dict[str, Any]:
+    """The addresses ``name`` resolves to here, in the resolver's order (the first is what gloo
+    and most tools use), or why it does not resolve."""
+    answer: dict[str, Any] = {}
+
+    def lookup() -> None:
+        with slots:
+            try:
+                infos = socket.getaddrinfo(name, None, 0, socket.SOCK_STREAM, 0, socket.AI_CANONNAME)
+            except (OSError, UnicodeError) as exc:
+                answer["error"] = getattr(exc, "strerror", None) or str(exc)
+                return
+        answer["addresses"] = list(dict.fromkeys(str(info[4][0]) for info in infos))
+        answer["canonical"] = next((info[3] for info in infos if info[3]), None)
+
+    worker = threading.Thread(target=lookup, daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+    if worker.is_alive():
+        return {"error": f"no answer within {timeout_s:g} s"}
+    return answer
+
+
+def main(argv: list[str]) -> int:
+    args = json.loads(argv[0]) if argv else {}
+    names = [str(n) for n in args.get("names", [])]
+    timeout_s = float(args.get("timeout_s", 5.0))
+    slots = threading.Semaphore(PARALLEL)
+    answers: dict[str, dict[str, Any]] = {}
+    threads = []
+    for name in dict.fromkeys(names):
+
+        def run(name: str = name) -> None:
+            answers[name] = resolve(name, timeout_s, slots)
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        threads.append(thread)
+    for thread in threads:
+        thread.join()
+    document = {"hostname": socket.gethostname(), "answers": {n: answers[n] for n in dict.fromkeys(names)}}
+    sys.stdout.write(json.dumps(document) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,434 @@
+"""The ``storage`` judge (pure): each data path and the checkpoint directory as every node saw it.
+
+Which nodes share one filesystem is decided by the markers they saw of each other (a file written
+on one node, seen by another), or, where no marker could be written, by the filesystem's identity
+(a network filesystem with the same source and id). Copies are compared by their manifests (file
+count, total size, a digest of every path and size, the newest file, sampled content); the odd
+copies are named with what differs. The checkpoint directory must be writable with room for a
+checkpoint on every node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from preflight.config import StorageSection
+from preflight.model import CheckResult
+from preflight.nodeset import fold, group_by_value, minority, natural_key
+from preflight.status import Status
+from preflight.units import capacity
+
+NAME = "storage"
+
+Layout = Literal["shared", "separate", "mixed", "one node", "nowhere"]
+# Newest files this far apart are the same moment (filesystems keep mtimes at different grains).
+MTIME_SLACK_S = 2.0
+
+
+@dataclass(frozen=True)
+class StorageObservation:
+    """What the nodes said, by host in inventory order: each path as inspected (``READY``), the
+    markers each saw (``SEEN``), whose each marker is, the manifest of each copy walked (path ->
+    host -> manifest: one node per shared filesystem), the nodes that did not answer and any
+    marker a node could not remove."""
+
+    data: tuple[str, ...]
+    checkpoint: str
+    inspected: Mapping[str, Mapping[str, Mapping[str, Any]]]
+    seen: Mapping[str, Mapping[str, Sequence[str]]] = field(default_factory=dict)
+    owners: Mapping[str, str] = field(default_factory=dict)
+    manifests: Mapping[str, Mapping[str, Mapping[str, Any]]] = field(default_factory=dict)
+    errors: Mapping[str, str] = field(default_factory=dict)
+    left: Mapping[str, Sequence[str]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Sharing:
+    """The nodes that have a path, in groups that see one filesystem, and how that was told."""
+
+    groups: tuple[tuple[str, ...], ...]
+    by: Literal["marker", "ids", "none"]
+
+    @property
+    def layout(self) -> Layout:
+        sizes = [len(g) for g in self.groups]
+        if not sizes:
+            return "nowhere"
+        if sum(sizes) == 1:
+            return "one node"
+        if len(sizes) == 1:
+            return "shared"
+        return "separate" if max(sizes) == 1 else "mixed"
+
+    def group_of(self, host: str) -> tuple[str, ...]:
+        return next((g for g in self.groups if host in g), (host,))
+
+
+def _identity(fs: Mapping[str, Any]) -> tuple[Any, ...] | None:
+    """A network filesystem's identity: the same on every node that mounts it."""
+    if not fs.get("network"):
+        return None
+    return (fs.get("type"), fs.get("source"), fs.get("fsid"))
+
+
+def sharing(path: str, obs: StorageObservation) -> Sharing:
+    present = [h for h, paths in obs.inspected.items() if paths.get(path, {}).get("exists")]
+    parent = {h: h for h in present}
+
+    def root(h: str) -> str:
+        while parent[h] != h:
+            h = parent[h]
+        return h
+
+    def join(a: str, b: str) -> None:
+        parent[root(b)] = root(a)
+
+    by: Literal["marker", "ids", "none"] = "none"
+    for host in present:
+        for marker in obs.seen.get(host, {}).get(path, ()):
+            owner = obs.owners.get(marker)
+            if owner in parent and owner != host:
+                join(owner, host)
+                by = "marker"
+    marked = {h for h in present if obs.inspected[h][path].get("marker")}
+    by_identity: dict[tuple[Any, ...], str] = {}
+    for host in present:
+        identity = _identity(obs.inspected[host][path].get("filesystem") or {})
+        if identity is None or (host in marked and by == "marker"):
+            continue
+        if identity in by_identity:
+            join(by_identity[identity], host)
+            by = "marker" if by == "marker" else "ids"
+        else:
+            by_identity[identity] = host
+    groups: dict[str, list[str]] = {}
+    for host in present:
+        groups.setdefault(root(host), []).append(host)
+    return Sharing(tuple(tuple(g) for g in groups.values()), by)
+
+
+def walkers(sharing: Sharing) -> list[str]:
+    """One node per filesystem walks a data path: the first of each group."""
+    return [group[0] for group in sharing.groups]
+
+
+def _when(mtime: Any) -> str:
+    if not isinstance(mtime, int | float):
+        return "\u2014"
+    return datetime.fromtimestamp(mtime, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _samples(manifest: Mapping[str, Any]) -> Mapping[str, Any]:
+    found = manifest.get("samples")
+    return found if isinstance(found, Mapping) else {}
+
+
+def _content(manifest: Mapping[str, Any]) -> tuple[Any, ...]:
+    samples = _samples(manifest)
+    return (
+        manifest.get("files"),
+        manifest.get("bytes"),
+        manifest.get("listing"),
+        tuple(sorted(samples.items())),
+    )
+
+
+def describe(manifest: Mapping[str, Any]) -> str:
+    files, size = manifest.get("files"), manifest.get("bytes")
+    text = f"{files:,} files, {capacity(size)}" if isinstance(files, int) and isinstance(size, int) else "?"
+    if manifest.get("newest") is not None:
+        text += f", newest {_when(manifest.get('newest_mtime'))} ({manifest.get('newest') or 'the file'})"
+    return text
+
+
+def difference(odd: Mapping[str, Any], good: Mapping[str, Any]) -> str:
+    """What sets a copy apart from the reference copy, most telling first."""
+    parts = []
+    if odd.get("files") != good.get("files"):
+        parts.append(f"{odd.get('files'):,} files, not {good.get('files'):,}")
+    if (
+        odd.get("bytes") != good.get("bytes")
+        and isinstance(odd.get("bytes"), int)
+        and isinstance(good.get("bytes"), int)
+    ):
+        parts.append(f"{capacity(odd['bytes'])}, not {capacity(good['bytes'])}")
+    odd_t, good_t = odd.get("newest_mtime"), good.get("newest_mtime")
+    if (
+        isinstance(odd_t, int | float)
+        and isinstance(good_t, int | float)
+        and abs(odd_t - good_t) > MTIME_SLACK_S
+    ):
+        older = "older" if odd_t < good_t else "newer"
+        parts.append(f"newest file {_when(odd_t)}, {older} than {_when(good_t)}")
+    odd_s, good_s = _samples(odd), _samples(good)
+    changed = sorted(n for n in set(odd_s) & set(good_s) if odd_s[n] != good_s[n])
+    missing = sorted(set(good_s) - set(odd_s))
+    if changed:
+        parts.append(f"content differs in {', '.join(changed[:3])}" + (" ..." if len(changed) > 3 else ""))
+    if missing and odd.get("files") == good.get("files"):
+        parts.append(f"missing {', '.join(missing[:3])}")
+    if not parts and odd.get("listing") != good.get("listing"):
+        parts.append("the same count and size, but other file names or sizes")
+    return "; ".join(parts) or "a different manifest"
+
+
+def _result(status: Status, summary: str, hosts: Sequence[str], **details: Any) -> CheckResult:
+    return CheckResult(NAME, status, summary, tuple(sorted(hosts, key=natural_key)), details)
+
+
+def _path_details(path: str, role: str, share: Sharing) -> dict[str, Any]:
+    """What every finding about one path carries: the path, its role and where it lives."""
+    return {
+        "path": path,
+        "role": role,
+        "layout": share.layout,
+        "shared_by": share.by,
+        "groups": [list(g) for g in share.groups],
+    }
+
+
+def _missing(path: str, role: str, obs: StorageObservation, details: Mapping[str, Any]) -> list[CheckResult]:
+    absent = {
+        h: str(p[path].get("error") or "not there")
+        for h, p in obs.inspected.items()
+        if path in p and not p[path].get("exists")
+    }
+    findings = []
+    everywhere = len(absent) == len(obs.inspected)
+    for why, hosts in group_by_value(absent):
+        where = "on any node" if everywhere else "there, unlike on the other nodes"
+        findings.append(
+            _result(
+                "fail",
+                f"{fold(hosts)}: the {role} path {path} does not exist {where} ({why})",
+                hosts,
+                **{**details, "item": "missing"},
+            )
+        )
+    return findings
+
+
+def _layout_text(share: Sharing, obs: StorageObservation, path: str) -> str:
+    layout = share.layout
+    if layout == "shared":
+        host = share.groups[0][0]
+        fs = obs.inspected[host][path].get("filesystem") or {}
+        told = (
+            "a file written on one node is seen by the others"
+            if share.by == "marker"
+            else "same filesystem ids"
+        )
+        return f"one shared filesystem ({fs.get('type', '?')} {fs.get('source', '')}; {told})"
+    if layout == "separate":
+        return "a separate copy on each node"
+    if layout == "mixed":
+        return "shared by " + ", ".join(fold(g) for g in share.groups if len(g) > 1) + ", separate elsewhere"
+    return "on one node" if layout == "one node" else layout
+
+
+def _alike(nodes: int, many: str = "alike on all {n} nodes", one: str = "on the one node") -> str:
+    return many.format(n=nodes) if nodes > 1 else one
+
+
+def judge_data(path: str, obs: StorageObservation) -> list[CheckResult]:
+    share = sharing(path, obs)
+    details = _path_details(path, "data", share)
+    manifests = obs.manifests.get(path, {})
+    per_node: dict[str, Mapping[str, Any]] = {}
+    for group in share.groups:
+        walked = next((manifests[h] for h in group if h in manifests), None)
+        per_node.update({h: walked for h in group if walked is not None})
+    incomplete = [h for h, m in per_node.items() if m.get("incomplete")]
+    compared = {h: m for h, m in per_node.items() if not m.get("incomplete")}
+    reference, odd = minority({h: _content(m) for h, m in compared.items()})
+    # Each distinct copy as people read it, with the nodes that have it: the evidence.
+    details["copies"] = {
+        text: hosts for text, hosts in group_by_value({h: describe(m) for h, m in per_node.items()})
+    }
+    findings = _missing(path, "data", obs, details)
+    if odd:
+        good = next((m for m in compared.values() if _content(m) == reference), None)
+        texts = {h: difference(compared[h], good) if good else describe(compared[h]) for h in odd}
+        for text, hosts in group_by_value(texts):
+            if good is not None:
+                summary = (
+                    f"{fold(hosts)}: the copy of {path} differs from the one the other nodes have: {text}"
+                )
+            else:
+                sides = "; ".join(
+                    f"{fold(hs)}: {describe(compared[hs[0]])}"
+                    for _, hs in group_by_value({h: _content(compared[h]) for h in odd})
+                )
+                summary = f"the copies of {path} differ and no copy is on most nodes: {sides}"
+            findings.append(
+                _result(
+                    "fail",
+                    summary,
+                    hosts,
+                    item="differs",
+                    **details,
+                    reference=describe(good) if good else None,
+                )
+            )
+            if good is None:
+                break
+    else:
+        times = {h: m.get("newest_mtime") for h, m in compared.items()}
+        stamps = [t for t in times.values() if isinstance(t, int | float)]
+        if stamps and max(stamps) - min(stamps) > MTIME_SLACK_S:
+            _, late = minority({h: round(t or 0) for h, t in times.items()})
+            findings.append(
+                _result(
+                    "warn",
+                    f"{fold(late)}: the copy of {path} has the same files and sampled content, but its "
+                    "newest modification time differs (copied without keeping times?)",
+                    late,
+                    item="mtime",
+                    **details,
+                )
+            )
+    if incomplete:
+        findings.append(
+            _result(
+                "warn",
+                f"{fold(incomplete)}: {path} could not be walked in time; its copy is not compared",
+                incomplete,
+                item="incomplete",
+                **details,
+            )
+        )
+    if findings:
+        return findings
+    if share.layout == "nowhere":
+        return []
+    sample = next(iter(compared.values()), {})
+    truncated = " (the first files only)" if sample.get("truncated") else ""
+    return [
+        _result(
+            "pass",
+            f"{path}: {_layout_text(share, obs, path)}; {_alike(len(per_node))}: "
+            f"{describe(sample)}{truncated}",
+            [],
+            **details,
+            manifest={k: sample.get(k) for k in ("files", "bytes", "newest", "newest_mtime", "truncated")},
+        )
+    ]
+
+
+def judge_checkpoint(path: str, obs: StorageObservation, cfg: StorageSection) -> list[CheckResult]:
+    share = sharing(path, obs)
+    details = _path_details(path, "checkpoint", share)
+    findings = _missing(path, "checkpoint", obs, details)
+    present = {h: p[path] for h, p in obs.inspected.items() if p.get(path, {}).get("exists")}
+    unwritable = {
+        h: str(i.get("write_error") or i.get("error") or "not writable")
+        for h, i in present.items()
+        if not i.get("writable")
+    }
+    for why, hosts in group_by_value(unwritable):
+        findings.append(
+            _result(
+                "fail",
+                f"{fold(hosts)}: cannot write to the checkpoint directory {path} ({why})",
+                hosts,
+                item="not_writable",
+                **details,
+            )
+        )
+    need = cfg.free_needed_bytes
+    free = {h: (i.get("filesystem") or {}).get("free_bytes") for h, i in present.items()}
+    inodes = {h: (i.get("filesystem") or {}).get("free_inodes") for h, i in present.items()}
+    short = {h: f for h, f in free.items() if need is not None and isinstance(f, int) and f < need}
+    if short:
+        hosts = sorted(short, key=natural_key)
+        least = min(short.values())
+        findings.append(
+            _result(
+                "fail",
+                f"{fold(hosts)}: {capacity(least)} free in {path}, below the {capacity(need or 0)} "
+                "a checkpoint needs",
+                hosts,
+                item="space",
+                **details,
+                free_bytes={h: short[h] for h in hosts},
+                need_bytes=need,
+            )
+        )
+    few = {h: n for h, n in inodes.items() if isinstance(n, int) and n < cfg.checkpoint_files}
+    if few:
+        hosts = sorted(few, key=natural_key)
+        findings.append(
+            _result(
+                "fail",
+                f"{fold(hosts)}: {min(few.values()):,} free inodes in {path}, below the "
+                f"{cfg.checkpoint_files:,} files a checkpoint writes",
+                hosts,
+                item="inodes",
+                **details,
+            )
+        )
+    if share.layout == "mixed":
+        lone = [g[0] for g in share.groups if len(g) == 1]
+        findings.append(
+            _result(
+                "warn",
+                f"{fold(lone)}: the checkpoint directory {path} is not the filesystem the other nodes share "
+                f"({_layout_text(share, obs, path)}): a checkpoint saved there is not seen elsewhere",
+                lone,
+                item="not_shared",
+                **details,
+            )
+        )
+    if findings or not present:
+        return findings
+    amounts = [f for f in free.values() if isinstance(f, int)]
+    room = f"{capacity(min(amounts))} free or more" if amounts else "free space unknown"
+    if need is not None:
+        room += f" (a checkpoint needs {capacity(need)})"
+    return [
+        _result(
+            "pass",
+            f"{path}: writable {_alike(len(present), 'on all {n} nodes', 'on the node')}, "
+            f"{_layout_text(share, obs, path)}; {room}",
+            [],
+            **details,
+            free_bytes=free,
+            free_inodes=inodes,
+            need_bytes=need,
+        )
+    ]
+
+
+def judge_storage(obs: StorageObservation, cfg: StorageSection) -> list[CheckResult]:
+    if not obs.data and not obs.checkpoint:
+        return [_result("skip", "no data path or checkpoint directory given (--data, --checkpoint-dir)", [])]
+    findings: list[CheckResult] = []
+    for path in obs.data:
+        findings += judge_data(path, obs)
+    if obs.checkpoint:
+        findings += judge_checkpoint(obs.checkpoint, obs, cfg)
+    for host, left in obs.left.items():
+        if left:
+            findings.append(
+                _result(
+                    "error",
+                    f"{host}: could not remove its marker: {left[0]}",
+                    [host],
+                    item="left_behind",
+                    files=list(left),
+                )
+            )
+    if obs.errors:
+        findings.append(
+            _result(
+                "error",
+                f"{fold(obs.errors)}: storage could not be looked at: {next(iter(obs.errors.values()))}",
+                list(obs.errors),
+                item="no_answer",
+                errors=dict(obs.errors),
+            )
+        )
+    return findings
