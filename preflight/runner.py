@@ -17,6 +17,7 @@ from preflight.check import Backend, Check, CheckContext, HostSession
 from preflight.config import Config
 from preflight.deadline import Deadline
 from preflight.gather import close_all, gather
+from preflight.handback import hand_back
 from preflight.inventory import HostSpec
 from preflight.model import CheckResult, HostError, HostReport, RunReport
 from preflight.progress import NoProgress, Progress
@@ -33,6 +34,7 @@ class RunRequest:
     ssh: SshSettings | None = None
     backend: Backend | None = None
     baseline: RunReport | None = None
+    min_nodes: int | None = None  # pass when at least this many nodes are good (--min-nodes)
 
 
 def _make_transport(request: RunRequest, spec: HostSpec) -> Transport:
@@ -112,12 +114,18 @@ def execute(request: RunRequest, progress: Progress | None = None) -> RunReport:
     finally:
         close_all(sessions)
         progress.close()
+    hosts = [s.report for s in sessions]
+    handback = hand_back(
+        hosts, results, {c.name: c.action for c in request.checks}, min_nodes=request.min_nodes
+    )
     return RunReport.build(
         tool_version=__version__,
         started_at=started_at,
         duration_s=time.monotonic() - started,
-        hosts=[s.report for s in sessions],
+        hosts=hosts,
         results=results,
         interrupted=interrupted,
         timings=timings,
+        handback=handback.to_dict(),
+        enough_nodes=handback.enough,
     )
