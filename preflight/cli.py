@@ -35,6 +35,7 @@ from preflight.inventory import (
 from preflight.model import RunReport
 from preflight.registry import all_checks, select_checks
 from preflight.runner import RunRequest, execute
+from preflight.transport.srun import SrunSettings, allocation_inventory, in_allocation
 from preflight.transport.ssh import KnownHosts, SshSettings
 
 
@@ -111,6 +112,12 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="this node only, no job between nodes: a Slurm prolog or health-check program "
         "(one line per finding, exit status below 126)",
+    )
+    check.add_argument(
+        "--slurm",
+        action="store_true",
+        help="reach the allocation's nodes with srun, one job step per node and phase "
+        "(automatic inside an allocation when no hosts file is given)",
     )
     check.add_argument(
         "--min-nodes",
@@ -259,10 +266,17 @@ def _check(args: argparse.Namespace) -> ExitCode:
         checks = [c for c in checks if c.node_local]
     if args.min_nodes is not None and args.min_nodes < 1:
         raise UsageError("--min-nodes must be at least 1")
-    hosts, jumps = _inventory(args)
+    srun: SrunSettings | None = None
+    if args.slurm or (in_allocation() and args.hosts is None and not args.local):
+        if args.hosts is not None or args.local:
+            raise UsageError("--slurm checks the allocation's nodes: give no hosts file or --local")
+        srun, hosts = allocation_inventory(nodes=args.nodes)
+        jumps: dict[str, HostSpec] = {}
+    else:
+        hosts, jumps = _inventory(args)
     _raise_open_file_limit(len(hosts))
     ssh = None
-    if any(not h.local for h in hosts):
+    if srun is None and any(not h.local for h in hosts):
         known = KnownHosts(args.known_hosts or KnownHosts.default_paths())
         ssh = SshSettings(
             known_hosts=known,
@@ -281,6 +295,7 @@ def _check(args: argparse.Namespace) -> ExitCode:
         backend=args.backend,
         baseline=baseline,
         min_nodes=args.min_nodes,
+        srun=srun,
     )
     report = execute(request, progress)
     _write_outputs(report, args, summary)

@@ -23,6 +23,7 @@ from preflight.model import CheckResult, HostError, HostReport, RunReport
 from preflight.progress import NoProgress, Progress
 from preflight.transport import Transport
 from preflight.transport.local import LocalTransport
+from preflight.transport.srun import SrunSettings, SrunTransport
 from preflight.transport.ssh import SshSettings, SshTransport
 
 
@@ -35,11 +36,14 @@ class RunRequest:
     backend: Backend | None = None
     baseline: RunReport | None = None
     min_nodes: int | None = None  # pass when at least this many nodes are good (--min-nodes)
+    srun: SrunSettings | None = None  # inside a Slurm allocation: reach the nodes as job steps
 
 
 def _make_transport(request: RunRequest, spec: HostSpec) -> Transport:
     if spec.local:
         return LocalTransport(spec)
+    if request.srun is not None:
+        return SrunTransport(spec, request.srun)
     if request.ssh is None:
         raise ValueError("SSH settings are needed for remote hosts")
     return SshTransport(spec, request.ssh)
