@@ -41,8 +41,9 @@ def missing_slurm() -> tuple[str, ...]:
 class SlurmLab:
     """Slurm over a started lab: one partition ``lab`` with every node, jobs run as root."""
 
-    def __init__(self, lab: LabCluster) -> None:
+    def __init__(self, lab: LabCluster, *, prolog: Path | None = None) -> None:
         self.lab = lab
+        self.prolog = prolog
         self.root = lab.root / "slurm"
         self.conf = self.root / "slurm.conf"
         self._munged: subprocess.Popen[bytes] | None = None
@@ -153,6 +154,7 @@ class SlurmLab:
             "MinJobAge=60",
             "SlurmctldDebug=info",
             "SlurmdDebug=info",
+            *([f"Prolog={self.prolog}", "PrologFlags=Alloc"] if self.prolog else []),
             *nodes,
             "PartitionName=lab Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES",
             "",
@@ -258,6 +260,31 @@ class SlurmLab:
         logs = "\n".join(self._log(f"slurmd-{name}.out") + self._log(f"log/{name}.log") for name in names)
         raise LabError(f"Slurm nodes not idle after {timeout_s:g} s: {states}\n{logs}")
 
+    def is_daemon(self, cmdline: str) -> bool:
+        """Whether a node's process is this Slurm's own daemon (not something a run left)."""
+        return cmdline.startswith(SLURMD + " ")
+
+    def wait_node_state(self, name: str, state: str, timeout_s: float = 60) -> tuple[str, str]:
+        """Poll until the node's state starts with ``state`` (``drain`` matches draining and
+        drained); return its state and reason."""
+        deadline = time.monotonic() + timeout_s
+        found = ("", "")
+        while time.monotonic() < deadline:
+            out = self.run(["sinfo", "-h", "-N", "-n", name, "-o", "%T|%E"], check=False).strip()
+            current, _, reason = out.partition("|")
+            found = (current, reason)
+            if current.startswith(state):
+                return found
+            time.sleep(0.2)
+        raise LabError(f"{name} not {state} after {timeout_s:g} s: {found}")
+
+    def job_state(self, job_id: str) -> str:
+        out = self.run(["scontrol", "show", "job", job_id], check=False)
+        for word in out.split():
+            if word.startswith("JobState="):
+                return word.partition("=")[2]
+        return "UNKNOWN"
+
     def wait_job(self, job_id: str, timeout_s: float = 120) -> str:
         """Poll squeue until the job has left the queue (``sbatch --wait`` polls every 8 s);
         return its final state from the controller's record."""
@@ -268,11 +295,7 @@ class SlurmLab:
             time.sleep(0.2)
         else:
             raise LabError(f"job {job_id} still queued or running after {timeout_s:g} s")
-        out = self.run(["scontrol", "show", "job", job_id], check=False)
-        for word in out.split():
-            if word.startswith("JobState="):
-                return word.partition("=")[2]
-        return "UNKNOWN"
+        return self.job_state(job_id)
 
 
 def _cgroup_mounts() -> list[tuple[str, str, str]]:
