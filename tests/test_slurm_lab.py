@@ -48,7 +48,8 @@ def salloc_check(
     slurm: SlurmLab, nodes: int, report: Path, *extra: str, timeout_s: float = 240
 ) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
     """``salloc -N nodes preflight check ...`` from the controller, as a user on a login node."""
-    argv = ["salloc", f"--nodes={nodes}", "--", PREFLIGHT, "check", "--python", NODE_PYTHON,
+    # --no-kill: a node lost during the check must not end the whole allocation (and the check).
+    argv = ["salloc", f"--nodes={nodes}", "--no-kill", "--", PREFLIGHT, "check", "--python", NODE_PYTHON,
             "--json", str(report), *extra]  # fmt: skip
     env = slurm.environ({"NO_COLOR": "1", "COLUMNS": "200"})
     run = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, env=env)
@@ -60,8 +61,17 @@ def failing(data: Mapping[str, Any], check: str) -> list[dict[str, Any]]:
     return [r for r in data["results"] if r["check"] == check and r["status"] in ("fail", "error")]
 
 
+def preflight_steps(slurm: SlurmLab) -> list[str]:
+    """The job steps preflight started that Slurm still counts as running."""
+    out = slurm.run(["squeue", "-h", "--steps", "-o", "%i %j %N"])
+    return [line for line in out.splitlines() if line.split()[1:2] == ["preflight"]]
+
+
 def assert_nothing_left_behind(lab: LabCluster, slurm: SlurmLab) -> None:
-    assert slurm.run(["squeue", "-h", "-s", "-o", "%i %j %N"]).strip() == "", "a step still runs"
+    deadline = time.monotonic() + 10  # a step's record outlives its srun by a moment
+    while (steps := preflight_steps(slurm)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert steps == [], f"preflight steps still run: {steps}"
     for node in lab.nodes:
         left = [(pid, cmd) for pid, cmd in lab.lingering_processes(node) if not slurm.is_daemon(cmd)]
         assert left == [], f"{node.name} still runs something"
@@ -141,6 +151,46 @@ def test_a_node_whose_slurmd_dies_mid_run_is_named_and_the_run_ends(
     assert data["handback"]["good"] == ["node1", "node3"]
 
 
+def test_a_throttled_node_is_named_as_over_ssh(make_lab: MakeLab, slurm_on: Any, tmp_path: Path) -> None:
+    lab = make_lab(3)
+    slurm = slurm_on(lab)
+    lab.throttle("node3", rate_mbit=40)
+    run, data = salloc_check(slurm, 3, tmp_path / "run.json", "--only", "allreduce", "--timeout", "150")
+    assert run.returncode == 1, run.stdout + run.stderr
+    [slow] = failing(data, "allreduce")
+    assert slow["hosts"] == ["node3"]
+    assert "slow with every partner" in slow["summary"]
+    assert [b["name"] for b in data["handback"]["bad"]] == ["node3"]
+    assert_nothing_left_behind(lab, slurm)
+
+
+def test_a_node_cut_during_the_job_is_named_and_its_stuck_step_does_not_hang_the_run(
+    make_lab: MakeLab, slurm_on: Any, tmp_path: Path
+) -> None:
+    lab = make_lab(3)
+    slurm = slurm_on(lab)
+    victim = lab.nodes[2]
+
+    def cut_when_the_job_runs() -> None:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            if any("torch.distributed.run" in cmd for _, cmd in lab.processes(victim)):
+                time.sleep(4)  # well into the job: torch imported, the group formed
+                lab.cut(victim)
+                return
+            time.sleep(0.2)
+
+    cutter = threading.Thread(target=cut_when_the_job_runs, daemon=True)
+    cutter.start()
+    run, data = salloc_check(slurm, 3, tmp_path / "run.json", "--only", "allreduce,ddp", "--timeout", "150")
+    cutter.join(5)
+    assert run.returncode == 1, run.stdout + run.stderr
+    named = {h for check in ("allreduce", "ddp") for r in failing(data, check) for h in r["hosts"]}
+    assert victim.name in named, data["results"]
+    assert victim.name in [b["name"] for b in data["handback"]["bad"]]
+    lab.restore(victim)
+
+
 def broken_env(root: Path) -> Path:
     """A Python environment whose interpreter cannot start (its shared library is gone)."""
     env = root / "broken-env"
@@ -152,6 +202,19 @@ def broken_env(root: Path) -> Path:
     )
     python.chmod(0o755)
     return env
+
+
+def test_a_node_with_a_broken_environment_is_named_with_its_own_error_through_srun(
+    make_lab: MakeLab, slurm_on: Any, tmp_path: Path
+) -> None:
+    lab = make_lab(2, node_envs={2: broken_env(tmp_path)})
+    slurm = slurm_on(lab)
+    run, data = salloc_check(slurm, 2, tmp_path / "run.json", "--only", "versions")
+    assert run.returncode == 3, run.stdout + run.stderr
+    [broken] = failing(data, "connect")
+    assert broken["hosts"] == ["node2"]
+    assert "libpython3.11.so.1.0" in broken["summary"]  # the node's words, not srun's "exit code 127"
+    assert data["handback"]["bad"][0]["action"] == "fix_config"
 
 
 def test_the_local_mode_as_prolog_drains_the_node_with_a_broken_environment(

@@ -3,7 +3,8 @@ step command line (the steps themselves run on a real Slurm in tests/test_slurm_
 
 from __future__ import annotations
 
-import shlex
+import subprocess
+import sys
 
 import pytest
 
@@ -11,7 +12,13 @@ from preflight.cli import main
 from preflight.errors import ExitCode, InputError, UsageError
 from preflight.inventory import HostSpec
 from preflight.transport import PGID_MARKER
-from preflight.transport.srun import SrunSettings, SrunTransport, allocation_inventory, in_allocation
+from preflight.transport.srun import (
+    SrunSettings,
+    SrunTransport,
+    allocation_inventory,
+    in_allocation,
+    step_command,
+)
 
 # What sbatch sets for `sbatch -N4 --gpus-per-node=8` (names and counts as Slurm 22.05 writes them).
 ALLOCATION = {
@@ -78,4 +85,14 @@ def test_a_step_is_one_task_on_its_node_bounded_twice() -> None:
     assert argv[command_at : command_at + 2] == ["sh", "-c"]
     assert f"echo {PGID_MARKER.decode()}$$" in inner
     assert "timeout -k 3 125 python3 - --flag" in inner
-    assert shlex.split(inner)[-3:] == ["python3", "-", "--flag"]
+    assert inner.endswith("echo preflight-exit=$status >&2; exit $status")
+
+
+def test_the_step_command_reports_how_its_command_ended_and_quotes_every_word() -> None:
+    tricky = "it's; $(echo not run) `x`"
+    argv = step_command([sys.executable, "-c", "import sys; print(sys.argv[1]); sys.exit(3)", tricky], 10)
+    ran = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    assert ran.returncode == 3
+    assert ran.stdout == tricky + "\n"
+    assert ran.stderr.splitlines()[0].startswith("preflight-pgid=")
+    assert ran.stderr.splitlines()[-1] == "preflight-exit=3"

@@ -2,32 +2,43 @@
 steps, not over SSH (many clusters let a user onto a compute node only through their own job).
 
 Each command is one step on one node (``--nodes=1 --ntasks=1 --nodelist=NODE --overlap``) under
-a step time limit, and still under the node's own ``timeout`` in its own process group
-(:func:`~preflight.transport.wrap_command`), so that every node's answer, failure and deadline
-stay its own: a node whose slurmd is gone fails its own step and no other. The controller ends a
-step by ending its ``srun``, which passes the signal to the step's tasks; the step limit and the
-node's ``timeout`` end it if the node cannot be told.
+a step time limit, and still under the node's own ``timeout``, so that every node's answer,
+failure and deadline stay its own: a node whose slurmd is gone fails its own step and no other.
+The controller ends a step by ending its ``srun``, which passes the signal to the step's tasks;
+the step limit and the node's ``timeout`` end it if the node cannot be told.
+
+srun's own exit status is not the command's: srun exits 0 when it gives up on a step whose node
+stopped answering. So the node prints how its command ended, and only that is believed; a step
+that never said is a lost node.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import re
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ClusterShell.NodeSet import NodeSet, NodeSetException
 
 from preflight.deadline import Deadline
 from preflight.errors import InputError, UsageError
 from preflight.inventory import HostSpec
-from preflight.transport import KILL_AFTER_S, PGID_MARKER, Transport, wrap_command
+from preflight.transport import KILL_AFTER_S, PGID_MARKER, CommandResult, Transport
 from preflight.transport.local import LocalProcess
 
 # Seconds past the node's own deadline before the controller gives up on srun: step launch and
 # the exit status travelling back through slurmstepd and srun.
 SRUN_GRACE_S = 10.0
+EXIT_MARKER = b"preflight-exit="
+_EXIT_LINE = re.compile(rb"^preflight-exit=(\d+)\n?", re.MULTILINE)
+# srun's own line for a task that exited non-zero: it restates the exit status, and would hide the
+# command's last words where a message quotes the end of stderr.
+_SRUN_EXIT_LINE = re.compile(
+    rb"^srun: error: \S+: tasks? [0-9,-]+: Exited with exit code \d+\n?", re.MULTILINE
+)
 
 
 @dataclass(frozen=True)
@@ -38,18 +49,33 @@ class SrunSettings:
     srun: str = "srun"
 
 
+def step_command(argv: Sequence[str], timeout_s: float) -> list[str]:
+    """The command a step runs on its node: ``argv`` under the node's own ``timeout``, then the
+    line saying how it ended. Every word is quoted."""
+    seconds = max(1, int(timeout_s + 0.999))
+    inner = (
+        f"echo {PGID_MARKER.decode()}$$ >&2; timeout -k {KILL_AFTER_S} {seconds} {shlex.join(argv)}; "
+        f"status=$?; echo {EXIT_MARKER.decode()}$status >&2; exit $status"
+    )
+    return ["sh", "-c", inner]
+
+
 class SrunProcess(LocalProcess):
-    """A step seen through its srun. A step that never started on its node (srun could not reach
-    the node, or the node left the allocation) printed no process group: it has no exit status
-    of its own, so it reads as a lost connection naming srun's reason."""
+    """A step seen through its srun. Its exit status is the one its node printed; a step that
+    never started (srun could not reach the node) or whose node fell silent has none, and reads
+    as a lost connection naming srun's reason."""
 
     grace_s = SRUN_GRACE_S
 
     def _exit_status(self) -> int | None:
-        status = super()._exit_status()
-        if status not in (None, 0) and not self._stderr.head.startswith(PGID_MARKER):
-            return None
-        return status
+        super()._exit_status()  # reap srun
+        reported = _EXIT_LINE.findall(self._stderr.data())
+        return int(reported[-1]) if reported else None
+
+    def wait(self, deadline: Deadline | None = None) -> CommandResult:
+        result = super().wait(deadline)
+        stderr = _EXIT_LINE.sub(b"", _SRUN_EXIT_LINE.sub(b"", result.stderr))
+        return replace(result, stderr=stderr)
 
 
 class SrunTransport(Transport):
@@ -80,7 +106,7 @@ class SrunTransport(Transport):
             "--job-name=preflight",
             "--quiet",
             "--input=all",
-            *shlex.split(wrap_command(argv, timeout_s)),
+            *step_command(argv, timeout_s),
         ]
 
     def start(self, argv: Sequence[str], *, timeout_s: float) -> SrunProcess:
