@@ -260,3 +260,33 @@ def test_the_local_mode_in_a_step_prints_one_line_naming_the_node_and_exits_belo
     first = bad.stdout.splitlines()[0]
     assert first.startswith("preflight: ERROR connect: node2") and "libpython3.11.so.1.0" in first
     assert lab.tmp_entries("node2") == []
+
+
+def test_a_batch_job_gates_on_preflight_and_runs_on_the_nodes_that_passed(
+    make_lab: MakeLab, slurm_on: Any, tmp_path: Path
+) -> None:
+    """The README's sbatch example, with hostname in place of the training."""
+    lab = make_lab(3, node_envs={3: broken_env(tmp_path)})
+    slurm = slurm_on(lab)
+    work = lab.root / "job"
+    work.mkdir()
+    script = work / "train.sh"
+    script.write_text(
+        "#!/bin/bash\n"
+        "#SBATCH --nodes=3 --no-kill\n"
+        "set -euo pipefail\n"
+        f"{PREFLIGHT} check --python {NODE_PYTHON} --min-nodes 2 --only versions \\\n"
+        '    --good-hosts "$PWD/good.txt" --json "preflight-$SLURM_JOB_ID.json"\n'
+        "head -n 2 good.txt > nodes.txt\n"
+        'srun --nodes=2 --ntasks-per-node=1 --nodelist="$PWD/nodes.txt" hostname > trained-on.txt\n'
+    )
+    submit = ["sbatch", "--parsable", f"--chdir={work}", f"--output={work}/out.txt", str(script)]
+    job = slurm.run(submit).strip()
+    assert slurm.wait_job(job) == "COMPLETED", (work / "out.txt").read_text()
+    assert sorted((work / "trained-on.txt").read_text().split()) == ["node1", "node2"]
+    report = json.loads((work / f"preflight-{job}.json").read_text())
+    assert report["exit_code"] == 0
+    assert [b["name"] for b in report["handback"]["bad"]] == ["node3"]
+    out = (work / "out.txt").read_text()
+    assert "--min-nodes 2: met" in out
+    assert "scontrol update nodename=node3 state=drain" in out
