@@ -264,8 +264,6 @@ def _check(args: argparse.Namespace) -> ExitCode:
         if between:
             raise UsageError(f"--local: {', '.join(between)} runs between nodes, not on one node")
         checks = [c for c in checks if c.node_local]
-    if args.min_nodes is not None and args.min_nodes < 1:
-        raise UsageError("--min-nodes must be at least 1")
     srun: SrunSettings | None = None
     if args.slurm or (in_allocation() and args.hosts is None and not args.local):
         if args.hosts is not None or args.local:
@@ -274,6 +272,9 @@ def _check(args: argparse.Namespace) -> ExitCode:
         jumps: dict[str, HostSpec] = {}
     else:
         hosts, jumps = _inventory(args)
+    if args.min_nodes is not None and not 1 <= args.min_nodes <= len(hosts):
+        checked = len(hosts)
+        raise UsageError(f"--min-nodes must be from 1 to the {checked} nodes checked, not {args.min_nodes}")
     _raise_open_file_limit(len(hosts))
     ssh = None
     if srun is None and any(not h.local for h in hosts):

@@ -192,6 +192,11 @@ def test_local_mode_fails_a_node_without_its_python_with_a_status_below_126(
     assert out[0].startswith("preflight: ERROR connect: gpu07") and "/opt/no-such-env/bin/python" in out[0]
 
 
+def test_min_nodes_beyond_the_nodes_checked_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", "--nodes", "gpu[1-3]", "--min-nodes", "4"]) == ExitCode.USAGE_ERROR
+    assert "--min-nodes must be from 1 to the 3 nodes checked, not 4" in capsys.readouterr().err
+
+
 def test_local_mode_refuses_hosts_and_checks_between_nodes(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["check", "--local", "--nodes", "gpu[1-2]"]) == ExitCode.USAGE_ERROR
     assert main(["check", "--local", "--only", "ports"]) == ExitCode.USAGE_ERROR
