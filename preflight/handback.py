@@ -40,6 +40,8 @@ _HOST_ERROR_ACTION: Mapping[HostErrorKind, Action] = {
 }
 # The order in which one node's several actions are chosen: the strongest wins.
 _STRENGTH: Mapping[Action, int] = {"reboot": 3, "reset_gpu": 2, "drain": 1, "fix_config": 0}
+# How a bad node that could not be checked lists the check that says so (DESIGN.md's stable name).
+UNREACHED_CHECK = "connect"
 # Slurm's drain reason is one line; keep it short enough to read in `sinfo -R`.
 _REASON_CHARS = 120
 
@@ -152,21 +154,23 @@ def hand_back(
 
     for host in hosts:
         if host.error is not None:
-            mark(host.name, "connect", host.error.message, _HOST_ERROR_ACTION.get(host.error.kind, "drain"))
+            action = _HOST_ERROR_ACTION.get(host.error.kind, "drain")
+            mark(host.name, UNREACHED_CHECK, host.error.message, action)
         elif not host.reachable:
-            mark(host.name, "connect", "not checked", "reboot")
+            mark(host.name, UNREACHED_CHECK, "not checked", "reboot")
+    unreached = set(checks)
     unplaced: list[str] = []
     for result in results:
         if result.status not in ("fail", "error"):
             continue
         named = [h for h in result.hosts if h in known]
         if not named:
-            if result.check not in unplaced and not (result.check == "connect" and checks):
+            if result.check not in unplaced:
                 unplaced.append(result.check)
             continue
         for node in named:
-            if result.check == "connect" and node in checks:
-                continue  # the host error it reports is marked above, with its own action
+            if node in unreached:
+                continue  # what a finding says of a node not reached is that: marked above, with its action
             mark(node, result.check, result.summary, _finding_action(result, check_actions))
     bad = tuple(
         BadNode(name, tuple(checks[name]), reasons[name], actions[name])

@@ -79,6 +79,8 @@ class SrunProcess(LocalProcess):
 
 
 class SrunTransport(Transport):
+    """One node of the allocation, reached through job steps."""
+
     kind = "srun"
 
     def __init__(self, spec: HostSpec, settings: SrunSettings) -> None:
@@ -87,9 +89,8 @@ class SrunTransport(Transport):
         self._running: list[SrunProcess] = []
 
     def open(self, deadline: Deadline) -> None:
-        return (
-            None  # the first step (the facts probe) is the connection; a node it cannot reach is named there
-        )
+        # The first step (the facts probe) is the connection: a node it cannot reach is named there.
+        return None
 
     def step_argv(self, argv: Sequence[str], timeout_s: float) -> list[str]:
         """The srun command line that runs ``argv`` on this node as one step."""
