@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import shutil
 import signal
 import socket
 import sys
@@ -269,6 +270,8 @@ def _check(args: argparse.Namespace) -> ExitCode:
         if args.hosts is not None or args.local:
             raise UsageError("--slurm checks the allocation's nodes: give no hosts file or --local")
         srun, hosts = allocation_inventory(nodes=args.nodes)
+        if shutil.which(srun.srun) is None:
+            raise UsageError(f"{srun.srun} not found on PATH: give a hosts file to check the nodes over SSH")
         jumps: dict[str, HostSpec] = {}
     else:
         hosts, jumps = _inventory(args)

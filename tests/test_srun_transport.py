@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -64,6 +65,16 @@ def test_slurm_mode_outside_an_allocation_is_a_usage_error(
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
     assert main(["check", "--slurm"]) == ExitCode.USAGE_ERROR
     assert "not inside a Slurm allocation" in capsys.readouterr().err
+
+
+def test_an_allocation_without_srun_on_the_path_is_a_usage_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name, value in ALLOCATION.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert main(["check"]) == ExitCode.USAGE_ERROR
+    assert "srun not found" in capsys.readouterr().err
 
 
 def test_a_step_is_one_task_on_its_node_bounded_twice() -> None:
