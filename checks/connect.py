@@ -111,4 +111,5 @@ CHECK = Check(
     run=lambda ctx: judge_connect(ctx.hosts),
     presentation=PRESENTATION,
     always=True,
+    node_local=True,
 )

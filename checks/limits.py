@@ -288,4 +288,6 @@ CHECK = Check(
     title="/dev/shm, locked-memory and open-files limits meet the job's needs and agree between nodes",
     run=_run,
     presentation=PRESENTATION,
+    action="fix_config",
+    node_local=True,
 )

@@ -16,6 +16,7 @@ from typing import Any, Generic, Literal, TypeVar, cast
 from preflight.config import Config
 from preflight.deadline import Deadline
 from preflight.facts import NodeFacts
+from preflight.handback import Action
 from preflight.inventory import HostSpec
 from preflight.model import CheckResult, HostReport, RunReport
 from preflight.transport import Transport
@@ -99,6 +100,9 @@ class Check:
     facts come through it). ``needs_baseline``: runs exactly when a baseline run is given
     (unless skipped). ``reads``: the checks whose findings this one judges; they come earlier
     in the registry, and the runner hands their findings over in ``CheckContext.findings``.
+    ``action``: what an operator does with a node this check fails (a finding may name its own
+    in ``details["action"]``). ``node_local``: judges each node on its own, so it runs in
+    ``--local`` mode (a Slurm prolog); checks between nodes do not.
     """
 
     name: str
@@ -108,3 +112,5 @@ class Check:
     always: bool = False
     needs_baseline: bool = False
     reads: tuple[str, ...] = ()
+    action: Action = "drain"
+    node_local: bool = False

@@ -10,7 +10,9 @@ import argparse
 import dataclasses
 import os
 import resource
+import shutil
 import signal
+import socket
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,6 +25,7 @@ from preflight import __version__
 from preflight.config import Config, load_config, node_path_error, with_overrides
 from preflight.errors import ExitCode, PreflightError, UsageError
 from preflight.files import write_atomic
+from preflight.handback import hosts_file_text
 from preflight.inventory import (
     HostSpec,
     build_inventory,
@@ -36,6 +39,7 @@ from preflight.jobenv import job_environment
 from preflight.model import RunReport
 from preflight.registry import all_checks, select_checks
 from preflight.runner import RunRequest, execute
+from preflight.transport.srun import SrunSettings, allocation_inventory, in_allocation
 from preflight.transport.ssh import KnownHosts, SshSettings
 from preflight.units import parse_size
 
@@ -138,6 +142,24 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="NAME=VALUE lines the job's launcher sets on every node",
     )
+    check.add_argument(
+        "--local",
+        action="store_true",
+        help="this node only, no job between nodes: a Slurm prolog or health-check program "
+        "(one line per finding, exit status below 126)",
+    )
+    check.add_argument(
+        "--slurm",
+        action="store_true",
+        help="reach the allocation's nodes with srun, one job step per node and phase "
+        "(automatic inside an allocation when no hosts file is given)",
+    )
+    check.add_argument(
+        "--min-nodes",
+        type=int,
+        metavar="N",
+        help="pass when at least N nodes are good (the bad ones are named, and left out of --good-hosts)",
+    )
     _add_outputs(check)
 
     report = commands.add_parser("report", help="re-render a saved run (no SSH)")
@@ -152,6 +174,21 @@ def _add_outputs(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", metavar="PATH", help="write the JSON report ('-' for stdout)")
     parser.add_argument("--junit", metavar="PATH", help="write JUnit XML (one testcase per check and host)")
     parser.add_argument("--html", metavar="PATH", help="write the single-file HTML report")
+    parser.add_argument(
+        "--prometheus", metavar="PATH", help="write node_exporter textfile metrics (a .prom file)"
+    )
+    parser.add_argument(
+        "--good-hosts",
+        type=Path,
+        metavar="FILE",
+        help="write the nodes that passed, one per line (srun -w ./FILE, hostfiles)",
+    )
+    parser.add_argument(
+        "--bad-hosts",
+        type=Path,
+        metavar="FILE",
+        help="write the nodes to leave out, one per line (srun -x ./FILE)",
+    )
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress and no summary table")
 
 
@@ -167,8 +204,18 @@ def _write_outputs(report: RunReport, args: argparse.Namespace, summary: Console
     from reports import FILE_FORMATS
     from reports.terminal import print_report
 
-    if not args.quiet:
+    if getattr(args, "local", False):
+        from reports.lines import finding_lines
+
+        for line in finding_lines(report):
+            summary.print(line, markup=False, highlight=False, soft_wrap=True)
+    elif not args.quiet:
+        from reports.lines import handback_lines
+
         print_report(report, summary)
+        for line in handback_lines(report):
+            summary.print(line, markup=False, highlight=False, soft_wrap=True)
+    _write_handback(report, args)
     for name, render in FILE_FORMATS.items():
         target = getattr(args, name, None)
         if target == "-":
@@ -178,10 +225,33 @@ def _write_outputs(report: RunReport, args: argparse.Namespace, summary: Console
             write_atomic(Path(target), render(report))
 
 
+def _write_handback(report: RunReport, args: argparse.Namespace) -> None:
+    if args.good_hosts is None and args.bad_hosts is None:
+        return
+    from reports.lines import handback_of
+
+    handback = handback_of(report)
+    if args.good_hosts is not None:
+        write_atomic(args.good_hosts, hosts_file_text(handback.good))
+    if args.bad_hosts is not None:
+        write_atomic(args.bad_hosts, hosts_file_text([b.name for b in handback.bad]))
+
+
+def _local_node() -> HostSpec:
+    """This node, named as Slurm names it in a prolog (``SLURMD_NODENAME``), else by its short
+    host name: the name an operator drains."""
+    name = os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0] or "localhost"
+    return HostSpec(name=name, address="localhost", local=True, source="(local)")
+
+
 def _inventory(args: argparse.Namespace) -> tuple[list[HostSpec], dict[str, HostSpec]]:
     """The hosts to check, and the ProxyJump hosts they go through, both resolved."""
     if args.hosts is not None and args.nodes:
         raise UsageError("give a hosts file or --nodes, not both")
+    if args.local:
+        if args.hosts is not None or args.nodes:
+            raise UsageError("--local checks this node only: give no hosts file or --nodes")
+        return [_local_node()], {}
     if args.nodes:
         specs = parse_nodelist(args.nodes)
     elif args.hosts is not None:
@@ -249,10 +319,27 @@ def _check(args: argparse.Namespace) -> ExitCode:
 
         baseline = load(args.baseline)
     checks = select_checks(args.only, args.skip, has_baseline=baseline is not None)
-    hosts, jumps = _inventory(args)
+    if args.local:
+        between = [c.name for c in checks if not c.node_local and c.name in (args.only or ())]
+        if between:
+            raise UsageError(f"--local: {', '.join(between)} runs between nodes, not on one node")
+        checks = [c for c in checks if c.node_local]
+    srun: SrunSettings | None = None
+    if args.slurm or (in_allocation() and args.hosts is None and not args.local):
+        if args.hosts is not None or args.local:
+            raise UsageError("--slurm checks the allocation's nodes: give no hosts file or --local")
+        srun, hosts = allocation_inventory(nodes=args.nodes)
+        if shutil.which(srun.srun) is None:
+            raise UsageError(f"{srun.srun} not found on PATH: give a hosts file to check the nodes over SSH")
+        jumps: dict[str, HostSpec] = {}
+    else:
+        hosts, jumps = _inventory(args)
+    if args.min_nodes is not None and not 1 <= args.min_nodes <= len(hosts):
+        checked = len(hosts)
+        raise UsageError(f"--min-nodes must be from 1 to the {checked} nodes checked, not {args.min_nodes}")
     _raise_open_file_limit(len(hosts))
     ssh = None
-    if any(not h.local for h in hosts):
+    if srun is None and any(not h.local for h in hosts):
         known = KnownHosts(args.known_hosts or KnownHosts.default_paths())
         ssh = SshSettings(
             known_hosts=known,
@@ -262,12 +349,21 @@ def _check(args: argparse.Namespace) -> ExitCode:
             resolve_jump=jumps,
         )
     progress_console, summary = _consoles(args.json == "-")
-    progress = None if args.quiet else LiveProgress(progress_console)
+    progress = None if args.quiet or args.local else LiveProgress(progress_console)
     request = RunRequest(
-        hosts=hosts, config=config, checks=checks, ssh=ssh, backend=args.backend, baseline=baseline
+        hosts=hosts,
+        config=config,
+        checks=checks,
+        ssh=ssh,
+        backend=args.backend,
+        baseline=baseline,
+        min_nodes=args.min_nodes,
+        srun=srun,
     )
     report = execute(request, progress)
     _write_outputs(report, args, summary)
+    if args.local and report.exit_code == ExitCode.INTERRUPTED:
+        return ExitCode.HOSTS_UNCHECKED  # a prolog's status above 125 reads as a signal to Slurm
     return report.exit_code
 
 

@@ -74,9 +74,9 @@ def _gather_one(
         return
     facts = dict(redact(document.get("facts") or {}))
     facts["connection"] = {
-        "transport": "local" if spec.local else "ssh",
+        "transport": transport.kind,
         "user": spec.user,
-        "port": None if spec.local else spec.port,
+        "port": spec.port if transport.kind == "ssh" else None,
         "python": python,
         "connect_s": round(connected_s, 3),
         "probe_s": round(time.monotonic() - started - connected_s, 3),

@@ -150,6 +150,8 @@ class RunReport:
     interrupted: bool = False
     # Seconds spent in each phase of the run: "facts", then each check by name.
     timings: Mapping[str, float] = field(default_factory=dict)
+    # The nodes a launcher should use and those to leave out (preflight.handback.Handback.to_dict).
+    handback: Mapping[str, Any] | None = None
     schema_version: int = SCHEMA_VERSION
 
     @property
@@ -167,8 +169,14 @@ class RunReport:
         results: Sequence[CheckResult],
         interrupted: bool = False,
         timings: Mapping[str, float] | None = None,
+        handback: Mapping[str, Any] | None = None,
+        enough_nodes: bool = False,
     ) -> RunReport:
+        """``enough_nodes``: ``--min-nodes`` was met, so failures of the nodes left out do not
+        fail the run."""
         code = ExitCode.INTERRUPTED if interrupted else exit_code_for(results)
+        if enough_nodes and not interrupted:
+            code = ExitCode.OK
         return cls(
             tool_version=tool_version,
             started_at=started_at,
@@ -178,6 +186,7 @@ class RunReport:
             exit_code=code,
             interrupted=interrupted,
             timings={k: round(v, 3) for k, v in (timings or {}).items()},
+            handback=handback,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -192,6 +201,7 @@ class RunReport:
             "timings": dict(self.timings),
             "hosts": [h.to_dict() for h in self.hosts],
             "results": [r.to_dict() for r in self.results],
+            **({"handback": dict(self.handback)} if self.handback is not None else {}),
         }
 
     @classmethod
@@ -209,6 +219,7 @@ class RunReport:
             exit_code=ExitCode(int(data["exit_code"])),
             interrupted=bool(data.get("interrupted", False)),
             timings={str(k): float(v) for k, v in (data.get("timings") or {}).items()},
+            handback=dict(data["handback"]) if isinstance(data.get("handback"), Mapping) else None,
         )
 
     def results_for(self, check: str) -> list[CheckResult]:

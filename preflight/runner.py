@@ -17,11 +17,13 @@ from preflight.check import Backend, Check, CheckContext, HostSession
 from preflight.config import Config
 from preflight.deadline import Deadline
 from preflight.gather import close_all, facts_probe_args, gather
+from preflight.handback import hand_back
 from preflight.inventory import HostSpec
 from preflight.model import CheckResult, HostError, HostReport, RunReport
 from preflight.progress import NoProgress, Progress
 from preflight.transport import Transport
 from preflight.transport.local import LocalTransport
+from preflight.transport.srun import SrunSettings, SrunTransport
 from preflight.transport.ssh import SshSettings, SshTransport
 
 
@@ -33,11 +35,15 @@ class RunRequest:
     ssh: SshSettings | None = None
     backend: Backend | None = None
     baseline: RunReport | None = None
+    min_nodes: int | None = None  # pass when at least this many nodes are good (--min-nodes)
+    srun: SrunSettings | None = None  # inside a Slurm allocation: reach the nodes as job steps
 
 
 def _make_transport(request: RunRequest, spec: HostSpec) -> Transport:
     if spec.local:
         return LocalTransport(spec)
+    if request.srun is not None:
+        return SrunTransport(spec, request.srun)
     if request.ssh is None:
         raise ValueError("SSH settings are needed for remote hosts")
     return SshTransport(spec, request.ssh)
@@ -113,12 +119,18 @@ def execute(request: RunRequest, progress: Progress | None = None) -> RunReport:
     finally:
         close_all(sessions)
         progress.close()
+    hosts = [s.report for s in sessions]
+    handback = hand_back(
+        hosts, results, {c.name: c.action for c in request.checks}, min_nodes=request.min_nodes
+    )
     return RunReport.build(
         tool_version=__version__,
         started_at=started_at,
         duration_s=time.monotonic() - started,
-        hosts=[s.report for s in sessions],
+        hosts=hosts,
         results=results,
         interrupted=interrupted,
         timings=timings,
+        handback=handback.to_dict(),
+        enough_nodes=handback.enough,
     )

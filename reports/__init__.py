@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from preflight.model import RunReport
-from reports import html, json_report, junit
+from reports import html, json_report, junit, prometheus
 
 FILE_FORMATS: dict[str, Callable[[RunReport], str]] = {
     "json": json_report.render,
     "junit": junit.render,
     "html": html.render,
+    "prometheus": prometheus.render,
 }

@@ -10,7 +10,8 @@ cd "$(dirname "$0")/.."
 
 missing=()
 for tool in sshd:openssh-server ssh:openssh-client ssh-keygen:openssh-client ip:iproute2 \
-            tc:iproute2 iptables:iptables nsenter:util-linux chromium:chromium faketime:faketime; do
+            tc:iproute2 iptables:iptables nsenter:util-linux chromium:chromium faketime:faketime \
+            slurmctld:slurm-wlm slurmd:slurm-wlm srun:slurm-wlm munged:munge; do
   command -v "${tool%%:*}" >/dev/null 2>&1 || PATH="$PATH:/usr/sbin:/sbin" command -v "${tool%%:*}" >/dev/null 2>&1 \
     || missing+=("${tool#*:}")
 done

@@ -79,4 +79,5 @@ CHECK = Check(
     title="clocks agree between nodes (midpoint over SSH, with its uncertainty) and a time service runs",
     run=_run,
     presentation=PRESENTATION,
+    action="fix_config",
 )

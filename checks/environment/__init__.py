@@ -38,4 +38,5 @@ CHECK = Check(
     title="NCCL, torch, CUDA and gloo variables, nccl.conf and the NCCL network plugin agree between nodes",
     run=_run,
     presentation=PRESENTATION,
+    action="fix_config",
 )

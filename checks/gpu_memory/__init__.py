@@ -24,4 +24,6 @@ CHECK = Check(
     title="every node has its GPUs, their memory free and without ECC or row-remap faults",
     run=_run,
     presentation=PRESENTATION,
+    action="reset_gpu",
+    node_local=True,
 )

@@ -80,4 +80,5 @@ CHECK = Check(
     title="every node resolves the master's, its own and its peers' names to the expected addresses",
     run=_run,
     presentation=PRESENTATION,
+    action="fix_config",
 )

@@ -41,4 +41,5 @@ CHECK = Check(
     title="rendezvous, job and ephemeral ports open between every pair of nodes; route to the master",
     run=run,
     presentation=PRESENTATION,
+    action="fix_config",
 )

@@ -32,4 +32,5 @@ CHECK = Check(
     title="data paths hold the same content on every node; the checkpoint directory is writable with room",
     run=_run,
     presentation=PRESENTATION,
+    action="fix_config",
 )

@@ -38,4 +38,6 @@ CHECK = Check(
     title="driver, CUDA, cuDNN, NCCL, Python, torch and package versions agree and meet [expect]",
     run=_run,
     presentation=PRESENTATION,
+    action="fix_config",
+    node_local=True,
 )

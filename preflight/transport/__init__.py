@@ -201,6 +201,8 @@ class RemoteProcess(ABC):
 class Transport(ABC):
     """Runs commands on one host. Not shared across threads."""
 
+    kind = "ssh"  # how the host is reached, as the facts' connection record names it
+
     def __init__(self, spec: HostSpec) -> None:
         self.spec = spec
 

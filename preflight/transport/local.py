@@ -102,6 +102,8 @@ class LocalProcess(RemoteProcess):
 
 
 class LocalTransport(Transport):
+    kind = "local"
+
     def __init__(self, spec: HostSpec) -> None:
         super().__init__(spec)
         self._running: list[LocalProcess] = []
