@@ -608,3 +608,19 @@ def test_a_crowded_arp_table_finding_says_what_to_do() -> None:
 
     (finding,) = judge_neighbour_limits(flat_cluster({"10.10.0.0/16": 1100}))
     assert "gc_thresh1/2/3" in PRESENTATION.advice(finding)
+
+
+def test_a_failed_run_says_which_nodes_to_use_and_what_to_do_with_the_others() -> None:
+    page = html.render(load(REPORTS / "slow_node.json"))
+    card = page[page.index('id="attention"') : page.index('id="grid"')]
+    assert "Nodes to use" in card and "node[1-2]" in card and "2 good" in card
+    bad = card[card.index("handback-bad") :]
+    assert "node3" in bad and "allreduce" in bad and "drain it and have it looked at" in bad
+    assert "scontrol update nodename=node3 state=drain" in card
+    assert "node1</th>" not in bad  # a good node is not listed to leave out
+
+
+def test_a_node_that_did_not_answer_is_to_be_rebooted_and_a_healthy_run_lists_no_hand_back() -> None:
+    card = html.render(load(REPORTS / "unreachable.json"))
+    assert "node4" in card[card.index("handback-bad") :] and "reboot it (it did not answer)" in card
+    assert "Nodes to use" not in html.render(load(REPORTS / "healthy.json"))

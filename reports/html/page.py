@@ -24,6 +24,7 @@ from preflight.status import overall, severity
 from preflight.units import duration
 from reports import charts
 from reports.html.grid import ICONS, LABELS, GridRow, build_grid, check_heads, node_statuses
+from reports.html.handback import HandbackView, handback_view
 from reports.html.nodes import FactView, NodeView, chips, node_facts
 from reports.html.sections import Finding, Section, build_sections, finding_view
 from reports.html.text import Anchors, script_json, text, when
@@ -57,6 +58,7 @@ class Page:
     checks: Sequence[Section]
     problems: Sequence[Finding]
     passes: Sequence[Finding]
+    handback: HandbackView | None
     grid_checks: Sequence[tuple[str, str]]  # (title, anchor)
     grid: Sequence[GridRow]
     grid_hidden: int
@@ -181,6 +183,7 @@ def build_page(report: RunReport) -> Page:
         checks=build_sections(report, findings),
         problems=problems,
         passes=passes,
+        handback=handback_view(report),
         grid_checks=check_heads(report),
         grid=grid,
         grid_hidden=hidden,
