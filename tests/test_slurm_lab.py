@@ -95,6 +95,11 @@ def test_a_healthy_allocation_passes_through_srun_without_ssh(
         "versions": "pass",
         "ports": "pass",
         "gpu_memory": "skip",
+        "environment": "pass",
+        "limits": "pass",
+        "names": "pass",
+        "clocks": "pass",
+        "storage": "skip",  # no --data or --checkpoint-dir
         "allreduce": "pass",
         "ddp": "pass",
     }
