@@ -109,7 +109,7 @@ def test_packing_keeps_rounds_disjoint_in_the_given_order() -> None:
 
 
 def test_no_retests_when_every_pair_is_fast() -> None:
-    records, _, retests = simulate(8, noise=0.2, seed=3)
+    records, _, retests = simulate(8, noise=0.05, seed=3)
     assert retests == []
     assert len(records) == 28
 
@@ -173,6 +173,53 @@ def test_a_slow_node_and_a_slow_link_are_both_named() -> None:
 def test_noise_of_twenty_percent_is_no_finding(n_nodes: int, seed: int) -> None:
     culprits = judged(n_nodes, noise=0.2, seed=seed)
     assert not culprits.confirmed and culprits.unconfirmed == ()
+
+
+def across(left: range, right: range, factor: float) -> dict[Pair, float]:
+    return {(a, b): factor for a in left for b in right}
+
+
+def test_every_pair_slow_between_two_groups_is_one_cut_naming_both_sides() -> None:
+    culprits = judged(4, slow_links=across(range(0, 2), range(2, 4), 0.01), noise=0.05)
+    (group,) = culprits.slow_groups
+    assert group.sides == ((0, 1), (2, 3))
+    assert group.ratio == pytest.approx(0.01, rel=0.2)
+    assert group.inside_gbps == pytest.approx(HEALTHY_GBPS, rel=0.1)
+    assert culprits.slow_links == () and culprits.slow_nodes == () and culprits.unconfirmed == ()
+
+
+def test_a_cut_between_two_racks_of_a_larger_cluster_leaves_a_third_rack_alone() -> None:
+    # Racks 0-3, 4-7, 8-11: only the route between the first two is slow.
+    culprits = judged(12, slow_links=across(range(0, 4), range(4, 8), 0.1), noise=0.1, seed=3)
+    (group,) = culprits.slow_groups
+    assert group.sides == ((0, 1, 2, 3), (4, 5, 6, 7))
+    assert len(group.pairs) == 16
+    assert culprits.slow_links == () and culprits.slow_nodes == ()
+
+
+def test_two_separate_slow_links_are_not_taken_for_a_cut() -> None:
+    culprits = judged(64, slow_links={(5, 37): 0.1, (6, 38): 0.1}, noise=0.1, seed=1)
+    assert culprits.slow_groups == ()
+    assert [link.nodes for link in culprits.slow_links] == [(5, 37), (6, 38)]
+
+
+def test_slow_nodes_are_not_a_group_though_they_are_tested_with_each_other() -> None:
+    culprits = judged(64, slow_nodes={n: 0.1 for n in (3, 4, 5, 6)}, noise=0.1, seed=1)
+    assert [s.node for s in culprits.slow_nodes] == [3, 4, 5, 6] and culprits.slow_groups == ()
+
+
+def test_a_node_twenty_percent_slow_is_named_on_a_quiet_fabric() -> None:
+    culprits = judged(16, slow_nodes={9: 0.8}, noise=0.05, seed=5)
+    assert [s.node for s in culprits.slow_nodes] == [9]
+    assert culprits.threshold_gbps == pytest.approx(0.9 * culprits.healthy_median_gbps)
+
+
+def test_the_threshold_falls_with_the_spread_of_the_healthy_pairs() -> None:
+    quiet = judged(16, noise=0.05, seed=5)
+    noisy = judged(16, noise=0.3, seed=5)
+    assert noisy.threshold_gbps < 0.7 * HEALTHY_GBPS < 0.85 * HEALTHY_GBPS < quiet.threshold_gbps
+    assert noisy.healthy_spread_gbps > 3 * quiet.healthy_spread_gbps
+    assert not noisy.confirmed and not quiet.confirmed
 
 
 def test_a_pair_slow_once_and_fast_on_retest_is_only_a_note() -> None:

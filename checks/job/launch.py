@@ -125,6 +125,7 @@ def _job_args(ctx: CheckContext, phases: tuple[str, ...], names: list[str], gpu:
             "warmup_iters": cfg.warmup_iters,
             "iters": cfg.iters,
             "slow_ratio": cfg.slow_ratio,
+            "quiet_slow_ratio": cfg.quiet_slow_ratio,
             "pairwise": pairwise and n >= 2,
             "rounds": plan_rounds(n, cfg.pair_plan) if pairwise and n >= 2 else [],
         },

@@ -61,6 +61,7 @@ DEFAULT_ALLREDUCE: JsonDict = {
     "warmup_iters": 5,
     "iters": 20,
     "slow_ratio": 0.5,
+    "quiet_slow_ratio": 0.9,
     "pairwise": True,
     "rounds": [],
 }
@@ -142,8 +143,76 @@ def typical_busbw(busbw_by_pair: Mapping[Pair, float]) -> float:
     return float(statistics.median(best.values())) if best else 0.0
 
 
-def slow_pairs(busbw_by_pair: Mapping[Pair, float], slow_ratio: float) -> list[Pair]:
-    threshold = slow_ratio * typical_busbw(busbw_by_pair)
+# Slow adapts to the spread of the run's own healthy pairs: their median minus some robust
+# standard deviations (MAD_TO_SIGMA x the median absolute deviation), never above quiet_slow_ratio
+# x that median (a quiet fabric) nor below slow_ratio x the typical pair (a noisy one). The job
+# re-tests the pairs RETEST_SIGMAS below the median of the first tests (a wide net: the spread of
+# a few dozen pairs is itself uncertain); the judge, with the re-tests as more samples, calls a
+# measurement slow SPREAD_SIGMAS below it. Fewer healthy pairs than MIN_SPREAD_PAIRS tell no
+# spread from a fault: the threshold is then slow_ratio alone.
+RETEST_SIGMAS = 1.5
+SPREAD_SIGMAS = 2.0
+WINDOW_SIGMAS = 3.0
+MAD_TO_SIGMA = 1.4826
+MIN_SPREAD_PAIRS = 8
+QUIET_SLOW_RATIO = 0.9
+
+
+def healthy_spread(values: Iterable[float], floor: float) -> tuple[float, float, int]:
+    """(median, robust standard deviation, count) of the measurements at or above ``floor``."""
+    healthy = [value for value in values if value >= floor]
+    if not healthy:
+        return 0.0, 0.0, 0
+    center = float(statistics.median(healthy))
+    deviation = float(statistics.median(abs(value - center) for value in healthy))
+    return center, MAD_TO_SIGMA * deviation, len(healthy)
+
+
+def robust_spread(values: Iterable[float], floor: float, quiet_ratio: float) -> tuple[float, float, int]:
+    """(center, standard deviation, count) of the healthy measurements: those at or above ``floor``
+    give a first median and robust deviation; the mean and standard deviation are then taken over
+    those within WINDOW_SIGMAS of that median, either side, and again within a narrower window of
+    those (no slow pair widens them, and over a few dozen pairs they are far steadier than the
+    median and its absolute deviation)."""
+    values = list(values)
+    center, sigma, count = healthy_spread(values, floor)
+    if count < MIN_SPREAD_PAIRS:
+        return center, sigma, count
+    # Twice: the window of the second pass is drawn by the steadier first estimate.
+    for width in (WINDOW_SIGMAS, WINDOW_SIGMAS - 0.5):
+        low = max(floor, center - width * sigma)
+        window = [value for value in values if low <= value <= 2 * center - low]
+        if len(window) < MIN_SPREAD_PAIRS:
+            break
+        center, sigma, count = float(statistics.fmean(window)), float(statistics.pstdev(window)), len(window)
+    return center, sigma, count
+
+
+def spread_threshold(
+    spread: tuple[float, float, int], floor: float, quiet_ratio: float, sigmas: float
+) -> float:
+    """``sigmas`` robust standard deviations below the median of ``spread`` (center, sigma, count),
+    within [floor, quiet_ratio x center]; ``floor`` when too few pairs were healthy or quiet_ratio
+    is not above the floor's ratio."""
+    center, sigma, count = spread
+    if count < MIN_SPREAD_PAIRS or quiet_ratio * center <= floor:
+        return floor
+    return max(floor, min(quiet_ratio * center, center - sigmas * sigma))
+
+
+def retest_threshold(
+    busbw_by_pair: Mapping[Pair, float], slow_ratio: float, quiet_ratio: float = QUIET_SLOW_RATIO
+) -> float:
+    """busbw below which the job re-tests a pair, from the first tests (see RETEST_SIGMAS)."""
+    floor = slow_ratio * typical_busbw(busbw_by_pair)
+    spread = robust_spread(busbw_by_pair.values(), floor, quiet_ratio)
+    return spread_threshold(spread, floor, quiet_ratio, RETEST_SIGMAS)
+
+
+def slow_pairs(
+    busbw_by_pair: Mapping[Pair, float], slow_ratio: float, quiet_ratio: float = QUIET_SLOW_RATIO
+) -> list[Pair]:
+    threshold = retest_threshold(busbw_by_pair, slow_ratio, quiet_ratio)
     return sorted(pair for pair, busbw in busbw_by_pair.items() if busbw < threshold)
 
 
@@ -167,8 +236,10 @@ def pack_rounds(tests: Iterable[Pair]) -> list[list[Pair]]:
 RETEST_GOOD_PARTNERS = 2
 
 
-def retest_plan(busbw_by_pair: Mapping[Pair, float], slow_ratio: float) -> list[list[Pair]]:
-    """Rounds of re-tests for the pairs below ``slow_ratio`` x the typical pair; deterministic.
+def retest_plan(
+    busbw_by_pair: Mapping[Pair, float], slow_ratio: float, quiet_ratio: float = QUIET_SLOW_RATIO
+) -> list[list[Pair]]:
+    """Rounds of re-tests for the pairs below ``retest_threshold``; deterministic.
 
     Every slow pair is re-tested once, and every node that was slow with all its partners is
     tested against two known-good nodes (fast with some partner, fewest slow pairs first, a
@@ -178,10 +249,10 @@ def retest_plan(busbw_by_pair: Mapping[Pair, float], slow_ratio: float) -> list[
     slow with two or more partners is judged by its tests against good nodes alone:
     re-testing each of its pairs would only repeat the same slow number, one round per pair.
     """
-    slow = slow_pairs(busbw_by_pair, slow_ratio)
+    threshold = retest_threshold(busbw_by_pair, slow_ratio, quiet_ratio)
+    slow = sorted(pair for pair, busbw in busbw_by_pair.items() if busbw < threshold)
     if not slow:
         return []
-    threshold = slow_ratio * typical_busbw(busbw_by_pair)
     partners: dict[int, set[int]] = {}
     fast: set[int] = set()
     slow_count: dict[int, int] = {}
@@ -218,6 +289,15 @@ def retest_plan(busbw_by_pair: Mapping[Pair, float], slow_ratio: float) -> list[
             key = pair_key(node, partner)
             planned.add(key)
             tests.append(key)
+    # Suspects are also tested with each other, in a chain: nodes fast among themselves but slow
+    # with the others are a group cut off from them (a switch uplink), not so many slow nodes.
+    if len(lonely) >= 3:
+        for offset in (0, 1):
+            for index in range(offset, len(lonely) - 1, 2):
+                key = pair_key(lonely[index], lonely[index + 1])
+                if key not in planned and key not in busbw_by_pair:
+                    planned.add(key)
+                    tests.append(key)
     return pack_rounds(tests)
 
 
@@ -608,7 +688,11 @@ class Job:
             pair_start = time.perf_counter()
             pairs = self.pair_rounds(rounds, settings, 0, retest=False)
             # Every rank has the same measurements, so every rank plans the same re-tests.
-            plan = retest_plan(first_busbw(pairs), float(settings["slow_ratio"]))
+            plan = retest_plan(
+                first_busbw(pairs),
+                float(settings["slow_ratio"]),
+                float(settings.get("quiet_slow_ratio", QUIET_SLOW_RATIO)),
+            )
             if plan:
                 pairs += self.pair_rounds(plan, settings, len(rounds), retest=True)
             result["pairs_duration_s"] = time.perf_counter() - pair_start
