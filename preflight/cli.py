@@ -7,6 +7,7 @@ an exit code; tracebacks only with ``--debug``.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import resource
 import signal
@@ -33,6 +34,7 @@ from preflight.inventory import (
 from preflight.model import RunReport
 from preflight.registry import all_checks, select_checks
 from preflight.runner import RunRequest, execute
+from preflight.topology import load_topology
 from preflight.transport.ssh import KnownHosts, SshSettings
 
 
@@ -103,6 +105,12 @@ def _parser() -> argparse.ArgumentParser:
         type=Path,
         metavar="RUN.json",
         help="compare with a previous known-good run (nodes, versions, GPUs, bandwidth)",
+    )
+    check.add_argument(
+        "--topology",
+        type=Path,
+        metavar="FILE",
+        help="Slurm topology.conf: names the switch behind slow traffic between node sets",
     )
     _add_outputs(check)
 
@@ -184,6 +192,9 @@ def _check(args: argparse.Namespace) -> ExitCode:
     )
     if config.run.fanout < 1:
         raise UsageError("--fanout must be at least 1")
+    topology = args.topology or (Path(config.run.topology) if config.run.topology else None)
+    if topology is not None:
+        config = dataclasses.replace(config, switch_of=load_topology(topology))
     baseline = None
     if args.baseline is not None:
         from reports.json_report import load

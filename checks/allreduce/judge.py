@@ -77,6 +77,10 @@ def _sweep_results(
 # --------------------------------------------------------------------------- pairs
 
 
+def _hostname(node_facts: Mapping[str, Mapping[str, Any]], name: str) -> str:
+    return str((node_facts.get(name) or {}).get("hostname") or "")
+
+
 def _group_result(
     group: SlowGroup, names: Sequence[str], typical: float, switches: Mapping[str, str]
 ) -> CheckResult:
@@ -310,7 +314,12 @@ def judge_allreduce(
             config.allreduce.min_pair_busbw_gbps,
             config.allreduce.quiet_slow_ratio,
         )
-        pair_findings, notes = _pair_results(culprits, names, config, config.switch_of)
+        switches = {
+            name: switch
+            for name in names
+            if (switch := config.switch_of.get(name) or config.switch_of.get(_hostname(node_facts, name)))
+        }
+        pair_findings, notes = _pair_results(culprits, names, config, switches)
         results.extend(pair_findings)
         ratios = list(culprits.node_ratio.values()) or [0.0]
         first = [p for p in pairs if not p.get("retest")]
