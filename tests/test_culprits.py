@@ -340,6 +340,24 @@ def test_a_lost_node_is_named_whatever_its_stderr_says() -> None:
     assert (failures[0].host, failures[0].kind) == ("node3", "lost")
 
 
+def test_a_silent_node_is_named_with_its_last_phase_and_how_long_it_was_silent() -> None:
+    job = replace_node(
+        load_job("worker_killed"), "node3", lost=True, exit_status=None, silent_s=10.4, last_phase="allreduce"
+    )
+    failures = explain_failures(job)
+    assert (failures[0].host, failures[0].kind) == ("node3", "lost")
+    assert failures[0].reason == (
+        "went silent in the allreduce phase: no heartbeat for 10.4 s "
+        "(its link is down, or its processes are stopped or hung)"
+    )
+
+
+def test_heartbeat_lines_are_never_quoted_as_the_error() -> None:
+    stderr = 'RuntimeError: boom\nPREFLIGHT-JOB-BEAT {"phase": "ddp", "rank": 1}\n'
+    assert last_error_line(stderr) == "RuntimeError: boom"
+    assert last_error_line('PREFLIGHT-JOB-BEAT {"phase": "ddp", "rank": 1}\n') is None
+
+
 def test_the_quoted_line_is_the_last_exception_without_rank_or_source_prefixes() -> None:
     stderr = (JOBS / "monitored_barrier.stderr").read_text()
     assert (

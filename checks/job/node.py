@@ -13,6 +13,7 @@ import os
 import socket
 import statistics
 import sys
+import threading
 import time
 import traceback
 from datetime import timedelta
@@ -31,6 +32,11 @@ RESULT_MARKER = "PREFLIGHT-JOB-RESULT "
 # even when rank 0 never prints its document.
 RANK_MARKER = "PREFLIGHT-JOB-RANK "
 PHASE_MARKER = "PREFLIGHT-JOB-PHASE "
+# Every rank also writes a heartbeat line every BEAT_INTERVAL_S from a thread of its own, from
+# its first moment (before torch is imported), with the phase it is in: a node whose heartbeats
+# stop arriving (its link cut, its processes stopped) is named by the controller within seconds.
+BEAT_MARKER = "PREFLIGHT-JOB-BEAT "
+BEAT_INTERVAL_S = 2.0
 PHASES = ("allreduce", "ddp")
 
 GB = 1e9
@@ -345,6 +351,23 @@ def finite(value: Any) -> Any:
     return value
 
 
+class _Progress:
+    """What the heartbeat says: the phase this rank is in (set by the main thread)."""
+
+    phase = "import"
+
+
+def _beat(interval_s: float) -> None:
+    rank = os.environ.get("RANK", "0")
+    while True:
+        _log(BEAT_MARKER, {"rank": int(rank) if rank.isdigit() else rank, "phase": _Progress.phase})
+        time.sleep(interval_s)
+
+
+def start_heartbeat(interval_s: float = BEAT_INTERVAL_S) -> None:
+    threading.Thread(target=_beat, args=(interval_s,), name="preflight-heartbeat", daemon=True).start()
+
+
 def _write_stdout_line(text: str) -> None:
     # One write of the whole line, so that other output on the same pipe cannot split it.
     pending = memoryview((text + "\n").encode("ascii"))
@@ -482,6 +505,7 @@ class Job:
             raise RuntimeError(f"CUDA is not available to torch {version} on {self.hostname}")
         if self.cuda:
             self.torch.cuda.set_device(self.local_rank)
+        _Progress.phase = "join"
         self.dist.init_process_group(self.backend, timeout=timedelta(seconds=self.join_timeout_s))
         self.world = self.dist.get_world_size()
         self.rank = self.dist.get_rank()
@@ -806,6 +830,7 @@ class Job:
         """Run one phase on every rank; afterwards all ranks agree whether any failed."""
         if self.local_rank == 0:
             _log(PHASE_MARKER, {"phase": name, "node_rank": self.node_rank, "rank": self.rank})
+        _Progress.phase = name
         error: str | None = None
         try:
             document[name] = phase()
@@ -887,6 +912,7 @@ def _print_document(document: Mapping[str, Any]) -> None:
 
 def main(argv: Sequence[str]) -> int:
     started = time.perf_counter()
+    start_heartbeat()
     args: JsonDict = json.loads(argv[1]) if len(argv) > 1 else {}
     try:
         import torch
@@ -917,6 +943,7 @@ def main(argv: Sequence[str]) -> int:
                 errors.setdefault(name, "not run: the process group stopped answering in an earlier phase")
                 continue
             job.run_phase(name, phases[name], document, errors)
+    _Progress.phase = "finish"
     printed = False
     if job.rank == 0:
         result = job.document(started)
