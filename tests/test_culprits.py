@@ -97,6 +97,17 @@ def test_the_sparse_plan_puts_every_node_in_a_pair(n_nodes: int) -> None:
     assert rounds[0][0] == (0, n_nodes // 2)
 
 
+def test_with_a_topology_every_sparse_pair_crosses_between_switches() -> None:
+    # Eight leaf switches whose nodes the inventory interleaves: node i hangs off switch i % 8.
+    switches = [f"leaf{i % 8}" for i in range(64)]
+    (pairs,) = plan_rounds(64, "sparse", switches)
+    assert {n for pair in pairs for n in pair} == set(range(64))
+    assert all(switches[a] != switches[b] for a, b in pairs)
+    # Without it, half the pairs would stay inside a switch.
+    (plain,) = plan_rounds(64, "sparse")
+    assert sum(switches[a] == switches[b] for a, b in plain) == 32
+
+
 def test_auto_is_full_up_to_sixteen_nodes_then_sparse() -> None:
     assert plan_rounds(16) == plan_rounds(16, "full")
     assert plan_rounds(17) == plan_rounds(17, "sparse")

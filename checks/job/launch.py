@@ -112,6 +112,8 @@ def _routes(ctx: CheckContext, sessions: Sequence[HostSession], master_address: 
 def _job_args(ctx: CheckContext, phases: tuple[str, ...], names: list[str], gpu: bool) -> dict[str, Any]:
     cfg = ctx.config.allreduce
     n = len(names)
+    switch_of = ctx.config.switch_of
+    switches = [switch_of.get(name, "") for name in names] if switch_of else None
     pairwise = cfg.pairwise == "always" or (cfg.pairwise == "auto" and n >= 3)
     return {
         "phases": list(phases),
@@ -130,7 +132,7 @@ def _job_args(ctx: CheckContext, phases: tuple[str, ...], names: list[str], gpu:
             "slow_ratio": cfg.slow_ratio,
             "quiet_slow_ratio": cfg.quiet_slow_ratio,
             "pairwise": pairwise and n >= 2,
-            "rounds": plan_rounds(n, cfg.pair_plan) if pairwise and n >= 2 else [],
+            "rounds": plan_rounds(n, cfg.pair_plan, switches) if pairwise and n >= 2 else [],
         },
         "ddp": {"steps": ctx.config.ddp.steps},
     }

@@ -91,18 +91,27 @@ def _half_offset(n_nodes: int) -> list[list[Pair]]:
     return rounds
 
 
-def plan_rounds(n_nodes: int, mode: PlanMode = "auto") -> list[list[Pair]]:
+def plan_rounds(
+    n_nodes: int, mode: PlanMode = "auto", switches: Sequence[str] | None = None
+) -> list[list[Pair]]:
     """Rounds of disjoint node pairs (by node rank) for the pair tests.
 
     ``full``: every pair once (the complete pair matrix) in n-1 rounds, n when n is odd.
     ``sparse``: every node in one pair, in one round (plus a one-pair round for an odd node).
     ``auto``: full up to ``FULL_PLAN_MAX_NODES`` nodes, sparse beyond.
+    ``switches`` (each node's switch, from a topology file) orders the sparse plan by switch, so
+    that every pair crosses between switches wherever the inventory lists the nodes.
     """
     if n_nodes < 2:
         return []
     if mode == "auto":
         mode = "full" if n_nodes <= FULL_PLAN_MAX_NODES else "sparse"
-    return _round_robin(n_nodes) if mode == "full" else _half_offset(n_nodes)
+    if mode == "full":
+        return _round_robin(n_nodes)
+    if not switches:
+        return _half_offset(n_nodes)
+    order = sorted(range(n_nodes), key=lambda node: (switches[node], node))
+    return [sorted(pair_key(order[a], order[b]) for a, b in pairs) for pairs in _half_offset(n_nodes)]
 
 
 # --------------------------------------------------------------------------- slow nodes, links, groups
