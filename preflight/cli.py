@@ -32,6 +32,7 @@ from preflight.inventory import (
     read_hosts_file,
 )
 from preflight.model import RunReport
+from preflight.profiles import QUICK_CHECKS, Profile, apply_profile, expected_duration_s
 from preflight.registry import all_checks, select_checks
 from preflight.runner import RunRequest, execute
 from preflight.topology import load_topology
@@ -105,6 +106,21 @@ def _parser() -> argparse.ArgumentParser:
         type=Path,
         metavar="RUN.json",
         help="compare with a previous known-good run (nodes, versions, GPUs, bandwidth)",
+    )
+    profile = check.add_mutually_exclusive_group()
+    profile.add_argument(
+        "--quick",
+        action="store_const",
+        const="quick",
+        dest="profile",
+        help="facts, versions, ports and a short all-reduce (no pair tests, no DDP)",
+    )
+    profile.add_argument(
+        "--deep",
+        action="store_const",
+        const="deep",
+        dest="profile",
+        help="a longer sweep, every pair tested, more DDP steps",
     )
     check.add_argument(
         "--topology",
@@ -192,6 +208,9 @@ def _check(args: argparse.Namespace) -> ExitCode:
     )
     if config.run.fanout < 1:
         raise UsageError("--fanout must be at least 1")
+    profile: Profile = args.profile or "standard"
+    config = apply_profile(config, profile)
+    only = args.only or (list(QUICK_CHECKS) if profile == "quick" else None)
     topology = args.topology or (Path(config.run.topology) if config.run.topology else None)
     if topology is not None:
         config = dataclasses.replace(config, switch_of=load_topology(topology))
@@ -200,7 +219,7 @@ def _check(args: argparse.Namespace) -> ExitCode:
         from reports.json_report import load
 
         baseline = load(args.baseline)
-    checks = select_checks(args.only, args.skip, has_baseline=baseline is not None)
+    checks = select_checks(only, args.skip, has_baseline=baseline is not None)
     hosts, jumps = _inventory(args)
     _raise_open_file_limit(len(hosts))
     ssh = None
@@ -214,7 +233,14 @@ def _check(args: argparse.Namespace) -> ExitCode:
             resolve_jump=jumps,
         )
     progress_console, summary = _consoles(args.json == "-")
-    progress = None if args.quiet else LiveProgress(progress_console)
+    expected_s = expected_duration_s(config, len(hosts), [c.name for c in checks])
+    if not args.quiet:
+        progress_console.print(
+            f"{profile} profile, {len(hosts)} host{'s' if len(hosts) != 1 else ''}: "
+            f"expected to take about {expected_s:.0f} s",
+            highlight=False,
+        )
+    progress = None if args.quiet else LiveProgress(progress_console, expected_s=expected_s)
     request = RunRequest(
         hosts=hosts, config=config, checks=checks, ssh=ssh, backend=args.backend, baseline=baseline
     )
