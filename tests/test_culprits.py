@@ -37,13 +37,15 @@ def simulate(
     slow_links: Mapping[Pair, float] | None = None,
     noise: float = 0.0,
     transient: Mapping[Pair, float] | None = None,
+    busy_retests: float = 1.0,
     seed: int = 0,
     slow_ratio: float = 0.5,
 ) -> tuple[list[dict[str, Any]], list[list[Pair]], list[list[Pair]]]:
     """The measurements of a job on this cluster: first rounds, then the re-tests the job plans.
 
     ``slow_nodes``: node -> factor of its speed; ``slow_links``: pair -> factor; ``transient``:
-    pair -> factor of its first test only (a burst of traffic from someone else).
+    pair -> factor of its first test only (a burst of traffic from someone else); ``busy_retests``:
+    factor of every re-test (the machines or the fabric busy with something else by then).
     """
     rng = random.Random(seed)
     speed = {n: HEALTHY_GBPS * (slow_nodes or {}).get(n, 1.0) for n in range(n_nodes)}
@@ -53,6 +55,8 @@ def simulate(
         busbw = min(speed[a], speed[b]) * (slow_links or {}).get(pair, 1.0)
         if not retest:
             busbw *= (transient or {}).get(pair, 1.0)
+        else:
+            busbw *= busy_retests
         busbw *= 1 + rng.uniform(-noise, noise)
         return {"round": round_index, "nodes": [a, b], "busbw_gbps": busbw, "retest": retest}
 
@@ -245,6 +249,15 @@ def test_three_nodes_with_one_slow_node_name_it_though_most_pairs_are_slow() -> 
     culprits = judged(3, slow_nodes={2: 0.02})
     assert [s.node for s in culprits.slow_nodes] == [2]
     assert culprits.median_pair_busbw_gbps < 1.0 < culprits.typical_busbw_gbps
+
+
+def test_a_busy_retest_wave_confirms_no_link_on_a_small_cluster() -> None:
+    # The pair was slow once, and the whole re-test wave ran at 0.45x: so did the control pairs.
+    culprits = judged(3, transient={(1, 2): 0.45}, busy_retests=0.45)
+    assert not culprits.confirmed
+    # A link that is really slow still is, against the same busy wave.
+    culprits = judged(3, slow_links={(1, 2): 0.05}, busy_retests=0.45)
+    assert [link.nodes for link in culprits.slow_links] == [(1, 2)]
 
 
 def test_three_nodes_with_one_slow_link() -> None:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from checks.job.node import (
+    CONTROL_PAIRS,
     QUIET_SLOW_RATIO,
     SPREAD_SIGMAS,
     first_busbw,
@@ -354,6 +355,30 @@ class _Named:
         return pairs
 
 
+def _busy_retests_scaled(evidence: _Evidence, threshold: float) -> _Evidence:
+    """The evidence with its re-tests scaled back by how much slower the control pairs (fast in the
+    first wave, re-tested on small clusters) ran in the re-test wave: a wave slowed by a busy
+    fabric or busy machines blames no link. Only ever scaled up, never down."""
+    ratios = [
+        values[0] / evidence.first[pair]
+        for pair, values in evidence.retests.items()
+        if evidence.first.get(pair, 0.0) >= threshold > 0 and values
+    ]
+    if len(ratios) < CONTROL_PAIRS or statistics.median(ratios) >= 1.0:
+        return evidence
+    factor = float(statistics.median(ratios))
+    retests = {pair: [v / factor for v in values] for pair, values in evidence.retests.items()}
+    records: list[dict[str, Any]] = [
+        {"nodes": list(pair), "busbw_gbps": busbw, "retest": False} for pair, busbw in evidence.first.items()
+    ]
+    records += [
+        {"nodes": list(pair), "busbw_gbps": v, "retest": True}
+        for pair, values in retests.items()
+        for v in values
+    ]
+    return _Evidence.of(records)
+
+
 def _name(evidence: _Evidence, spread: tuple[float, float, int], floor: float, quiet_ratio: float) -> _Named:
     """Slow nodes, cuts and links under the thresholds that ``spread`` sets."""
     first, retests, seen = evidence.first, evidence.retests, evidence.seen
@@ -465,10 +490,12 @@ def name_culprits(
     """
     records = list(measurements)
     evidence = _Evidence.of(records)
-    first, retests = evidence.first, evidence.retests
+    first = evidence.first
     median_pair = float(statistics.median(first.values())) if first else 0.0
     floor = slow_ratio * evidence.typical
     spread = robust_spread(first.values(), floor, quiet_ratio)
+    evidence = _busy_retests_scaled(evidence, spread_threshold(spread, floor, quiet_ratio, SPREAD_SIGMAS))
+    retests = evidence.retests
     named = _name(evidence, spread, floor, quiet_ratio)
     explained = named.blamed_pairs(evidence)
     unexplained = [v for pair, values in evidence.measured.items() if pair not in explained for v in values]
