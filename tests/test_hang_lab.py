@@ -24,21 +24,31 @@ from tests.test_check_lab import results, run_check
 
 pytestmark = pytest.mark.lab
 
-# Seconds after torchrun appears on the victim: torch imported, the group formed, the all-reduce
-# sweep and pair tests under way (they take 15 s or more on the lab).
-INTO_THE_JOB_S = 10.0
+# Seconds after the victim's rank has connected to its peers (the process group formed): the
+# all-reduce sweep is under way, and with the pair tests it lasts several seconds more.
+INTO_THE_PHASE_S = 2.0
+
+
+def joined(lab: LabCluster, victim: LabNode) -> bool:
+    """Whether the victim has TCP connections to both other nodes (gloo's, not SSH's)."""
+    peers = {n.address for n in lab.nodes if n is not victim}
+    out = lab.exec(victim, ["ss", "-Htn", "state", "established"], check=False).stdout.decode()
+    connected = {
+        peer for peer in peers for line in out.splitlines() if f"{peer}:" in line and ":22 " not in line
+    }
+    return connected == peers
 
 
 def fault_during_the_job(lab: LabCluster, victim: LabNode, fault: Callable[[], None]) -> dict[str, float]:
-    """Starts a thread that waits for the job on ``victim`` and then runs ``fault``; returns where
-    the moment of the fault will be recorded."""
+    """Starts a thread that waits for the job on ``victim`` to be in its all-reduce phase and then
+    runs ``fault``; returns where the moment of the fault will be recorded."""
     when: dict[str, float] = {}
 
     def wait_then_fault() -> None:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
-            if any("torch.distributed.run" in cmd for _, cmd in lab.processes(victim)):
-                time.sleep(INTO_THE_JOB_S)
+            if joined(lab, victim):
+                time.sleep(INTO_THE_PHASE_S)
                 fault()
                 when["fault"] = time.monotonic()
                 return
