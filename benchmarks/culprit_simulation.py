@@ -27,6 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from checks.job.pairs import (
     FULL_PLAN_MAX_NODES,
+    QUIET_SLOW_RATIO,
+    SPREAD_SIGMAS,
     Pair,
     first_busbw,
     name_culprits,
@@ -52,6 +54,11 @@ class Faults:
     slow_links: int = 2
     slow_link_factor: float = 0.2
     noise: float = 0.15  # each measurement times a uniform factor in [1 - noise, 1 + noise]
+    # Groups of group_size consecutive nodes (a leaf switch, listed together in the inventory)
+    # whose every path to a node outside the group runs at cut_factor (a bad uplink).
+    cut_groups: int = 0
+    group_size: int = 4
+    cut_factor: float = 0.01
     healthy_gbps: float = HEALTHY_GBPS
     # Slow links anywhere among all pairs (a fault nobody knows the place of), or only on pairs
     # the first wave tests (what the plan can find at best).
@@ -59,9 +66,16 @@ class Faults:
 
     def describe(self) -> str:
         where = "on first-wave pairs" if self.links_on_plan else "on any pair"
+        cuts = (
+            f"{self.cut_groups} groups of {self.group_size} consecutive nodes cut off from the rest at "
+            f"{self.cut_factor:g}x, "
+            if self.cut_groups
+            else ""
+        )
         return (
-            f"{self.slow_nodes} slow nodes at {self.slow_node_factor:g}x and {self.slow_links} slow links "
-            f"at {self.slow_link_factor:g}x ({where}), none sharing a node with a slow node; "
+            f"{cuts}{self.slow_nodes} slow nodes at {self.slow_node_factor:g}x and "
+            f"{self.slow_links} slow links at {self.slow_link_factor:g}x ({where}), "
+            "none sharing a node with a slow node or a group; "
             f"noise ±{self.noise * 100:g}% per measurement around a healthy {self.healthy_gbps:g} GB/s"
         )
 
@@ -73,6 +87,16 @@ class Cluster:
     n_nodes: int
     slow_nodes: dict[int, float]
     slow_links: dict[Pair, float]
+    cut_groups: tuple[frozenset[int], ...] = ()
+    cut_factor: float = 1.0
+
+    def capacity(self, a: int, b: int) -> float:
+        """The factor of the path between a and b: its link's, or its cut's."""
+        factor = self.slow_links.get(pair_key(a, b), 1.0)
+        for group in self.cut_groups:
+            if (a in group) != (b in group):
+                factor = min(factor, self.cut_factor)
+        return factor
 
 
 @dataclass(frozen=True)
@@ -89,6 +113,9 @@ class Trial:
     retests: tuple[Pair, ...]  # the re-test wave's pairs
     named_nodes: frozenset[int]
     named_links: frozenset[Pair]
+    cut_groups: frozenset[frozenset[int]] = frozenset()
+    # Each named group as its smaller side (the group cut off from the rest).
+    named_groups: frozenset[frozenset[int]] = frozenset()
 
     @property
     def rounds(self) -> int:
@@ -96,7 +123,15 @@ class Trial:
 
     @property
     def exact(self) -> bool:
-        return self.named_nodes == self.slow_nodes and self.named_links == self.slow_links
+        return (
+            self.named_nodes == self.slow_nodes
+            and self.named_links == self.slow_links
+            and self.named_groups == self.cut_groups
+        )
+
+    @property
+    def false_groups(self) -> frozenset[frozenset[int]]:
+        return self.named_groups - self.cut_groups
 
     @property
     def false_nodes(self) -> frozenset[int]:
@@ -108,7 +143,7 @@ class Trial:
 
     @property
     def false_culprits(self) -> int:
-        return len(self.false_nodes) + len(self.false_links)
+        return len(self.false_nodes) + len(self.false_links) + len(self.false_groups)
 
 
 def launcher_mode(n_nodes: int) -> Literal["full", "sparse"]:
@@ -117,13 +152,23 @@ def launcher_mode(n_nodes: int) -> Literal["full", "sparse"]:
 
 
 def inject(n_nodes: int, first_wave: Sequence[Sequence[Pair]], faults: Faults, rng: random.Random) -> Cluster:
-    """Slow nodes, then slow links on distinct pairs that touch no slow node (a link at a slow node is
-    explained by the node, and could never be named)."""
-    healthy = n_nodes - faults.slow_nodes
-    if faults.slow_nodes > n_nodes or (faults.slow_links and healthy < 2):
+    """Groups cut off from the rest, then slow nodes outside them, then slow links on distinct pairs that
+    touch no slow node or group (a link at a slow node is explained by the node, and could never be
+    named)."""
+    blocks = n_nodes // faults.group_size if faults.cut_groups else 0
+    if faults.cut_groups > blocks or (faults.cut_groups and faults.cut_groups * 2 > blocks):
+        raise SystemExit(f"{n_nodes} nodes cannot hold {faults.cut_groups} groups of {faults.group_size}")
+    groups = tuple(
+        frozenset(range(block * faults.group_size, (block + 1) * faults.group_size))
+        for block in sorted(rng.sample(range(blocks), faults.cut_groups))
+    )
+    in_groups = set().union(*groups) if groups else set()
+    free = [n for n in range(n_nodes) if n not in in_groups]
+    healthy = len(free) - faults.slow_nodes
+    if faults.slow_nodes > len(free) or (faults.slow_links and healthy < 2):
         raise SystemExit(f"{n_nodes} nodes cannot hold {faults.slow_nodes} slow nodes and slow links")
-    slow_nodes = sorted(rng.sample(range(n_nodes), faults.slow_nodes))
-    slow_set = set(slow_nodes)
+    slow_nodes = sorted(rng.sample(free, faults.slow_nodes))
+    slow_set = set(slow_nodes) | in_groups
     links: list[Pair] = []
     if faults.links_on_plan:
         candidates = [p for pairs in first_wave for p in pairs if not slow_set & set(p)]
@@ -135,7 +180,7 @@ def inject(n_nodes: int, first_wave: Sequence[Sequence[Pair]], faults: Faults, r
             raise SystemExit(f"{n_nodes} nodes have too few healthy pairs for {faults.slow_links} slow links")
         chosen: set[Pair] = set()
         while len(links) < faults.slow_links:
-            a, b = rng.sample(range(n_nodes), 2)
+            a, b = rng.sample(free, 2)
             pair = pair_key(a, b)
             if pair not in chosen and not slow_set & {a, b}:
                 chosen.add(pair)
@@ -144,6 +189,8 @@ def inject(n_nodes: int, first_wave: Sequence[Sequence[Pair]], faults: Faults, r
         n_nodes,
         {node: faults.slow_node_factor for node in slow_nodes},
         {pair: faults.slow_link_factor for pair in sorted(links)},
+        groups,
+        faults.cut_factor,
     )
 
 
@@ -160,7 +207,7 @@ def measure(
     for index, pairs in enumerate(rounds):
         for a, b in pairs:
             rate = faults.healthy_gbps * min(cluster.slow_nodes.get(a, 1.0), cluster.slow_nodes.get(b, 1.0))
-            capacity = faults.healthy_gbps * cluster.slow_links.get(pair_key(a, b), 1.0)
+            capacity = faults.healthy_gbps * cluster.capacity(a, b)
             busbw = min(rate, capacity) * (1 + rng.uniform(-faults.noise, faults.noise))
             records.append(
                 {"round": first_round + index, "nodes": [a, b], "busbw_gbps": busbw, "retest": retest}
@@ -168,16 +215,28 @@ def measure(
     return records
 
 
-def run_trial(n_nodes: int, faults: Faults, slow_ratio: float, seed: str) -> Trial:
+def _group_named(
+    sides: tuple[tuple[int, ...], tuple[int, ...]], injected: Iterable[frozenset[int]]
+) -> frozenset[int]:
+    """The side of a named cut that is an injected group, else its smaller side."""
+    for side in sides:
+        if frozenset(side) in injected:
+            return frozenset(side)
+    return frozenset(min(sides, key=len))
+
+
+def run_trial(
+    n_nodes: int, faults: Faults, slow_ratio: float, seed: str, quiet_ratio: float = QUIET_SLOW_RATIO
+) -> Trial:
     """One job on a cluster with random faults: first wave, the job's re-tests, the judge's names."""
     rng = random.Random(seed)
     first_wave = plan_rounds(n_nodes, launcher_mode(n_nodes))
     cluster = inject(n_nodes, first_wave, faults, rng)
     records = measure(cluster, first_wave, 0, False, faults, rng)
     # What every rank computes in the job from the first wave's measurements.
-    retests = retest_plan(first_busbw(records), slow_ratio)
+    retests = retest_plan(first_busbw(records), slow_ratio, quiet_ratio)
     records += measure(cluster, retests, len(first_wave), True, faults, rng)
-    culprits = name_culprits(records, n_nodes, slow_ratio)
+    culprits = name_culprits(records, n_nodes, slow_ratio, quiet_ratio=quiet_ratio)
     planned = {p for pairs in first_wave for p in pairs}
     return Trial(
         seed=seed,
@@ -190,6 +249,8 @@ def run_trial(n_nodes: int, faults: Faults, slow_ratio: float, seed: str) -> Tri
         retests=tuple(p for pairs in retests for p in pairs),
         named_nodes=frozenset(s.node for s in culprits.slow_nodes),
         named_links=frozenset(link.nodes for link in culprits.slow_links),
+        cut_groups=frozenset(cluster.cut_groups),
+        named_groups=frozenset(_group_named(g.sides, cluster.cut_groups) for g in culprits.slow_groups),
     )
 
 
@@ -199,9 +260,15 @@ def trial_seed(seed: int, n_nodes: int, trial: int) -> str:
 
 
 def simulate(
-    n_nodes: int, trials: int, faults: Faults, slow_ratio: float = 0.5, seed: int = DEFAULT_SEED
+    n_nodes: int,
+    trials: int,
+    faults: Faults,
+    slow_ratio: float = 0.5,
+    seed: int = DEFAULT_SEED,
+    quiet_ratio: float = QUIET_SLOW_RATIO,
 ) -> list[Trial]:
-    return [run_trial(n_nodes, faults, slow_ratio, trial_seed(seed, n_nodes, t)) for t in range(trials)]
+    seeds = [trial_seed(seed, n_nodes, t) for t in range(trials)]
+    return [run_trial(n_nodes, faults, slow_ratio, s, quiet_ratio) for s in seeds]
 
 
 def default_trials(n_nodes: int) -> int:
@@ -228,6 +295,8 @@ def table_row(n_nodes: int, trials: Sequence[Trial], round_s: float) -> str:
     rounds = [t.rounds for t in trials]
     injected_nodes = sum(len(t.slow_nodes) for t in trials)
     injected_links = sum(len(t.slow_links) for t in trials)
+    injected_groups = sum(len(t.cut_groups) for t in trials)
+    named = sum(len(t.named_nodes) + len(t.named_links) + len(t.named_groups) for t in trials)
     cells = [
         f"{n_nodes:,}",
         launcher_mode(n_nodes),
@@ -238,16 +307,19 @@ def table_row(n_nodes: int, trials: Sequence[Trial], round_s: float) -> str:
         _share(sum(len(t.named_nodes & t.slow_nodes) for t in trials), injected_nodes),
         _share(sum(t.links_tested for t in trials), injected_links),
         _share(sum(len(t.named_links & t.slow_links) for t in trials), injected_links),
+        _share(sum(len(t.named_groups & t.cut_groups) for t in trials), injected_groups),
         _share(sum(t.exact for t in trials), len(trials)),
         f"{statistics.mean(t.false_culprits for t in trials):.3f}",
+        _share(named - sum(t.false_culprits for t in trials), named),
     ]
     return "| " + " | ".join(cells) + " |"
 
 
 HEADER = (
     "| nodes | plan | trials | rounds: first + re-test | pair tests | time at {round_s:g} s/round "
-    "| slow nodes named | slow links tested | slow links named | exact | false culprits/run |\n"
-    "|---:|---|---:|---|---:|---|---:|---:|---:|---:|---:|"
+    "| slow nodes named | slow links tested | slow links named | cut groups named | exact "
+    "| false culprits/run | precision |\n"
+    "|---:|---|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|"
 )
 
 
@@ -260,7 +332,9 @@ def misses(trials: Iterable[Trial], limit: int) -> list[str]:
     for t in sorted((t for t in trials if not t.exact), key=lambda t: -t.false_culprits):
         lines.append(
             f"  seed {t.seed}: slow nodes {sorted(t.slow_nodes)}, links {sorted(t.slow_links)} "
-            f"({t.links_tested} tested); named nodes {sorted(t.named_nodes)}, links {sorted(t.named_links)}"
+            f"({t.links_tested} tested), groups {[sorted(g) for g in t.cut_groups]}; named nodes "
+            f"{sorted(t.named_nodes)}, links {sorted(t.named_links)}, "
+            f"groups {[sorted(g) for g in t.named_groups]}"
         )
         if len(lines) == limit:
             break
@@ -281,7 +355,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--links-on-plan", action="store_true", help="slow links only on first-wave pairs")
     parser.add_argument("--noise", type=float, default=Faults.noise, help="±fraction per measurement")
     parser.add_argument("--healthy-gbps", type=float, default=HEALTHY_GBPS)
+    parser.add_argument("--cut-groups", type=int, default=Faults.cut_groups, help="groups cut off the rest")
+    parser.add_argument("--group-size", type=int, default=Faults.group_size)
+    parser.add_argument("--cut-factor", type=float, default=Faults.cut_factor)
     parser.add_argument("--slow-ratio", type=float, default=AllreduceSection().slow_ratio)
+    parser.add_argument("--quiet-slow-ratio", type=float, default=AllreduceSection().quiet_slow_ratio)
     parser.add_argument("--round-s", type=float, default=ROUND_S, help="seconds per round of pair tests")
     parser.add_argument("--misses", type=int, default=0, help="show up to N inexact trials per size")
     args = parser.parse_args(argv)
@@ -293,20 +371,26 @@ def main(argv: Sequence[str] | None = None) -> None:
         noise=args.noise,
         healthy_gbps=args.healthy_gbps,
         links_on_plan=args.links_on_plan,
+        cut_groups=args.cut_groups,
+        group_size=args.group_size,
+        cut_factor=args.cut_factor,
     )
     started = time.perf_counter()
     print(HEADER.format(round_s=args.round_s))
     shown: list[str] = []
     for n_nodes in args.nodes:
-        trials = simulate(n_nodes, args.trials or default_trials(n_nodes), faults, args.slow_ratio, args.seed)
+        count = args.trials or default_trials(n_nodes)
+        trials = simulate(n_nodes, count, faults, args.slow_ratio, args.seed, args.quiet_slow_ratio)
         print(table_row(n_nodes, trials, args.round_s), flush=True)
         found = misses(trials, args.misses)
         if found:
             shown += [f"{n_nodes:,} nodes, not named exactly:", *found]
     print(
-        f"\n{faults.describe()}; slow below {args.slow_ratio:g}x the typical pair. Trial t at n nodes is "
-        f'seeded "{args.seed}:n:t" (--seed {args.seed}). Slow nodes/links named: share of those injected; '
-        "exact: runs naming exactly the injected nodes and links."
+        f"\n{faults.describe()}; slow below the healthy pairs' median minus {SPREAD_SIGMAS:g} robust "
+        f"standard deviations, at most {args.quiet_slow_ratio:g}x it and at least {args.slow_ratio:g}x the "
+        f'typical pair. Trial t at n nodes is seeded "{args.seed}:n:t" (--seed {args.seed}). Slow '
+        "nodes/links/groups named: share of those injected; exact: runs naming exactly what was "
+        "injected; precision: share of the named culprits that were injected."
     )
     for line in shown:
         print(line)

@@ -37,8 +37,10 @@ from preflight.inventory import (
 )
 from preflight.jobenv import job_environment
 from preflight.model import RunReport
+from preflight.profiles import QUICK_CHECKS, Profile, apply_profile, expected_duration_s
 from preflight.registry import all_checks, select_checks
 from preflight.runner import RunRequest, execute
+from preflight.topology import load_topology
 from preflight.transport.srun import SrunSettings, allocation_inventory, in_allocation
 from preflight.transport.ssh import KnownHosts, SshSettings
 from preflight.units import parse_size
@@ -159,6 +161,27 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         metavar="N",
         help="pass when at least N nodes are good (the bad ones are named, and left out of --good-hosts)",
+    )
+    profile = check.add_mutually_exclusive_group()
+    profile.add_argument(
+        "--quick",
+        action="store_const",
+        const="quick",
+        dest="profile",
+        help="facts, versions, ports and a short all-reduce (no pair tests, no DDP)",
+    )
+    profile.add_argument(
+        "--deep",
+        action="store_const",
+        const="deep",
+        dest="profile",
+        help="a longer sweep, every pair tested, more DDP steps",
+    )
+    check.add_argument(
+        "--topology",
+        type=Path,
+        metavar="FILE",
+        help="Slurm topology.conf: names the switch behind slow traffic between node sets",
     )
     _add_outputs(check)
 
@@ -313,12 +336,18 @@ def _check(args: argparse.Namespace) -> ExitCode:
     if config.run.fanout < 1:
         raise UsageError("--fanout must be at least 1")
     config = _with_surroundings(config, args)
+    profile: Profile = args.profile or "standard"
+    config = apply_profile(config, profile)
+    only = args.only or (list(QUICK_CHECKS) if profile == "quick" else None)
+    topology = args.topology or (Path(config.run.topology) if config.run.topology else None)
+    if topology is not None:
+        config = dataclasses.replace(config, switch_of=load_topology(topology))
     baseline = None
     if args.baseline is not None:
         from reports.json_report import load
 
         baseline = load(args.baseline)
-    checks = select_checks(args.only, args.skip, has_baseline=baseline is not None)
+    checks = select_checks(only, args.skip, has_baseline=baseline is not None)
     if args.local:
         between = [c.name for c in checks if not c.node_local and c.name in (args.only or ())]
         if between:
@@ -349,7 +378,14 @@ def _check(args: argparse.Namespace) -> ExitCode:
             resolve_jump=jumps,
         )
     progress_console, summary = _consoles(args.json == "-")
-    progress = None if args.quiet or args.local else LiveProgress(progress_console)
+    expected_s = expected_duration_s(config, len(hosts), [c.name for c in checks])
+    if not args.quiet and not args.local:
+        progress_console.print(
+            f"{profile} profile, {len(hosts)} host{'s' if len(hosts) != 1 else ''}: "
+            f"expected to take about {expected_s:.0f} s",
+            highlight=False,
+        )
+    progress = None if args.quiet or args.local else LiveProgress(progress_console, expected_s=expected_s)
     request = RunRequest(
         hosts=hosts,
         config=config,

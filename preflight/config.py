@@ -32,6 +32,8 @@ class RunSection:
     probe_timeout_s: float = 60.0
     fanout: int = 64
     port: int = 29500
+    # A Slurm topology.conf (SwitchName=... Nodes=...): names the switch behind a cut.
+    topology: str = ""
 
 
 @dataclass(frozen=True)
@@ -87,8 +89,12 @@ class AllreduceSection:
     pair_budget_s: float = 2.0
     warmup_iters: int = 5
     iters: int = 20
-    # A pair below this fraction of the median pair's busbw is slow (confirmed by a re-test).
+    # A pair is slow (confirmed by a re-test) below the median of the run's healthy pairs minus
+    # 2.5 robust standard deviations of them: at most quiet_slow_ratio x that median on a quiet
+    # fabric (so a node 20% slow is named), at least slow_ratio x the typical pair on a noisy one.
+    # With fewer than 8 healthy pairs (under 5 nodes) the threshold is slow_ratio alone.
     slow_ratio: float = 0.5
+    quiet_slow_ratio: float = 0.9
     # Absolute floors, GB/s of busbw at the largest size; 0 means none.
     min_busbw_gbps: float = 0.0
     min_pair_busbw_gbps: float = 0.0
@@ -303,6 +309,8 @@ class Config:
     # Expected versions: fact name or package name -> "2.4.0", "2.4" (prefix) or ">=2.4,<2.6".
     expect: Mapping[str, str] = field(default_factory=dict)
     source: str | None = None
+    # Node name -> the leaf switch it hangs off, from a topology file (--topology, [run] topology).
+    switch_of: Mapping[str, str] = field(default_factory=dict)
 
 
 _SECTIONS: dict[str, type[Any]] = {

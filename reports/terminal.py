@@ -7,6 +7,7 @@ and control characters removed. ``NO_COLOR`` and non-terminals are honoured by r
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from collections.abc import Sequence
 
@@ -30,8 +31,11 @@ _SHOWN_ACTIVE_HOSTS = 6
 class LiveProgress:
     """Progress on a console: a live view on terminals, one plain line per event elsewhere."""
 
-    def __init__(self, console: Console) -> None:
+    def __init__(self, console: Console, expected_s: float | None = None) -> None:
         self.console = console
+        # The run's expected duration: a bar with the time left, on terminals.
+        self._expected_s = expected_s
+        self._started = time.monotonic()
         self._lock = threading.Lock()
         self._phases: dict[str, str] = {}
         self._checks: list[tuple[str, list[CheckResult] | None]] = []
@@ -88,6 +92,21 @@ class LiveProgress:
         )
         active = [n for n, p in phases.items() if p in ("connecting", "probing")][:_SHOWN_ACTIVE_HOSTS]
         rows: list[RenderableType] = [bar]
+        if self._expected_s:
+            elapsed = time.monotonic() - self._started
+            left = self._expected_s - elapsed
+            eta = Table.grid(padding=(0, 1))
+            eta.add_row(
+                Text(" "),
+                Text("run  ", style="bold"),
+                ProgressBar(total=self._expected_s, completed=min(elapsed, self._expected_s), width=30),
+                Text(
+                    f"{elapsed:.0f} s, about {left:.0f} s left"
+                    if left >= 1
+                    else f"{elapsed:.0f} s, nearly done"
+                ),
+            )
+            rows.append(eta)
         if active and finished < len(phases):
             rows.append(Text("  " + ", ".join(f"{printable(n)} {phases[n]}" for n in active), style="dim"))
         for name, results in checks:

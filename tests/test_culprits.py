@@ -37,13 +37,15 @@ def simulate(
     slow_links: Mapping[Pair, float] | None = None,
     noise: float = 0.0,
     transient: Mapping[Pair, float] | None = None,
+    busy_retests: float = 1.0,
     seed: int = 0,
     slow_ratio: float = 0.5,
 ) -> tuple[list[dict[str, Any]], list[list[Pair]], list[list[Pair]]]:
     """The measurements of a job on this cluster: first rounds, then the re-tests the job plans.
 
     ``slow_nodes``: node -> factor of its speed; ``slow_links``: pair -> factor; ``transient``:
-    pair -> factor of its first test only (a burst of traffic from someone else).
+    pair -> factor of its first test only (a burst of traffic from someone else); ``busy_retests``:
+    factor of every re-test (the machines or the fabric busy with something else by then).
     """
     rng = random.Random(seed)
     speed = {n: HEALTHY_GBPS * (slow_nodes or {}).get(n, 1.0) for n in range(n_nodes)}
@@ -53,6 +55,8 @@ def simulate(
         busbw = min(speed[a], speed[b]) * (slow_links or {}).get(pair, 1.0)
         if not retest:
             busbw *= (transient or {}).get(pair, 1.0)
+        else:
+            busbw *= busy_retests
         busbw *= 1 + rng.uniform(-noise, noise)
         return {"round": round_index, "nodes": [a, b], "busbw_gbps": busbw, "retest": retest}
 
@@ -97,6 +101,17 @@ def test_the_sparse_plan_puts_every_node_in_a_pair(n_nodes: int) -> None:
     assert rounds[0][0] == (0, n_nodes // 2)
 
 
+def test_with_a_topology_every_sparse_pair_crosses_between_switches() -> None:
+    # Eight leaf switches whose nodes the inventory interleaves: node i hangs off switch i % 8.
+    switches = [f"leaf{i % 8}" for i in range(64)]
+    (pairs,) = plan_rounds(64, "sparse", switches)
+    assert {n for pair in pairs for n in pair} == set(range(64))
+    assert all(switches[a] != switches[b] for a, b in pairs)
+    # Without it, half the pairs would stay inside a switch.
+    (plain,) = plan_rounds(64, "sparse")
+    assert sum(switches[a] == switches[b] for a, b in plain) == 32
+
+
 def test_auto_is_full_up_to_sixteen_nodes_then_sparse() -> None:
     assert plan_rounds(16) == plan_rounds(16, "full")
     assert plan_rounds(17) == plan_rounds(17, "sparse")
@@ -109,7 +124,7 @@ def test_packing_keeps_rounds_disjoint_in_the_given_order() -> None:
 
 
 def test_no_retests_when_every_pair_is_fast() -> None:
-    records, _, retests = simulate(8, noise=0.2, seed=3)
+    records, _, retests = simulate(8, noise=0.05, seed=3)
     assert retests == []
     assert len(records) == 28
 
@@ -175,6 +190,53 @@ def test_noise_of_twenty_percent_is_no_finding(n_nodes: int, seed: int) -> None:
     assert not culprits.confirmed and culprits.unconfirmed == ()
 
 
+def across(left: range, right: range, factor: float) -> dict[Pair, float]:
+    return {(a, b): factor for a in left for b in right}
+
+
+def test_every_pair_slow_between_two_groups_is_one_cut_naming_both_sides() -> None:
+    culprits = judged(4, slow_links=across(range(0, 2), range(2, 4), 0.01), noise=0.05)
+    (group,) = culprits.slow_groups
+    assert group.sides == ((0, 1), (2, 3))
+    assert group.ratio == pytest.approx(0.01, rel=0.2)
+    assert group.inside_gbps == pytest.approx(HEALTHY_GBPS, rel=0.1)
+    assert culprits.slow_links == () and culprits.slow_nodes == () and culprits.unconfirmed == ()
+
+
+def test_a_cut_between_two_racks_of_a_larger_cluster_leaves_a_third_rack_alone() -> None:
+    # Racks 0-3, 4-7, 8-11: only the route between the first two is slow.
+    culprits = judged(12, slow_links=across(range(0, 4), range(4, 8), 0.1), noise=0.1, seed=3)
+    (group,) = culprits.slow_groups
+    assert group.sides == ((0, 1, 2, 3), (4, 5, 6, 7))
+    assert len(group.pairs) == 16
+    assert culprits.slow_links == () and culprits.slow_nodes == ()
+
+
+def test_two_separate_slow_links_are_not_taken_for_a_cut() -> None:
+    culprits = judged(64, slow_links={(5, 37): 0.1, (6, 38): 0.1}, noise=0.1, seed=1)
+    assert culprits.slow_groups == ()
+    assert [link.nodes for link in culprits.slow_links] == [(5, 37), (6, 38)]
+
+
+def test_slow_nodes_are_not_a_group_though_they_are_tested_with_each_other() -> None:
+    culprits = judged(64, slow_nodes={n: 0.1 for n in (3, 4, 5, 6)}, noise=0.1, seed=1)
+    assert [s.node for s in culprits.slow_nodes] == [3, 4, 5, 6] and culprits.slow_groups == ()
+
+
+def test_a_node_twenty_percent_slow_is_named_on_a_quiet_fabric() -> None:
+    culprits = judged(16, slow_nodes={9: 0.8}, noise=0.05, seed=5)
+    assert [s.node for s in culprits.slow_nodes] == [9]
+    assert culprits.threshold_gbps == pytest.approx(0.9 * culprits.healthy_median_gbps)
+
+
+def test_the_threshold_falls_with_the_spread_of_the_healthy_pairs() -> None:
+    quiet = judged(16, noise=0.05, seed=5)
+    noisy = judged(16, noise=0.3, seed=5)
+    assert noisy.threshold_gbps < 0.7 * HEALTHY_GBPS < 0.85 * HEALTHY_GBPS < quiet.threshold_gbps
+    assert noisy.healthy_spread_gbps > 3 * quiet.healthy_spread_gbps
+    assert not noisy.confirmed and not quiet.confirmed
+
+
 def test_a_pair_slow_once_and_fast_on_retest_is_only_a_note() -> None:
     culprits = judged(8, transient={(0, 3): 0.1}, noise=0.05)
     assert not culprits.confirmed
@@ -187,6 +249,15 @@ def test_three_nodes_with_one_slow_node_name_it_though_most_pairs_are_slow() -> 
     culprits = judged(3, slow_nodes={2: 0.02})
     assert [s.node for s in culprits.slow_nodes] == [2]
     assert culprits.median_pair_busbw_gbps < 1.0 < culprits.typical_busbw_gbps
+
+
+def test_a_busy_retest_wave_confirms_no_link_on_a_small_cluster() -> None:
+    # The pair was slow once, and the whole re-test wave ran at 0.45x: so did the control pairs.
+    culprits = judged(3, transient={(1, 2): 0.45}, busy_retests=0.45)
+    assert not culprits.confirmed
+    # A link that is really slow still is, against the same busy wave.
+    culprits = judged(3, slow_links={(1, 2): 0.05}, busy_retests=0.45)
+    assert [link.nodes for link in culprits.slow_links] == [(1, 2)]
 
 
 def test_three_nodes_with_one_slow_link() -> None:
@@ -291,6 +362,24 @@ def test_a_lost_node_is_named_whatever_its_stderr_says() -> None:
     job = replace_node(load_job("worker_killed"), "node3", lost=True, exit_status=None)
     failures = explain_failures(job)
     assert (failures[0].host, failures[0].kind) == ("node3", "lost")
+
+
+def test_a_silent_node_is_named_with_its_last_phase_and_how_long_it_was_silent() -> None:
+    job = replace_node(
+        load_job("worker_killed"), "node3", lost=True, exit_status=None, silent_s=10.4, last_phase="allreduce"
+    )
+    failures = explain_failures(job)
+    assert (failures[0].host, failures[0].kind) == ("node3", "lost")
+    assert failures[0].reason == (
+        "went silent in the allreduce phase: no heartbeat for 10.4 s "
+        "(its link is down, or its processes are stopped or hung)"
+    )
+
+
+def test_heartbeat_lines_are_never_quoted_as_the_error() -> None:
+    stderr = 'RuntimeError: boom\nPREFLIGHT-JOB-BEAT {"phase": "ddp", "rank": 1}\n'
+    assert last_error_line(stderr) == "RuntimeError: boom"
+    assert last_error_line('PREFLIGHT-JOB-BEAT {"phase": "ddp", "rank": 1}\n') is None
 
 
 def test_the_quoted_line_is_the_last_exception_without_rank_or_source_prefixes() -> None:

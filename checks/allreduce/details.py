@@ -65,6 +65,10 @@ class AllreduceDetails(TypedDict):
     typical_pair_busbw_gbps: NotRequired[float]
     median_pair_busbw_gbps: NotRequired[float]
     slow_threshold_gbps: NotRequired[float]
+    # The healthy first tests the threshold adapted to: their center, spread and count.
+    healthy_pair_busbw_gbps: NotRequired[float]
+    healthy_spread_gbps: NotRequired[float]
+    healthy_pairs: NotRequired[int]
     node_ratio: NotRequired[dict[str, float]]
     unconfirmed: NotRequired[list[UnconfirmedPair]]
     transport: NotRequired[dict[str, str]]  # one line per node (transport_text)

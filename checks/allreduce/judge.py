@@ -13,7 +13,7 @@ from checks.allreduce.details import NAME, PHASE, AllreduceDetails, PairTest, Sw
 from checks.allreduce.nccl_runtime import loaded_nccl_results, loaded_versions
 from checks.job.nccl_log import NcclTransport, parse_nccl_log
 from checks.job.outcome import JobOutcome, node_names
-from checks.job.pairs import Culprits, name_culprits
+from checks.job.pairs import Culprits, SlowGroup, name_culprits
 from checks.job.phase import read_phase
 from preflight.config import Config
 from preflight.model import CheckResult
@@ -78,8 +78,45 @@ def _sweep_results(
 # --------------------------------------------------------------------------- pairs
 
 
+def _hostname(node_facts: Mapping[str, Mapping[str, Any]], name: str) -> str:
+    return str((node_facts.get(name) or {}).get("hostname") or "")
+
+
+def _group_result(
+    group: SlowGroup, names: Sequence[str], typical: float, switches: Mapping[str, str]
+) -> CheckResult:
+    """One finding for a cut between two node sets, naming the switches when a topology says them."""
+    left, right = ([_name(names, n) for n in side] for side in group.sides)
+    inside = (
+        f"inside each group it is normal ({gbps(group.inside_gbps)} GB/s)"
+        if group.inside_gbps > 0
+        else "inside each group it was not slow"
+    )
+    where = "a switch uplink or route between them"
+    left_switches = sorted({switches[h] for h in left if h in switches})
+    right_switches = sorted({switches[h] for h in right if h in switches})
+    if switches and len(left_switches) == 1 and left_switches != right_switches:
+        where = f"the uplink of switch {left_switches[0]} or the route from it"
+    elif switches and len(right_switches) == 1 and left_switches != right_switches:
+        where = f"the uplink of switch {right_switches[0]} or the route from it"
+    summary = (
+        f"traffic between {fold(left)} and {fold(right)} runs at {ratio(group.ratio)} the typical pair "
+        f"({gbps(group.busbw_gbps)} vs {gbps(typical)} GB/s busbw over {len(group.pairs)} pairs, "
+        f"confirmed by a re-test); {inside}: {where}"
+    )
+    details = {
+        "groups": [left, right],
+        "busbw_gbps": group.busbw_gbps,
+        "ratio": group.ratio,
+        "inside_gbps": group.inside_gbps,
+        "pairs": [_link(names, p) for p in group.pairs],
+        "switches": [left_switches, right_switches],
+    }
+    return CheckResult(NAME, "fail", summary, (*left, *right), details)
+
+
 def _pair_results(
-    culprits: Culprits, names: Sequence[str], config: Config
+    culprits: Culprits, names: Sequence[str], config: Config, switches: Mapping[str, str]
 ) -> tuple[list[CheckResult], list[str]]:
     """Failures for confirmed slow nodes, slow links and pairs under the floor; notes for a pass."""
     typical = culprits.typical_busbw_gbps
@@ -93,6 +130,8 @@ def _pair_results(
         )
         details = {"node": host, "busbw_gbps": slow.busbw_gbps, "ratio": slow.ratio, "partners": partners}
         results.append(CheckResult(NAME, "fail", summary, (host,), details))
+    for group in culprits.slow_groups:
+        results.append(_group_result(group, names, typical, switches))
     for link in culprits.slow_links:
         hosts = (_name(names, link.nodes[0]), _name(names, link.nodes[1]))
         summary = (
@@ -151,6 +190,9 @@ def _add_pair_tables(
     details["typical_pair_busbw_gbps"] = culprits.typical_busbw_gbps
     details["median_pair_busbw_gbps"] = culprits.median_pair_busbw_gbps
     details["slow_threshold_gbps"] = culprits.threshold_gbps
+    details["healthy_pair_busbw_gbps"] = culprits.healthy_median_gbps
+    details["healthy_spread_gbps"] = culprits.healthy_spread_gbps
+    details["healthy_pairs"] = culprits.healthy_pairs
     details["node_ratio"] = {_name(names, n): r for n, r in culprits.node_ratio.items()}
     details["unconfirmed"] = [
         {"link": _link(names, u.nodes), "first_gbps": u.first_gbps, "retest_gbps": list(u.retest_gbps),
@@ -267,9 +309,18 @@ def judge_allreduce(
     pair_headline = None
     if pairs:
         culprits = name_culprits(
-            pairs, n_nodes, config.allreduce.slow_ratio, config.allreduce.min_pair_busbw_gbps
+            pairs,
+            n_nodes,
+            config.allreduce.slow_ratio,
+            config.allreduce.min_pair_busbw_gbps,
+            config.allreduce.quiet_slow_ratio,
         )
-        pair_findings, notes = _pair_results(culprits, names, config)
+        switches = {
+            name: switch
+            for name in names
+            if (switch := config.switch_of.get(name) or config.switch_of.get(_hostname(node_facts, name)))
+        }
+        pair_findings, notes = _pair_results(culprits, names, config, switches)
         results.extend(pair_findings)
         ratios = list(culprits.node_ratio.values()) or [0.0]
         first = [p for p in pairs if not p.get("retest")]

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from checks.job.node import PHASE_MARKER, RANK_MARKER, marked_lines
+from checks.job.node import BEAT_MARKER, PHASE_MARKER, RANK_MARKER, marked_lines
 from checks.job.outcome import JobOutcome, NodeOutcome
 from preflight.model import CheckResult
 from preflight.nodeset import fold
@@ -67,6 +67,8 @@ _NOISE_RE = re.compile(
     + re.escape(RANK_MARKER)
     + "|"
     + re.escape(PHASE_MARKER)
+    + "|"
+    + re.escape(BEAT_MARKER)
 )
 
 
@@ -159,6 +161,13 @@ def _never_joined(stderr: str) -> str | None:
 def _diagnose(node: NodeOutcome, hosts: Mapping[int, str]) -> NodeFailure:
     """What one failed node's outcome and stderr say happened to it."""
     stderr = node.stderr
+    if node.lost and node.silent_s is not None:
+        phase = f"in the {node.last_phase} phase" if node.last_phase else "during the job"
+        reason = (
+            f"went silent {phase}: no heartbeat for {node.silent_s:g} s "
+            "(its link is down, or its processes are stopped or hung)"
+        )
+        return NodeFailure(node.host, "lost", reason, True)
     if node.lost:
         return NodeFailure(node.host, "lost", "stopped answering during the job", True)
     unreachable = _never_joined(stderr)
@@ -268,7 +277,7 @@ def _failure_summary(failures: Sequence[NodeFailure]) -> str:
     first = failures[0]
     hosts = fold([f.host for f in failures])
     if first.kind == "lost":
-        return f"{hosts} stopped answering during the job"
+        return f"{hosts} {first.reason}"
     if first.kind == "never_joined":
         return f"{hosts} never joined: {first.reason}"
     if first.kind == "hung":
@@ -313,6 +322,11 @@ def job_results(check: str, outcome: JobOutcome, phase: str) -> list[CheckResult
         "phases_reached": phases_reached(outcome),
         "exit_status": {n.host: n.exit_status for n in outcome.nodes},
     }
+    silent = {
+        n.host: {"silent_s": n.silent_s, "last_phase": n.last_phase} for n in outcome.nodes if n.silent_s
+    }
+    if silent:
+        details["silent"] = silent
     groups: dict[tuple[str, str], list[NodeFailure]] = {}
     for failure in culprits:
         groups.setdefault((failure.kind, failure.reason if failure.kind != "lost" else ""), []).append(

@@ -21,7 +21,7 @@ from typing import Any
 from checks import ports
 from checks.job.layout import decide_devices, socket_environment, socket_interface
 from checks.job.nccl_log import parse_nccl_log
-from checks.job.node import parse_result_line
+from checks.job.node import BEAT_INTERVAL_S, BEAT_MARKER, marked_lines, parse_result_line
 from checks.job.outcome import JOB_PHASES, JobNotRun, JobOutcome, NodeOutcome
 from checks.job.pairs import plan_rounds
 from preflight.check import CheckContext, HostSession, Probe
@@ -58,6 +58,9 @@ STARTUP_S = 40.0
 DDP_S = 20.0
 # After the first node fails, the others get this long to fail (and say why) on their own.
 FAILURE_GRACE_S = 3.0
+# A node that sent nothing for this long (heartbeats come every BEAT_INTERVAL_S) is silent.
+SILENCE_S = 5 * BEAT_INTERVAL_S
+_BEAT_LINE_RE = re.compile(rb"^[^\n]*" + re.escape(BEAT_MARKER.encode()) + rb"[^\n]*\n", re.MULTILINE)
 STDERR_HEAD = 48_000
 STDERR_TAIL = 16_000
 # gloo between CPU nodes reaches its plateau by a few MiB; a GPU fabric needs large messages.
@@ -109,6 +112,8 @@ def _routes(ctx: CheckContext, sessions: Sequence[HostSession], master_address: 
 def _job_args(ctx: CheckContext, phases: tuple[str, ...], names: list[str], gpu: bool) -> dict[str, Any]:
     cfg = ctx.config.allreduce
     n = len(names)
+    switch_of = ctx.config.switch_of
+    switches = [switch_of.get(name, "") for name in names] if switch_of else None
     pairwise = cfg.pairwise == "always" or (cfg.pairwise == "auto" and n >= 3)
     return {
         "phases": list(phases),
@@ -125,8 +130,9 @@ def _job_args(ctx: CheckContext, phases: tuple[str, ...], names: list[str], gpu:
             "warmup_iters": cfg.warmup_iters,
             "iters": cfg.iters,
             "slow_ratio": cfg.slow_ratio,
+            "quiet_slow_ratio": cfg.quiet_slow_ratio,
             "pairwise": pairwise and n >= 2,
-            "rounds": plan_rounds(n, cfg.pair_plan) if pairwise and n >= 2 else [],
+            "rounds": plan_rounds(n, cfg.pair_plan, switches) if pairwise and n >= 2 else [],
         },
         "ddp": {"steps": ctx.config.ddp.steps},
     }
@@ -281,6 +287,8 @@ def _watch(
     running = dict(processes)
     first_failure: float | None = time.monotonic() if failures else None
     finished: dict[str, Any] = {}
+    listening = _Silence(running)
+    silent: dict[str, tuple[float, str | None]] = {}
     while running and not deadline.expired:
         for name, process in list(running.items()):
             if not process.running(0.02):
@@ -291,8 +299,11 @@ def _watch(
                     first_failure = time.monotonic()
         if first_failure is not None and time.monotonic() - first_failure > FAILURE_GRACE_S:
             break
+        silent = listening.silent(running)
+        if silent:
+            break  # no grace: the silent node cannot say more, and the others only wait for it
         time.sleep(0.05)
-    timed_out = deadline.expired
+    timed_out = deadline.expired and not silent
     # End what is still running, all at once: a lost node's kill may take a while to give up.
     transports = {s.spec.name: s.transport for s in sessions}
 
@@ -316,18 +327,58 @@ def _watch(
             continue
         result = finished[name]
         killed = name in running
+        quiet_s, last_phase = silent.get(name, (None, None))
         outcomes[name] = _Watched(
             host=name,
             node_rank=rank,
             exit_status=result.exit_status,
             timed_out=killed and timed_out,
-            lost=name in lost or (result.exit_status is None and not killed),
-            killed=killed and not timed_out and name not in lost,
-            stderr=_cap(result.stderr),
+            lost=name in lost or name in silent or (result.exit_status is None and not killed),
+            killed=killed and not timed_out and name not in lost and name not in silent,
+            stderr=_cap(_BEAT_LINE_RE.sub(b"", result.stderr)),
             nccl=parse_nccl_log(result.stderr.decode("utf-8", "replace")),
             stdout=result.stdout,
+            silent_s=quiet_s,
+            last_phase=last_phase,
         )
     return outcomes
+
+
+class _Silence:
+    """Which nodes have stopped talking: every rank writes a heartbeat every few seconds, so a node
+    heard from once and then from no more for SILENCE_S, while another node was heard from lately,
+    is cut off or stopped (a hang is named in seconds, whatever the run's deadline)."""
+
+    def __init__(self, processes: Mapping[str, RemoteProcess]) -> None:
+        now = time.monotonic()
+        self.received = {name: p.received_bytes for name, p in processes.items()}
+        self.heard = dict.fromkeys(processes, now)
+        self.beating: set[str] = set()
+
+    def silent(self, running: Mapping[str, RemoteProcess]) -> dict[str, tuple[float, str | None]]:
+        """Running nodes silent too long: name -> (seconds silent, the phase of its last heartbeat)."""
+        now = time.monotonic()
+        for name, process in running.items():
+            received = process.received_bytes
+            if received != self.received[name]:
+                self.received[name] = received
+                self.heard[name] = now
+                if name not in self.beating and process.stderr_contains(BEAT_MARKER.encode()):
+                    self.beating.add(name)
+        talking = any(now - self.heard[n] < SILENCE_S / 2 for n in running)
+        if not talking:
+            return {}  # nobody is heard from: the controller itself may be stalled
+        return {
+            name: (round(now - self.heard[name], 1), _last_phase(running[name].stderr_so_far))
+            for name in running
+            if name in self.beating and now - self.heard[name] >= SILENCE_S
+        }
+
+
+def _last_phase(stderr: bytes) -> str | None:
+    beats = marked_lines(stderr[-16_000:].decode("utf-8", "replace"), BEAT_MARKER)
+    phase = beats[-1].get("phase") if beats else None
+    return str(phase) if phase else None
 
 
 def _remove_tmpdir(transport: Transport | None, stderr: bytes) -> None:

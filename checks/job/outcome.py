@@ -30,6 +30,10 @@ class NodeOutcome:
     stderr: str  # the node's stderr (torchrun, NCCL_DEBUG lines, tracebacks), capped
     # What NCCL's log said, parsed from the whole stream before it was capped (None: not parsed).
     nccl: NcclTransport | None = None
+    # Seconds without a heartbeat when preflight gave up on the node (None: it never went silent),
+    # and the phase its last heartbeat named.
+    silent_s: float | None = None
+    last_phase: str | None = None
 
     @property
     def ok(self) -> bool:

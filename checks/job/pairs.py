@@ -6,24 +6,33 @@ and fast, for the judge and for simulations of 64 to 4,096 nodes.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from checks.job.node import (
+    CONTROL_PAIRS,
+    QUIET_SLOW_RATIO,
+    SPREAD_SIGMAS,
     first_busbw,
     node_best,
     pack_rounds,
     pair_key,
     retest_plan,
+    retest_threshold,
+    robust_spread,
     slow_pairs,
+    spread_threshold,
     typical_busbw,
 )
 
 __all__ = [
     "FULL_PLAN_MAX_NODES",
+    "QUIET_SLOW_RATIO",
+    "SPREAD_SIGMAS",
     "Culprits",
     "Pair",
+    "SlowGroup",
     "SlowLink",
     "SlowNode",
     "Unconfirmed",
@@ -34,11 +43,16 @@ __all__ = [
     "pair_key",
     "plan_rounds",
     "retest_plan",
+    "retest_threshold",
     "slow_pairs",
     "typical_busbw",
 ]
 
 Pair = tuple[int, int]
+# See name_culprits: a pair clears its nodes (is fast) this many robust standard deviations below
+# the median or above; what a finding blames is slow on average this many below it.
+FAST_SIGMAS = 1.0
+CONFIRM_SIGMAS = 2.5
 PlanMode = Literal["full", "sparse", "auto"]
 
 # Up to this many nodes every pair is tested (n-1 rounds); beyond, one round covers every node.
@@ -78,21 +92,30 @@ def _half_offset(n_nodes: int) -> list[list[Pair]]:
     return rounds
 
 
-def plan_rounds(n_nodes: int, mode: PlanMode = "auto") -> list[list[Pair]]:
+def plan_rounds(
+    n_nodes: int, mode: PlanMode = "auto", switches: Sequence[str] | None = None
+) -> list[list[Pair]]:
     """Rounds of disjoint node pairs (by node rank) for the pair tests.
 
     ``full``: every pair once (the complete pair matrix) in n-1 rounds, n when n is odd.
     ``sparse``: every node in one pair, in one round (plus a one-pair round for an odd node).
     ``auto``: full up to ``FULL_PLAN_MAX_NODES`` nodes, sparse beyond.
+    ``switches`` (each node's switch, from a topology file) orders the sparse plan by switch, so
+    that every pair crosses between switches wherever the inventory lists the nodes.
     """
     if n_nodes < 2:
         return []
     if mode == "auto":
         mode = "full" if n_nodes <= FULL_PLAN_MAX_NODES else "sparse"
-    return _round_robin(n_nodes) if mode == "full" else _half_offset(n_nodes)
+    if mode == "full":
+        return _round_robin(n_nodes)
+    if not switches:
+        return _half_offset(n_nodes)
+    order = sorted(range(n_nodes), key=lambda node: (switches[node], node))
+    return [sorted(pair_key(order[a], order[b]) for a, b in pairs) for pairs in _half_offset(n_nodes)]
 
 
-# --------------------------------------------------------------------------- slow nodes and links
+# --------------------------------------------------------------------------- slow nodes, links, groups
 
 
 @dataclass(frozen=True)
@@ -117,6 +140,18 @@ class SlowLink:
 
 
 @dataclass(frozen=True)
+class SlowGroup:
+    """Two sets of nodes, each fast inside, whose every tested pair across is slow: a cut between
+    them (a switch uplink, a route), one finding instead of one slow link per pair."""
+
+    sides: tuple[tuple[int, ...], tuple[int, ...]]
+    busbw_gbps: float  # the median over the pairs across of each pair's best measurement
+    ratio: float
+    inside_gbps: float  # the median pair inside the sides (0.0 when none was tested)
+    pairs: tuple[Pair, ...]
+
+
+@dataclass(frozen=True)
 class Unconfirmed:
     """A pair slow in its first test that no re-test confirmed: a note, not a failure."""
 
@@ -130,7 +165,7 @@ class Unconfirmed:
 class Culprits:
     typical_busbw_gbps: float  # the median over nodes of each node's best first-test pair
     median_pair_busbw_gbps: float  # the plain median of the first tests, for reference
-    threshold_gbps: float  # slow_ratio x typical
+    threshold_gbps: float  # below it a pair is slow (slow_threshold: adapts to the spread)
     slow_nodes: tuple[SlowNode, ...] = ()
     slow_links: tuple[SlowLink, ...] = ()
     unconfirmed: tuple[Unconfirmed, ...] = ()
@@ -138,10 +173,297 @@ class Culprits:
     below_floor: tuple[tuple[Pair, float], ...] = ()
     # Each node's best measurement over the typical pair: 1.0 is the median node.
     node_ratio: Mapping[int, float] = field(default_factory=dict)
+    slow_groups: tuple[SlowGroup, ...] = ()
+    # The healthy first tests: their median and robust standard deviation (what the threshold
+    # adapted to), and how many there were.
+    healthy_median_gbps: float = 0.0
+    healthy_spread_gbps: float = 0.0
+    healthy_pairs: int = 0
 
     @property
     def confirmed(self) -> bool:
-        return bool(self.slow_nodes or self.slow_links)
+        return bool(self.slow_nodes or self.slow_links or self.slow_groups)
+
+
+class _Sides:
+    """Union-find over node ranks: the sets of nodes that are fast with each other."""
+
+    def __init__(self) -> None:
+        self.parent: dict[int, int] = {}
+
+    def find(self, node: int) -> int:
+        root = self.parent.setdefault(node, node)
+        while root != self.parent[root]:
+            root = self.parent[root]
+        while self.parent[node] != root:
+            self.parent[node], node = root, self.parent[node]
+        return root
+
+    def join(self, a: int, b: int) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.parent[max(ra, rb)] = min(ra, rb)
+
+    def members(self) -> dict[int, list[int]]:
+        found: dict[int, list[int]] = {}
+        for node in sorted(self.parent):
+            found.setdefault(self.find(node), []).append(node)
+        return found
+
+
+def _complete(side: Sequence[int], across: Sequence[Pair]) -> bool:
+    """Every node of ``side`` slow with two or more partners across: what tells a cut between two
+    sets from as many separate slow links, one per node."""
+    partners: dict[int, set[int]] = {node: set() for node in side}
+    for a, b in across:
+        if a in partners:
+            partners[a].add(b)
+        if b in partners:
+            partners[b].add(a)
+    return all(len(found) >= 2 for found in partners.values())
+
+
+def _slow_groups(
+    measured: Mapping[Pair, list[float]],
+    blamed: Callable[[Sequence[float]], bool],
+    join: float,
+    fast: float,
+    excluded: set[int],
+    typical: float,
+) -> list[SlowGroup]:
+    """Cuts between node sets: the nodes of the pairs slow in every measurement (nodes slow with
+    every partner left out) are joined into sides by their pairs among themselves that are not
+    slow (``join`` and up); two sides of two or more nodes with two or more slow pairs between
+    them, one re-tested, are a cut when every node of one side is slow with two or more partners
+    outside it. Nodes slow with one side of a cut and fast (``fast`` and up) with none of it join
+    the other side."""
+    slow = {pair: values for pair, values in measured.items() if blamed(values) and not excluded & set(pair)}
+    suspects = {n for pair in slow for n in pair}
+    sides = _Sides()
+    for node in suspects:
+        sides.find(node)
+    for (a, b), values in measured.items():
+        if a in suspects and b in suspects and max(values) >= join:
+            sides.join(a, b)
+    members = sides.members()
+    across: dict[Pair, list[Pair]] = {}
+    leaving: dict[int, list[Pair]] = {}  # side -> its slow pairs with any node outside it
+    for a, b in slow:
+        ra, rb = sides.find(a), sides.find(b)
+        if ra != rb:
+            across.setdefault(pair_key(ra, rb), []).append((a, b))
+            leaving.setdefault(ra, []).append((a, b))
+            leaving.setdefault(rb, []).append((a, b))
+    cuts: list[tuple[set[int], set[int], list[Pair]]] = []
+    for (ra, rb), pairs in sorted(across.items(), key=lambda item: (-len(item[1]), item[0])):
+        if len(members[ra]) < 2 or len(members[rb]) < 2 or len(pairs) < 2:
+            continue
+        if not any(len(measured[p]) >= 2 for p in pairs):
+            continue  # no pair across was re-tested: not confirmed
+        if not any(_complete(members[root], leaving[root]) for root in (ra, rb)):
+            continue  # each node slow with one partner across only: slow links, not a cut
+        for own, other, cut_pairs in cuts:
+            if ra in own or rb in own:  # one more set cut off from the same side
+                near, far = (ra, rb) if ra in own else (rb, ra)
+                own.update(members[near])
+                other.update(members[far])
+                cut_pairs.extend(pairs)
+                break
+        else:
+            cuts.append((set(members[ra]), set(members[rb]), list(pairs)))
+    groups: list[SlowGroup] = []
+    for own, other, cut_pairs in cuts:
+        for a, b in sorted(slow):
+            if (a, b) in cut_pairs:
+                continue
+            for side, opposite in ((own, other), (other, own)):
+                lone = b if a in side else a if b in side else None
+                if lone is None or lone in opposite or lone in side:
+                    continue
+                if not any(max(v) >= fast for p, v in measured.items() if lone in p and set(p) & side):
+                    opposite.add(lone)
+                    cut_pairs.append((a, b))
+                    break
+        inside = [
+            max(values)
+            for (a, b), values in measured.items()
+            if ({a, b} <= own or {a, b} <= other) and max(values) >= fast
+        ]
+        best = float(statistics.median(max(measured[p]) for p in cut_pairs))
+        left, right = sorted(own), sorted(other)
+        groups.append(
+            SlowGroup(
+                sides=(tuple(left), tuple(right)) if left < right else (tuple(right), tuple(left)),
+                busbw_gbps=best,
+                ratio=best / typical if typical > 0 else 0.0,
+                inside_gbps=float(statistics.median(inside)) if inside else 0.0,
+                pairs=tuple(sorted(set(cut_pairs))),
+            )
+        )
+    return groups
+
+
+@dataclass(frozen=True)
+class _Evidence:
+    """Every measurement of a job's pair tests, arranged for naming."""
+
+    first: Mapping[Pair, float]
+    retests: Mapping[Pair, list[float]]
+    measured: Mapping[Pair, list[float]]  # first test and re-tests of every pair
+    seen: Mapping[int, list[tuple[int, float, bool]]]  # node -> (partner, busbw, retest)
+    typical: float
+
+    @classmethod
+    def of(cls, records: Sequence[Mapping[str, Any]]) -> _Evidence:
+        first = first_busbw(records)
+        retests: dict[Pair, list[float]] = {}
+        for record in records:
+            if record.get("retest"):
+                a, b = record["nodes"]
+                retests.setdefault(pair_key(int(a), int(b)), []).append(float(record["busbw_gbps"]))
+        measured: dict[Pair, list[float]] = {pair: [busbw] for pair, busbw in first.items()}
+        for pair, values in retests.items():
+            measured.setdefault(pair, []).extend(values)
+        seen: dict[int, list[tuple[int, float, bool]]] = {}
+        for (a, b), busbw in first.items():
+            seen.setdefault(a, []).append((b, busbw, False))
+            seen.setdefault(b, []).append((a, busbw, False))
+        for (a, b), values in retests.items():
+            for busbw in values:
+                seen.setdefault(a, []).append((b, busbw, True))
+                seen.setdefault(b, []).append((a, busbw, True))
+        return cls(first, retests, measured, seen, typical_busbw(first))
+
+    def ratio(self, busbw: float) -> float:
+        return busbw / self.typical if self.typical > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class _Named:
+    threshold: float
+    slow_nodes: tuple[SlowNode, ...]
+    slow_groups: tuple[SlowGroup, ...]
+    slow_links: tuple[SlowLink, ...]
+    unconfirmed: tuple[Unconfirmed, ...]
+
+    def blamed_pairs(self, evidence: _Evidence) -> set[Pair]:
+        """Every pair a finding explains: the slow nodes' pairs, the cuts' and the links'."""
+        nodes = {s.node for s in self.slow_nodes}
+        pairs = {p for p in evidence.measured if nodes & set(p)}
+        pairs.update(p for g in self.slow_groups for p in g.pairs)
+        pairs.update(link.nodes for link in self.slow_links)
+        return pairs
+
+
+def _busy_retests_scaled(evidence: _Evidence, threshold: float) -> _Evidence:
+    """The evidence with its re-tests scaled back by how much slower the control pairs (fast in the
+    first wave, re-tested on small clusters) ran in the re-test wave: a wave slowed by a busy
+    fabric or busy machines blames no link. Only ever scaled up, never down."""
+    ratios = [
+        values[0] / evidence.first[pair]
+        for pair, values in evidence.retests.items()
+        if evidence.first.get(pair, 0.0) >= threshold > 0 and values
+    ]
+    if len(ratios) < CONTROL_PAIRS or statistics.median(ratios) >= 1.0:
+        return evidence
+    factor = float(statistics.median(ratios))
+    retests = {pair: [v / factor for v in values] for pair, values in evidence.retests.items()}
+    records: list[dict[str, Any]] = [
+        {"nodes": list(pair), "busbw_gbps": busbw, "retest": False} for pair, busbw in evidence.first.items()
+    ]
+    records += [
+        {"nodes": list(pair), "busbw_gbps": v, "retest": True}
+        for pair, values in retests.items()
+        for v in values
+    ]
+    return _Evidence.of(records)
+
+
+def _name(evidence: _Evidence, spread: tuple[float, float, int], floor: float, quiet_ratio: float) -> _Named:
+    """Slow nodes, cuts and links under the thresholds that ``spread`` sets."""
+    first, retests, seen = evidence.first, evidence.retests, evidence.seen
+    threshold = spread_threshold(spread, floor, quiet_ratio, SPREAD_SIGMAS)
+    # A measurement just above the slow threshold tells neither way: a pair clears its nodes
+    # only from fast_threshold up, and what a finding blames must be slow on average, well
+    # below the threshold (one unlucky measurement and its unlucky re-test are not a fault).
+    fast_threshold = max(threshold, spread_threshold(spread, floor, quiet_ratio, FAST_SIGMAS))
+    blame_threshold = spread_threshold(spread, floor, quiet_ratio, CONFIRM_SIGMAS)
+
+    def blamed(values: Sequence[float]) -> bool:
+        return max(values) < threshold and statistics.fmean(values) < blame_threshold
+
+    fast_with = {node: {p for p, busbw, _ in obs if busbw >= fast_threshold} for node, obs in seen.items()}
+
+    def slow_node(node: int, others: set[int], explained: set[Pair]) -> SlowNode | None:
+        """``node`` as a slow node, judged without its pairs with ``others`` (slow nodes already)
+        and the pairs ``explained`` (by a cut)."""
+        observed = [
+            (p, busbw, retest)
+            for p, busbw, retest in seen[node]
+            if p not in others and pair_key(node, p) not in explained
+        ]
+        partners = sorted({p for p, _, _ in observed})
+        if fast_with[node] or len(partners) < 2:
+            return None
+        # Slow on average, and in two measurements at least, most of its own, even without its
+        # worst partner when it had three or more: one slow link beside middling pairs is no
+        # slow node.
+        by_partner: dict[int, list[float]] = {}
+        for p, busbw, _ in observed:
+            by_partner.setdefault(p, []).append(busbw)
+        worst = min(by_partner, key=lambda p: (statistics.fmean(by_partner[p]), p))
+        values = [busbw for p, busbw, _ in observed if p != worst or len(by_partner) < 3]
+        below = sum(busbw < threshold for busbw in values)
+        if statistics.fmean(values) >= blame_threshold or below < 2 or 2 * below <= len(values):
+            return None
+        confirming = [
+            p
+            for p, busbw, retest in observed
+            if retest and busbw < threshold and fast_with.get(p, set()) - {node}
+        ]
+        if not confirming:
+            return None
+        best = max(busbw for _, busbw, _ in seen[node])
+        return SlowNode(node, best, evidence.ratio(best), tuple(sorted({p for p, _, _ in seen[node]})))
+
+    # Cuts first, among the nodes that are not slow with every partner; then slow nodes, each
+    # without the pairs a cut explains, and again without its pairs with the other slow nodes:
+    # a healthy node that met a slow node is not blamed for that pair.
+    slow_everywhere = {
+        node
+        for node, observed in seen.items()
+        if len({p for p, _, _ in observed}) >= 2 and all(busbw < threshold for _, busbw, _ in observed)
+    }
+    slow_groups = _slow_groups(
+        evidence.measured, blamed, threshold, fast_threshold, slow_everywhere, evidence.typical
+    )
+    in_groups = {pair for group in slow_groups for pair in group.pairs}
+    suspects = {node for node in seen if slow_node(node, set(), in_groups) is not None}
+    found = [slow_node(node, suspects - {node}, in_groups) for node in sorted(suspects)]
+    slow_nodes = [s for s in found if s is not None]
+    slow_set = {s.node for s in slow_nodes}
+
+    slow_links: list[SlowLink] = []
+    unconfirmed: list[Unconfirmed] = []
+    for pair in sorted(p for p, busbw in first.items() if busbw < threshold):
+        a, b = pair
+        if a in slow_set or b in slow_set or pair in in_groups:
+            continue  # explained by the slow node or the cut
+        again = tuple(retests.get(pair, ()))
+        if again and blamed([first[pair], *again]):
+            if fast_with[a] - {b} and fast_with[b] - {a}:
+                best = max(first[pair], *again)
+                slow_links.append(SlowLink(pair, best, evidence.ratio(best), first[pair], again))
+                continue
+            reason = "slow again on re-test, but a node of it has no fast partner to tell node from link"
+        elif first[pair] >= blame_threshold:
+            continue  # at the edge of the spread, and not again: noise, not worth a note
+        elif again:
+            reason = "fast on re-test"
+        else:
+            reason = "not re-tested"
+        unconfirmed.append(Unconfirmed(pair, first[pair], again, reason))
+    return _Named(threshold, tuple(slow_nodes), tuple(slow_groups), tuple(slow_links), tuple(unconfirmed))
 
 
 def name_culprits(
@@ -149,75 +471,39 @@ def name_culprits(
     n_nodes: int,
     slow_ratio: float,
     min_pair_busbw_gbps: float = 0.0,
+    quiet_ratio: float = QUIET_SLOW_RATIO,
 ) -> Culprits:
-    """Slow nodes and slow links from pair measurements (first tests and re-tests).
+    """Slow nodes, slow groups of nodes and slow links from pair measurements (first tests and re-tests).
 
-    A pair is slow below ``slow_ratio`` x the typical pair. A finding is confirmed by a
-    re-test before it fails a run: a slow node needs two or more partners, all slow, and a
-    slow re-test against a node that is fast with someone else; a slow link needs a slow
-    re-test and both nodes fast with other partners. ``n_nodes`` sizes the ratio table, so
-    that a node no test reached still appears (with no ratio).
+    A pair is slow below a threshold that adapts to the spread of the healthy pairs (see
+    ``robust_spread``; at most ``quiet_ratio`` x their center, at least ``slow_ratio`` x the typical
+    pair). A finding is confirmed by a re-test before it fails a run: a slow node needs two or more
+    partners, none fast, and a slow re-test against a node that is fast with someone else; a slow
+    group (a cut) needs two sets of nodes, fast inside, with two or more pairs across, all slow; a
+    slow link needs a slow re-test and both nodes fast with other partners. ``n_nodes`` sizes the
+    ratio table, so that a node no test reached still appears (with no ratio).
+
+    The spread is judged twice: from the first tests (what the job planned its re-tests by), then
+    from every measurement that the first naming left unexplained (the re-tests of healthy
+    suspects are more samples of it); the wider of the two decides, so that a few dozen first
+    tests that happened to look quiet blame no healthy node.
     """
     records = list(measurements)
-    first = first_busbw(records)
-    retests: dict[Pair, list[float]] = {}
-    for record in records:
-        if record.get("retest"):
-            a, b = record["nodes"]
-            retests.setdefault(pair_key(int(a), int(b)), []).append(float(record["busbw_gbps"]))
-    typical = typical_busbw(first)
-    threshold = slow_ratio * typical
+    evidence = _Evidence.of(records)
+    first = evidence.first
     median_pair = float(statistics.median(first.values())) if first else 0.0
-
-    # Everything each node was measured with: (partner, busbw, retest).
-    seen: dict[int, list[tuple[int, float, bool]]] = {}
-    for (a, b), busbw in first.items():
-        seen.setdefault(a, []).append((b, busbw, False))
-        seen.setdefault(b, []).append((a, busbw, False))
-    for (a, b), values in retests.items():
-        for busbw in values:
-            seen.setdefault(a, []).append((b, busbw, True))
-            seen.setdefault(b, []).append((a, busbw, True))
-    fast_with = {node: {p for p, busbw, _ in obs if busbw >= threshold} for node, obs in seen.items()}
-
-    def ratio(busbw: float) -> float:
-        return busbw / typical if typical > 0 else 0.0
-
-    slow_nodes: list[SlowNode] = []
-    for node in sorted(seen):
-        observed = seen[node]
-        partners = sorted({p for p, _, _ in observed})
-        if fast_with[node] or len(partners) < 2:
-            continue
-        confirming = [
-            p
-            for p, busbw, retest in observed
-            if retest and busbw < threshold and fast_with.get(p, set()) - {node}
-        ]
-        if not confirming:
-            continue
-        best = max(busbw for _, busbw, _ in observed)
-        slow_nodes.append(SlowNode(node, best, ratio(best), tuple(partners)))
-    slow_set = {s.node for s in slow_nodes}
-
-    slow_links: list[SlowLink] = []
-    unconfirmed: list[Unconfirmed] = []
-    for pair in sorted(p for p, busbw in first.items() if busbw < threshold):
-        a, b = pair
-        if a in slow_set or b in slow_set:
-            continue  # explained by the slow node
-        again = tuple(retests.get(pair, ()))
-        if again and all(v < threshold for v in again):
-            if fast_with[a] - {b} and fast_with[b] - {a}:
-                best = max(first[pair], *again)
-                slow_links.append(SlowLink(pair, best, ratio(best), first[pair], again))
-                continue
-            reason = "slow again on re-test, but a node of it has no fast partner to tell node from link"
-        elif again:
-            reason = "fast on re-test"
-        else:
-            reason = "not re-tested"
-        unconfirmed.append(Unconfirmed(pair, first[pair], again, reason))
+    floor = slow_ratio * evidence.typical
+    spread = robust_spread(first.values(), floor, quiet_ratio)
+    evidence = _busy_retests_scaled(evidence, spread_threshold(spread, floor, quiet_ratio, SPREAD_SIGMAS))
+    retests = evidence.retests
+    named = _name(evidence, spread, floor, quiet_ratio)
+    explained = named.blamed_pairs(evidence)
+    unexplained = [v for pair, values in evidence.measured.items() if pair not in explained for v in values]
+    pooled = robust_spread(unexplained, floor, quiet_ratio)
+    if spread_threshold(pooled, floor, quiet_ratio, SPREAD_SIGMAS) < named.threshold:
+        spread = pooled
+        named = _name(evidence, spread, floor, quiet_ratio)
+    center, sigma, healthy_count = spread
 
     below_floor: list[tuple[Pair, float]] = []
     if min_pair_busbw_gbps > 0:
@@ -226,15 +512,19 @@ def name_culprits(
             if best < min_pair_busbw_gbps:
                 below_floor.append((pair, best))
 
-    best_of_node = {node: max(busbw for _, busbw, _ in obs) for node, obs in seen.items()}
-    node_ratio = {node: ratio(best_of_node[node]) for node in range(n_nodes) if node in best_of_node}
+    best_of_node = {node: max(busbw for _, busbw, _ in obs) for node, obs in evidence.seen.items()}
+    node_ratio = {node: evidence.ratio(best_of_node[node]) for node in range(n_nodes) if node in best_of_node}
     return Culprits(
-        typical_busbw_gbps=typical,
+        typical_busbw_gbps=evidence.typical,
         median_pair_busbw_gbps=median_pair,
-        threshold_gbps=threshold,
-        slow_nodes=tuple(slow_nodes),
-        slow_links=tuple(slow_links),
-        unconfirmed=tuple(unconfirmed),
+        threshold_gbps=named.threshold,
+        slow_nodes=named.slow_nodes,
+        slow_links=named.slow_links,
+        unconfirmed=named.unconfirmed,
         below_floor=tuple(below_floor),
         node_ratio=node_ratio,
+        slow_groups=named.slow_groups,
+        healthy_median_gbps=center,
+        healthy_spread_gbps=sigma,
+        healthy_pairs=healthy_count,
     )

@@ -49,10 +49,12 @@ class KeptOutput:
         self.head = bytearray()
         self.tail = bytearray()
         self.cut = 0
+        self.received = 0  # every byte that arrived, kept or not
         self._head_limit = head_limit
         self._tail_limit = tail_limit
 
     def add(self, chunk: bytes) -> None:
+        self.received += len(chunk)
         room = self._head_limit - len(self.head)
         if room > 0:
             self.head += chunk[:room]
@@ -154,6 +156,15 @@ class RemoteProcess(ABC):
     def stderr_so_far(self) -> bytes:
         """What the process has written to stderr until now (as kept)."""
         return self._stderr.data()
+
+    @property
+    def received_bytes(self) -> int:
+        """Bytes that have arrived on stdout and stderr so far: when it grows, the host is talking."""
+        return self._stdout.received + self._stderr.received
+
+    def stderr_contains(self, marker: bytes) -> bool:
+        """Whether ``marker`` is in what is kept of stderr (no copy of it is made)."""
+        return marker in self._stderr.head or marker in self._stderr.tail
 
     def running(self, wait_s: float = 0.0) -> bool:
         """Collect output that is ready (waiting up to ``wait_s``); False once the process is over."""

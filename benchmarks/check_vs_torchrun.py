@@ -1,0 +1,100 @@
+"""What the whole check costs next to the smallest real job: ``preflight check`` (every check) and a
+bare torchrun job (import torch, join, five 16 MiB all-reduces, exit) on the same lab nodes,
+interleaved so that both see the same load, and the ratio of their medians.
+
+The bare job is started as an operator would start it: one ``ssh node torchrun ...`` per node,
+all at once, timed until the last one exits.
+
+    sudo .venv/bin/python benchmarks/check_vs_torchrun.py --nodes 3 --runs 5
+    sudo .venv/bin/python benchmarks/check_vs_torchrun.py --check-args=--quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tests.lab import NODE_PYTHON, LabCluster
+from tests.test_check_lab import check_argv
+
+PORT = 29555
+BARE_JOB = """
+import torch, torch.distributed as dist
+dist.init_process_group("gloo")
+buffer = torch.ones(16 * 1024 * 1024 // 4)
+for _ in range(5):
+    dist.all_reduce(buffer)
+dist.destroy_process_group()
+"""
+
+
+def bare_job(lab: LabCluster) -> float:
+    """Seconds from starting torchrun on every node to the last one's exit."""
+    master = lab.nodes[0].address
+    started = time.monotonic()
+    processes = []
+    for rank, node in enumerate(lab.nodes):
+        command = [
+            "env", "OMP_NUM_THREADS=1", "GLOO_SOCKET_IFNAME=eth0",
+            NODE_PYTHON, "-m", "torch.distributed.run",
+            "--nnodes", str(len(lab.nodes)), "--nproc-per-node", "1", "--node-rank", str(rank),
+            "--master-addr", master, "--master-port", str(PORT),
+            "--no-python", NODE_PYTHON, "-c", BARE_JOB,
+        ]  # fmt: skip
+        argv = lab.ssh_argv(node, [shlex.join(command)])
+        processes.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
+    failed = [p.stderr.read().decode()[-1500:] for p in processes if p.wait(timeout=300) != 0 and p.stderr]
+    if failed:
+        raise SystemExit(f"the bare job failed: {failed[0]}")
+    return time.monotonic() - started
+
+
+def whole_check(lab: LabCluster, workdir: Path, extra: list[str]) -> float:
+    report = workdir / "run.json"
+    argv = check_argv(lab, lab.hosts_file(workdir / "hosts.txt"), report, "-q", *extra)
+    started = time.monotonic()
+    run = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, "NO_COLOR": "1"})
+    elapsed = time.monotonic() - started
+    if run.returncode != 0:
+        data = json.loads(report.read_text()) if report.exists() else {}
+        noisy = [r["summary"] for r in data.get("results", []) if r["status"] != "pass"]
+        raise SystemExit(f"the check did not pass (exit {run.returncode}): {noisy or run.stderr[-1500:]}")
+    return elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--nodes", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--check-args", default="", help="more arguments for preflight check")
+    args = parser.parse_args()
+    extra = shlex.split(args.check_args)
+    checks: list[float] = []
+    bares: list[float] = []
+    with LabCluster(args.nodes, env=Path(sys.prefix)) as lab, tempfile.TemporaryDirectory() as tmp:
+        bare_job(lab)  # warm the page cache for both
+        for _ in range(args.runs):
+            checks.append(whole_check(lab, Path(tmp), extra))
+            bares.append(bare_job(lab))
+    check_s, bare_s = statistics.median(checks), statistics.median(bares)
+    label = " ".join(["preflight check", *extra])
+    print(f"{args.nodes} lab nodes, {args.runs} interleaved runs (median seconds, min-max)")
+    print(f"{label:<34}{check_s:>7.2f}  ({min(checks):.2f}-{max(checks):.2f})")
+    print(f"{'bare torchrun job':<34}{bare_s:>7.2f}  ({min(bares):.2f}-{max(bares):.2f})")
+    print(f"{'ratio':<34}{check_s / bare_s:>7.2f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,36 @@
+"""Every path between two sets of lab nodes throttled (tc htb classes with u32 filters on each
+node's veth): the report names the two sets once, not four slow links, and nothing is left behind.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.lab import MakeLab
+from tests.test_check_lab import results, run_check
+from tests.test_distributed_lab import assert_no_job_left
+
+pytestmark = pytest.mark.lab
+
+
+def test_slow_traffic_between_two_groups_is_one_finding_about_the_groups(
+    make_lab: MakeLab, tmp_path: Path
+) -> None:
+    lab = make_lab(4)
+    left, right = lab.nodes[:2], lab.nodes[2:]
+    for a in left:
+        for b in right:
+            lab.throttle_link(a, b, rate_mbit=40)
+    run, data = run_check(lab, tmp_path, "--only", "allreduce")
+    assert run.returncode == 1, run.stdout + run.stderr
+    failing = [r for r in results(data, "allreduce") if r["status"] == "fail"]
+    assert len(failing) == 1, [r["summary"] for r in failing]
+    (cut,) = failing
+    assert cut["summary"].startswith("traffic between ")
+    assert "a switch uplink or route between them" in cut["summary"]
+    groups = sorted(sorted(side) for side in cut["details"]["groups"])
+    assert groups == sorted([sorted(n.address for n in left), sorted(n.address for n in right)])
+    assert sorted(cut["hosts"]) == sorted(n.address for n in lab.nodes)
+    assert_no_job_left(lab)
