@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import itertools
 import random
-import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -309,13 +308,11 @@ def test_typical_busbw_is_the_median_nodes_best_pair() -> None:
     assert typical_busbw({}) == 0.0
 
 
-def test_four_thousand_nodes_are_planned_and_judged_in_well_under_a_second() -> None:
-    started = time.perf_counter()
+def test_among_four_thousand_nodes_one_slow_node_and_one_slow_link_are_named() -> None:
+    # How long planning and judging take at this size: benchmarks/culprit_simulation.py.
     culprits = judged(4096, slow_nodes={1234: 0.01}, slow_links={(7, 2055): 0.05}, noise=0.1, seed=1)
-    elapsed = time.perf_counter() - started
     assert [s.node for s in culprits.slow_nodes] == [1234]
     assert [link.nodes for link in culprits.slow_links] == [(7, 2055)]
-    assert elapsed < 1.0, elapsed
 
 
 # --------------------------------------------------------------------------- why a job died
@@ -391,9 +388,6 @@ def test_the_quoted_line_is_the_last_exception_without_rank_or_source_prefixes()
     assert last_error_line("UserWarning: nothing\n\n") is None
 
 
-def test_a_bad_switch_of_a_hundred_nodes_among_four_thousand_is_planned_quickly() -> None:
-    started = time.perf_counter()
+def test_a_bad_switch_of_a_hundred_nodes_among_four_thousand_names_every_one_of_them() -> None:
     culprits = judged(4096, slow_nodes={n: 0.05 for n in range(2048, 2148)}, noise=0.1, seed=4)
-    elapsed = time.perf_counter() - started
     assert [s.node for s in culprits.slow_nodes] == list(range(2048, 2148))
-    assert elapsed < 2.0, elapsed
