@@ -124,6 +124,20 @@ class DdpSection:
 
 
 @dataclass(frozen=True)
+class ComputeSection:
+    """The compute burn every rank runs inside the job, judged against the other ranks."""
+
+    # Seconds every rank multiplies matrices (bf16 GEMM on a GPU, fp32 on a CPU).
+    burn_s: float = 1.0
+    # Side of the square matrices; 0 picks by device (8192 on a GPU, 256 on a CPU).
+    matrix: int = 0
+    # A rank below this fraction of the median rank's throughput is slow.
+    slow_ratio: float = 0.8
+    # Absolute floor in TFLOPS per rank; 0 means none (ranks are compared with each other).
+    min_tflops: float = 0.0
+
+
+@dataclass(frozen=True)
 class BaselineSection:
     """Comparing a run with a previous known-good one (``--baseline RUN.json``)."""
 
@@ -144,6 +158,7 @@ class Config:
     allreduce: AllreduceSection = field(default_factory=AllreduceSection)
     ddp: DdpSection = field(default_factory=DdpSection)
     baseline: BaselineSection = field(default_factory=BaselineSection)
+    compute: ComputeSection = field(default_factory=ComputeSection)
     # Expected versions: fact name or package name -> "2.4.0", "2.4" (prefix) or ">=2.4,<2.6".
     expect: Mapping[str, str] = field(default_factory=dict)
     source: str | None = None
@@ -157,6 +172,7 @@ _SECTIONS: dict[str, type[Any]] = {
     "allreduce": AllreduceSection,
     "ddp": DdpSection,
     "baseline": BaselineSection,
+    "compute": ComputeSection,
 }
 
 _TOML_LINE_RE = re.compile(r"\(at line (\d+), column \d+\)")

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 from checks.allreduce.details import NAME, AllreduceDetails, PairTest, SweepRow
+from checks.compute import attribution
 from checks.job.evidence import merged_details
 from checks.job.failures import failures_table
 from checks.job.pairs import typical_busbw
@@ -363,8 +364,9 @@ PRESENTATION = Presentation(
     finding=failures_table,
     advice=advice_by_item(
         {
+            attribution.ITEM: attribution.ADVICE,
             "*": "Check the named node's NIC (link speed, errors: ibstat, ethtool -S), its cable and "
-            "switch port; rerun without it to confirm."
+            "switch port; rerun without it to confirm.",
         }
     ),
 )

@@ -5,6 +5,7 @@ prints one ``PREFLIGHT-JOB-RESULT <json>`` line. Self-contained (standard librar
 
 from __future__ import annotations
 
+import base64
 import copy
 import ctypes
 import hashlib
@@ -15,6 +16,7 @@ import statistics
 import sys
 import time
 import traceback
+import types
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +33,7 @@ RESULT_MARKER = "PREFLIGHT-JOB-RESULT "
 # even when rank 0 never prints its document.
 RANK_MARKER = "PREFLIGHT-JOB-RANK "
 PHASE_MARKER = "PREFLIGHT-JOB-PHASE "
-PHASES = ("allreduce", "ddp")
+PHASES = ("compute", "allreduce", "ddp")
 
 GB = 1e9
 FLOAT32_BYTES = 4
@@ -65,6 +67,10 @@ DEFAULT_ALLREDUCE: JsonDict = {
     "rounds": [],
 }
 DEFAULT_DDP: JsonDict = {"steps": 30}
+DEFAULT_COMPUTE: JsonDict = {"burn_s": 1.0, "matrix": 0}
+# Companion scripts shipped beside this one: the environment variable holding each (base64), and
+# the file it is read from when this script runs from a checkout (tests).
+COMPANIONS = {"compute": ("PREFLIGHT_JOB_COMPUTE", "node_compute.py")}
 
 
 # --------------------------------------------------------------------------- pure helpers
@@ -263,6 +269,21 @@ def finite(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [finite(item) for item in value]
     return value
+
+
+def load_companion(name: str) -> Any:
+    """The companion script ``name`` as a module: from its environment variable, else from the
+    file beside this one."""
+    variable, filename = COMPANIONS[name]
+    encoded = os.environ.get(variable)
+    if encoded:
+        source = base64.b64decode(encoded)
+    else:
+        with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), filename), "rb") as file:
+            source = file.read()
+    module = types.ModuleType(f"preflight_job_{name}")
+    exec(compile(source, f"preflight-job-{name}", "exec"), module.__dict__)
+    return module
 
 
 def _write_stdout_line(text: str) -> None:
@@ -618,6 +639,24 @@ class Job:
         result["duration_s"] = time.perf_counter() - start
         return result
 
+    # ---- compute
+
+    def compute(self) -> JsonDict:
+        """Every rank burns matrix multiplications at once for the same time (node_compute.py);
+        every rank's throughput and what its GPU said, by rank."""
+        settings = dict(DEFAULT_COMPUTE)
+        settings.update(self.args.get("compute") or {})
+        burner = load_companion("compute")
+        burn_s = float(settings["burn_s"])
+        start = time.perf_counter()
+        self.barrier()
+        mine = burner.burn(self.torch, self.device, self.cuda, burn_s, int(settings["matrix"] or 0))
+        mine.update(
+            rank=self.rank, node_rank=self.node_rank, local_rank=self.local_rank, hostname=self.hostname
+        )
+        ranks = self.gather(mine)
+        return {"burn_s": burn_s, "ranks": ranks, "duration_s": time.perf_counter() - start}
+
     # ---- DDP
 
     def ddp(self) -> JsonDict:
@@ -824,7 +863,7 @@ def main(argv: Sequence[str]) -> int:
         traceback.print_exc(file=sys.stderr)
         errors["init"] = f"rank {job.rank} ({job.hostname}): {_error_text(exc)}"
     if job.usable:
-        phases = {"allreduce": job.allreduce, "ddp": job.ddp}
+        phases = {"compute": job.compute, "allreduce": job.allreduce, "ddp": job.ddp}
         for name in args.get("phases") or PHASES:
             if name not in phases:
                 errors[name] = f"unknown phase {name!r}"

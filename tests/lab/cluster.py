@@ -40,6 +40,8 @@ STATE_DIR = Path("/var/tmp/pflab")  # not under /tmp: each node hides /tmp behin
 CLAIMS_DIR = STATE_DIR / "claims"
 LOCK_PATH = STATE_DIR / "alloc.lock"
 SSHD = "/usr/sbin/sshd"
+CPU_CGROUP = "/sys/fs/cgroup/cpu"  # cgroup v1 cpu controller: a node's CPU quota (limit_cpu)
+CFS_PERIOD_US = 100_000
 SSH_PORT = 22
 START_TIMEOUT_S = 15.0
 MAX_LABS = 254
@@ -422,6 +424,7 @@ class LabCluster:
         self._root: Path | None = None
         self.nodes: list[LabNode] = []
         self._shaping: dict[int, _Shaping] = {}
+        self._cpu_groups: list[Path] = []
         self._spawned: list[subprocess.Popen[bytes]] = []
         self.owner_pid = os.getpid()
 
@@ -481,6 +484,10 @@ class LabCluster:
             _reap(node.holder)
             node.sshd = node.holder = None
         self._shaping.clear()
+        for group in self._cpu_groups:  # empty once the node's processes are gone
+            with contextlib.suppress(OSError):
+                group.rmdir()
+        self._cpu_groups.clear()
 
     def _allocate(self) -> None:
         # Under the lock: pick the lowest free index and claim it before creating anything,
@@ -887,6 +894,19 @@ class LabCluster:
         target = self.node(node)
         commands = install_gpu_node(target.node_dir / "gpu", gpus, target.index, NODE_PYTHON)
         self.exec(target, ["sh", "-c", " && ".join(commands)])
+
+    def limit_cpu(self, node: NodeRef, fraction: float) -> None:
+        """Limits every process the node's sshd starts from now on (the sessions, and what they
+        run) to ``fraction`` of one core: a cgroup v1 cpu quota, the stand-in for a slow GPU."""
+        target = self.node(node)
+        if not 0 < fraction <= 1 or target.sshd is None:
+            raise ValueError(f"fraction must be in (0, 1] and {target.name}'s sshd running")
+        group = Path(CPU_CGROUP) / f"pflab{self.index}n{target.index}"
+        group.mkdir(exist_ok=True)
+        (group / "cpu.cfs_period_us").write_text(str(CFS_PERIOD_US))
+        (group / "cpu.cfs_quota_us").write_text(str(max(1000, round(fraction * CFS_PERIOD_US))))
+        (group / "cgroup.procs").write_text(str(target.sshd.pid))
+        self._cpu_groups.append(group)
 
     def stop_sshd(self, node: NodeRef) -> None:
         """Kills the node's sshd listener and its sessions; the node itself stays up."""
