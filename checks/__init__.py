@@ -18,13 +18,14 @@ if TYPE_CHECKING:
 
 @cache
 def registry() -> tuple[Check, ...]:
-    from checks import allreduce, baseline, compute, connect, ddp, gpu_memory, ports, versions
+    from checks import allreduce, baseline, compute, connect, ddp, gpu_memory, hardware, ports, versions
 
     return (
         connect.CHECK,
         versions.CHECK,
         ports.CHECK,
         gpu_memory.CHECK,
+        hardware.CHECK,
         compute.CHECK,
         allreduce.CHECK,
         ddp.CHECK,

@@ -138,6 +138,14 @@ class ComputeSection:
 
 
 @dataclass(frozen=True)
+class HardwareSection:
+    """The hardware audit from the facts (PCIe links, InfiniBand ports, XID errors)."""
+
+    # XID numbers never reported (known noise on this cluster).
+    ignore_xids: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
 class BaselineSection:
     """Comparing a run with a previous known-good one (``--baseline RUN.json``)."""
 
@@ -159,6 +167,7 @@ class Config:
     ddp: DdpSection = field(default_factory=DdpSection)
     baseline: BaselineSection = field(default_factory=BaselineSection)
     compute: ComputeSection = field(default_factory=ComputeSection)
+    hardware: HardwareSection = field(default_factory=HardwareSection)
     # Expected versions: fact name or package name -> "2.4.0", "2.4" (prefix) or ">=2.4,<2.6".
     expect: Mapping[str, str] = field(default_factory=dict)
     source: str | None = None
@@ -173,6 +182,7 @@ _SECTIONS: dict[str, type[Any]] = {
     "ddp": DdpSection,
     "baseline": BaselineSection,
     "compute": ComputeSection,
+    "hardware": HardwareSection,
 }
 
 _TOML_LINE_RE = re.compile(r"\(at line (\d+), column \d+\)")

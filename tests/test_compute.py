@@ -187,3 +187,17 @@ def test_the_compute_section_parses_and_refuses_bad_values() -> None:
     assert config.compute == ComputeSection(burn_s=3.0, slow_ratio=0.9, min_tflops=400.0)
     with pytest.raises(ConfigError, match=r"compute\.burn_s must not be negative"):
         parse_config({"compute": {"burn_s": -1}})
+
+
+def test_the_recorded_slow_node_is_not_sent_to_its_nic() -> None:
+    from checks.allreduce import PRESENTATION as ALLREDUCE
+    from checks.allreduce import judge_allreduce
+
+    compute = judge_compute(QUOTA, CONFIG)
+    alone = judge_allreduce(QUOTA, CONFIG, {})
+    assert any(r.status == "fail" and r.hosts == ("node2",) for r in alone)  # what the network saw
+    referred = refer_to_compute(alone, compute)
+    named = [r for r in referred if "node2" in r.hosts]
+    assert named and all(r.status == "warn" and r.details["item"] == ITEM for r in named)
+    assert all("NIC" not in r.summary and "NIC" not in ALLREDUCE.advice(r) for r in named)
+    assert "compute finding" in ALLREDUCE.advice(named[0])
