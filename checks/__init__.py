@@ -18,7 +18,18 @@ if TYPE_CHECKING:
 
 @cache
 def registry() -> tuple[Check, ...]:
-    from checks import allreduce, baseline, compute, connect, ddp, gpu_memory, hardware, ports, versions
+    from checks import (
+        allreduce,
+        baseline,
+        compute,
+        connect,
+        ddp,
+        gpu_memory,
+        hardware,
+        intranode,
+        ports,
+        versions,
+    )
 
     return (
         connect.CHECK,
@@ -27,6 +38,7 @@ def registry() -> tuple[Check, ...]:
         gpu_memory.CHECK,
         hardware.CHECK,
         compute.CHECK,
+        intranode.CHECK,
         allreduce.CHECK,
         ddp.CHECK,
         baseline.CHECK,

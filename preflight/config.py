@@ -138,6 +138,14 @@ class ComputeSection:
 
 
 @dataclass(frozen=True)
+class IntranodeSection:
+    """The all-reduce inside each node and the GPUs' host-device copies."""
+
+    # A node (or GPU) below this fraction of the median node's busbw (GPU's copy rate) is slow.
+    slow_ratio: float = 0.5
+
+
+@dataclass(frozen=True)
 class HardwareSection:
     """The hardware audit from the facts (PCIe links, InfiniBand ports, XID errors)."""
 
@@ -168,6 +176,7 @@ class Config:
     baseline: BaselineSection = field(default_factory=BaselineSection)
     compute: ComputeSection = field(default_factory=ComputeSection)
     hardware: HardwareSection = field(default_factory=HardwareSection)
+    intranode: IntranodeSection = field(default_factory=IntranodeSection)
     # Expected versions: fact name or package name -> "2.4.0", "2.4" (prefix) or ">=2.4,<2.6".
     expect: Mapping[str, str] = field(default_factory=dict)
     source: str | None = None
@@ -183,6 +192,7 @@ _SECTIONS: dict[str, type[Any]] = {
     "baseline": BaselineSection,
     "compute": ComputeSection,
     "hardware": HardwareSection,
+    "intranode": IntranodeSection,
 }
 
 _TOML_LINE_RE = re.compile(r"\(at line (\d+), column \d+\)")

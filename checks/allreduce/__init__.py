@@ -22,7 +22,7 @@ def _run(ctx: CheckContext) -> list[CheckResult]:
     if isinstance(outcome, JobNotRun):
         return [outcome.result(NAME)]
     found = judge_allreduce(outcome, ctx.config, ctx.facts())
-    return refer_to_compute(found, ctx.findings.get("compute", ()))
+    return refer_to_compute(found, [*ctx.findings.get("compute", ()), *ctx.findings.get("intranode", ())])
 
 
 CHECK = Check(
@@ -30,5 +30,5 @@ CHECK = Check(
     title="all-reduce bus bandwidth across the world and between node pairs; the slow node or link named",
     run=_run,
     presentation=PRESENTATION,
-    reads=("ports", "compute"),
+    reads=("ports", "compute", "intranode"),
 )

@@ -23,11 +23,15 @@ ADVICE = (
 _SPEED_KEYS = ("ratio", "link", "floor_gbps", "compute_step_s", "busbw_gbps")
 
 
+# Root-cause findings the network checks refer to: the item, and what it says of the node.
+ROOT_CAUSES = {"slow_compute": "being slow at compute", "slow_inside_node": "being slow inside itself"}
+
+
 def slow_at_compute(compute: Sequence[CheckResult]) -> dict[str, CheckResult]:
-    """Host -> the compute finding that names it slow."""
+    """Host -> the finding (compute, or inside the node) that names it slow."""
     found: dict[str, CheckResult] = {}
     for result in compute:
-        if result.status == "fail" and result.details.get("item") == "slow_compute":
+        if result.status == "fail" and result.details.get("item") in ROOT_CAUSES:
             for host in result.hosts:
                 found.setdefault(host, result)
     return found
@@ -51,11 +55,13 @@ def refer_to_compute(results: Sequence[CheckResult], compute: Sequence[CheckResu
             continue
         cause = slow[named[0]]
         ratio = cause.details.get("ratio")
-        how = f" at {ratio:.2g}x the median rank" if isinstance(ratio, float) else ""
+        unit = "rank" if cause.check == COMPUTE else "node"
+        how = f" at {ratio:.2g}x the median {unit}" if isinstance(ratio, float) else ""
+        being = ROOT_CAUSES[str(cause.details.get("item"))]
         summary = (
-            f"{result.summary.rstrip('.')}; caused by {fold(named)} being slow at compute{how} "
-            f"(see the {COMPUTE} finding), not by the network"
+            f"{result.summary.rstrip('.')}; caused by {fold(named)} {being}{how} "
+            f"(see the {cause.check} finding), not by the network"
         )
-        details = {**result.details, "item": ITEM, "refers_to": COMPUTE, "slow_at_compute": named}
+        details = {**result.details, "item": ITEM, "refers_to": cause.check, "slow_at_compute": named}
         referred.append(dataclasses.replace(result, status="warn", summary=summary, details=details))
     return referred

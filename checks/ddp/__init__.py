@@ -21,7 +21,9 @@ def _run(ctx: CheckContext) -> list[CheckResult]:
     outcome = launch.distributed_job(ctx)
     if isinstance(outcome, JobNotRun):
         return [outcome.result(NAME)]
-    return refer_to_compute(judge_ddp(outcome, ctx.config), ctx.findings.get("compute", ()))
+    return refer_to_compute(
+        judge_ddp(outcome, ctx.config), [*ctx.findings.get("compute", ()), *ctx.findings.get("intranode", ())]
+    )
 
 
 CHECK = Check(
@@ -29,5 +31,5 @@ CHECK = Check(
     title="DDP smoke training: every rank joins, the loss falls, checksums agree, no straggler",
     run=_run,
     presentation=PRESENTATION,
-    reads=("ports", "compute"),
+    reads=("ports", "compute", "intranode"),
 )

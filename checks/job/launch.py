@@ -59,6 +59,7 @@ TMPDIR_FAILED = 70
 STARTUP_S = 40.0
 DDP_S = 20.0
 COMPUTE_S = 10.0  # the compute phase's set-up and gather, on top of its burn
+INTRANODE_S = 15.0  # the all-reduce inside each node and the GPUs' copies
 # After the first node fails, the others get this long to fail (and say why) on their own.
 FAILURE_GRACE_S = 3.0
 STDERR_HEAD = 48_000
@@ -148,6 +149,8 @@ def _budget_s(args: Mapping[str, Any]) -> float:
         budget += DDP_S
     if "compute" in args["phases"]:
         budget += COMPUTE_S + float(args["compute"]["burn_s"])
+    if "intranode" in args["phases"]:
+        budget += INTRANODE_S
     return budget
 
 

@@ -33,7 +33,7 @@ RESULT_MARKER = "PREFLIGHT-JOB-RESULT "
 # even when rank 0 never prints its document.
 RANK_MARKER = "PREFLIGHT-JOB-RANK "
 PHASE_MARKER = "PREFLIGHT-JOB-PHASE "
-PHASES = ("compute", "allreduce", "ddp")
+PHASES = ("compute", "intranode", "allreduce", "ddp")
 
 GB = 1e9
 FLOAT32_BYTES = 4
@@ -68,6 +68,8 @@ DEFAULT_ALLREDUCE: JsonDict = {
 }
 DEFAULT_DDP: JsonDict = {"steps": 30}
 DEFAULT_COMPUTE: JsonDict = {"burn_s": 1.0, "matrix": 0}
+DEFAULT_INTRANODE: JsonDict = {"size_bytes": 4 << 20, "iters": 3, "copy_bytes": 256 << 20}
+INTRANODE_TRIALS = 3
 # Companion scripts shipped beside this one: the environment variable holding each (base64), and
 # the file it is read from when this script runs from a checkout (tests).
 COMPANIONS = {"compute": ("PREFLIGHT_JOB_COMPUTE", "node_compute.py")}
@@ -657,6 +659,46 @@ class Job:
         ranks = self.gather(mine)
         return {"burn_s": burn_s, "ranks": ranks, "duration_s": time.perf_counter() - start}
 
+    def intranode(self) -> JsonDict:
+        """An all-reduce among the ranks of each node, every node at once (its own path: NVLink,
+        NVSwitch, PCIe or, between CPU processes, the loopback), and each GPU's host-device copies."""
+        settings = dict(DEFAULT_INTRANODE)
+        settings.update(self.args.get("intranode") or {})
+        start = time.perf_counter()
+        local = sorted((node, ranks) for node, ranks in self.ranks_of_node.items() if len(ranks) >= 2)
+        # Every rank makes every group, in the same order, as new_group requires.
+        groups = {
+            node: self.dist.new_group(ranks, timeout=timedelta(seconds=self.timeout_s))
+            for node, ranks in local
+        }
+        mine: JsonDict = {"rank": self.rank, "node_rank": self.node_rank}
+        group = groups.get(self.node_rank)
+        if groups:
+            count = max(1, int(settings["size_bytes"]) // FLOAT32_BYTES)
+            buffer = self.allocate(count, "the inside-the-node message", group is not None)
+            if group is not None:
+                self.dist.all_reduce(buffer, group=group)  # connects the group
+                # The best of a few trials: a path that is slow stays slow in every trial, while a
+                # busy moment on a shared host spoils only one.
+                iters = max(1, int(settings["iters"]))
+                best = min(self.time_ops(buffer, iters, group) for _ in range(INTRANODE_TRIALS))
+                per_op = self.agree_max([best], group)[0]
+                size = count * FLOAT32_BYTES
+                n_local = len(self.ranks_of_node[self.node_rank])
+                mine.update(
+                    size_bytes=size, time_s=per_op, busbw_gbps=bus_bandwidth(size, per_op, n_local)[1]
+                )
+            del buffer
+        if self.cuda:
+            mine["copy"] = load_companion("compute").copy_bandwidth(
+                self.torch, self.device, int(settings["copy_bytes"]), 5
+            )
+        self.barrier()
+        for made in groups.values():
+            self.dist.destroy_process_group(made)
+        skipped = None if local else "one process per node: no path inside a node to measure"
+        return {"ranks": self.gather(mine), "skipped": skipped, "duration_s": time.perf_counter() - start}
+
     # ---- DDP
 
     def ddp(self) -> JsonDict:
@@ -863,7 +905,12 @@ def main(argv: Sequence[str]) -> int:
         traceback.print_exc(file=sys.stderr)
         errors["init"] = f"rank {job.rank} ({job.hostname}): {_error_text(exc)}"
     if job.usable:
-        phases = {"compute": job.compute, "allreduce": job.allreduce, "ddp": job.ddp}
+        phases = {
+            "compute": job.compute,
+            "intranode": job.intranode,
+            "allreduce": job.allreduce,
+            "ddp": job.ddp,
+        }
         for name in args.get("phases") or PHASES:
             if name not in phases:
                 errors[name] = f"unknown phase {name!r}"

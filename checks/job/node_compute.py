@@ -235,3 +235,26 @@ def burn(torch: Any, device: Any, cuda: bool, burn_s: float, matrix: int = 0) ->
     if sampler is not None:
         result["gpu"] = sampler.stop()
     return result
+
+
+# --------------------------------------------------------------------------- copies
+
+
+def copy_bandwidth(torch: Any, device: Any, size_bytes: int, iters: int) -> dict[str, Any]:
+    """Host-to-device and device-to-host copy bandwidth of this rank's GPU in GB/s, from pinned
+    host memory, timed with CUDA events (as nvbandwidth and bandwidthTest measure it)."""
+    count = max(1, size_bytes // 4)
+    host = torch.empty(count, dtype=torch.float32).pin_memory()
+    gpu = torch.empty(count, dtype=torch.float32, device=device)
+    result: dict[str, Any] = {"size_bytes": count * 4}
+    for name, target, source in (("h2d_gbps", gpu, host), ("d2h_gbps", host, gpu)):
+        target.copy_(source, non_blocking=True)  # warm-up
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(iters):
+            target.copy_(source, non_blocking=True)
+        end.record()
+        end.synchronize()
+        seconds = start.elapsed_time(end) / 1000.0
+        result[name] = count * 4 * iters / seconds / 1e9 if seconds > 0 else None
+    return result

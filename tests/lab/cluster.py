@@ -716,10 +716,13 @@ class LabCluster:
         nodes: Sequence[NodeRef] | None = None,
         *,
         extra_lines: Sequence[str] = (),
+        slots: int | None = None,
     ) -> Path:
-        """Writes a preflight hosts file: root@ADDRESS per node (all by default), then extras."""
+        """Writes a preflight hosts file: root@ADDRESS per node (all by default, with ``slots=N``
+        when given), then extras."""
         chosen = self.nodes if nodes is None else [self.node(ref) for ref in nodes]
-        lines = [f"root@{node.address}" for node in chosen] + list(extra_lines)
+        suffix = f" slots={slots}" if slots else ""
+        lines = [f"root@{node.address}{suffix}" for node in chosen] + list(extra_lines)
         path.write_text("".join(line + "\n" for line in lines))
         return path
 
@@ -894,6 +897,12 @@ class LabCluster:
         target = self.node(node)
         commands = install_gpu_node(target.node_dir / "gpu", gpus, target.index, NODE_PYTHON)
         self.exec(target, ["sh", "-c", " && ".join(commands)])
+
+    def throttle_loopback(self, node: NodeRef, rate_mbit: float) -> None:
+        """Limits the node's loopback to rate_mbit: the stand-in for a slow path inside a node
+        (processes of one node talk over it, even to the node's own eth0 address)."""
+        _check_rate(rate_mbit)
+        _tc_htb(["tc", "-n", self.node(node).netns], "lo", rate_mbit, {})
 
     def limit_cpu(self, node: NodeRef, fraction: float) -> None:
         """Limits every process the node's sshd starts from now on (the sessions, and what they

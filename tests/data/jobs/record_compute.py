@@ -1,11 +1,13 @@
 """Record a real run of the job with its compute phase, one "node" held to a small CPU quota (a
 cgroup v1 cpu controller, as the lab's ``limit_cpu`` does): ``.venv/bin/python -m
-tests.data.jobs.record_compute`` (root). What it is: SOURCES.md beside this file.
+tests.data.jobs.record_compute`` (root); ``... record_compute intranode`` records the
+inside-the-node phase. What it is: SOURCES.md beside this file.
 """
 
 from __future__ import annotations
 
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -27,6 +29,18 @@ def limit(node_rank: int) -> Any:
         (GROUP / "cgroup.procs").write_text(str(procs[node_rank].pid))
 
     return hook
+
+
+def record_intranode() -> None:
+    """The inside-the-node phase: three nodes of two ranks each, then of one rank each (skipped)."""
+    for name, nproc in (("intranode_two_ranks", 2), ("intranode_one_rank", 1)):
+        args = job_args(3)
+        args["phases"] = ["intranode", "allreduce"]
+        args["timeout_s"] = 60
+        port = free_port()
+        started = time.monotonic()
+        nodes = run_job(3, nproc, args, port=port, timeout_s=300)
+        save(name, outcome(nodes, args, time.monotonic() - started, port))
 
 
 def main() -> None:
@@ -51,4 +65,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:] == ["intranode"]:
+        record_intranode()
+    else:
+        main()

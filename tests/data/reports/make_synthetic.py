@@ -264,6 +264,7 @@ def recorded_job_run(path: Path) -> RunReport:
     from checks.compute import judge_compute
     from checks.compute.attribution import refer_to_compute
     from checks.ddp import judge_ddp
+    from checks.intranode import judge_intranode
     from checks.job.outcome import JobOutcome, NodeOutcome
 
     data = json.loads(path.read_text())
@@ -273,10 +274,11 @@ def recorded_job_run(path: Path) -> RunReport:
     hosts = [HostReport(name=n, address=n, hostname=n, reachable=True, facts={"hostname": n}) for n in names]
     config = Config()
     compute = judge_compute(outcome, config) if "compute" in outcome.phases else []
+    compute += judge_intranode(outcome, config) if "intranode" in outcome.phases else []
     results = [
         *compute,
         *refer_to_compute(judge_allreduce(outcome, config, {}), compute),
-        *refer_to_compute(judge_ddp(outcome, config), compute),
+        *(refer_to_compute(judge_ddp(outcome, config), compute) if "ddp" in outcome.phases else []),
     ]
     return RunReport.build(
         tool_version="0.1.0",
