@@ -24,7 +24,7 @@ from tests.lab import LabCluster
 from tests.test_check_lab import check_argv
 
 # The checks that share the torchrun job; the first to run launches it.
-JOB_CHECKS = ("compute", "allreduce", "ddp")
+JOB_CHECKS = ("compute", "intranode", "allreduce", "ddp")
 
 
 def one_run(lab: LabCluster, workdir: Path) -> dict[str, Any]:

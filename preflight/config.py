@@ -131,8 +131,10 @@ class ComputeSection:
     burn_s: float = 1.0
     # Side of the square matrices; 0 picks by device (8192 on a GPU, 256 on a CPU).
     matrix: int = 0
-    # A rank below this fraction of the median rank's throughput is slow.
+    # A rank below this fraction of the median rank's throughput is slow (GPU ranks)...
     slow_ratio: float = 0.8
+    # ...and CPU ranks (a CPU-only cluster): processes sharing cores vary with the scheduler.
+    cpu_slow_ratio: float = 0.5
     # Absolute floor in TFLOPS per rank; 0 means none (ranks are compared with each other).
     min_tflops: float = 0.0
 

@@ -32,6 +32,7 @@ def with_gpus(job: Any, reasons: dict[int, int], flops: dict[int, float] | None 
     the reason bits its samples showed; ``flops`` replace ranks' throughput."""
 
     def change(document: dict[str, Any]) -> None:
+        document["device"] = "cuda"
         for record in document["compute"]["ranks"]:
             rank = record["rank"]
             record["dtype"] = "bf16"
@@ -81,8 +82,11 @@ def test_a_node_held_to_a_tenth_of_a_core_is_named_with_its_ratio() -> None:
 
 
 def test_the_margin_is_configurable() -> None:
-    lenient = Config(compute=ComputeSection(slow_ratio=0.2))
+    lenient = Config(compute=ComputeSection(cpu_slow_ratio=0.2))
     assert only(judge_compute(QUOTA, lenient)).status == "pass"
+    # GPU ranks have their own, tighter margin: CPU processes sharing cores vary more.
+    strict = Config(compute=ComputeSection(cpu_slow_ratio=0.99))
+    assert [r.hosts for r in failing(judge_compute(HEALTHY, strict))] != []
 
 
 def test_an_absolute_floor_names_every_rank_below_it() -> None:

@@ -27,12 +27,12 @@ def test_a_node_with_a_small_cpu_quota_is_named_by_compute_not_sent_to_its_nic(
     assert finding["hosts"] == [slow.address]
     assert finding["details"]["item"] == "slow_compute"
     ratio = finding["details"]["ratio"]
-    assert 0 < ratio < 0.6
+    assert 0 < ratio < 0.5  # the default margin for CPU ranks
     assert f"{ratio:.2g}x the median rank" in finding["summary"]
     assert finding["details"]["slow_hosts"] == [slow.address]
     rows = {row["host"]: row for row in finding["details"]["ranks"]}
     assert set(rows) == {n.address for n in lab.nodes}
-    assert all(rows[n.address]["ratio"] > 0.8 for n in lab.nodes if n is not slow)
+    assert all(rows[n.address]["ratio"] >= 0.5 for n in lab.nodes if n is not slow)
     # One root cause, one finding: the network checks refer to the compute finding.
     for check in ("allreduce", "ddp"):
         for result in results(data, check):

@@ -140,6 +140,8 @@ def judge_compute(outcome: JobOutcome, config: Config) -> list[CheckResult]:
         return phase.findings
     results, section = phase.findings, phase.section
     settings = config.compute
+    cuda = phase.document.get("device") == "cuda"
+    slow_ratio = settings.slow_ratio if cuda else settings.cpu_slow_ratio
     hosts = rank_hosts(outcome)
     records = [
         r for r in section.get("ranks") or [] if isinstance(r, Mapping) and isinstance(r.get("rank"), int)
@@ -155,7 +157,7 @@ def judge_compute(outcome: JobOutcome, config: Config) -> list[CheckResult]:
         flops = row["flops_per_s"]
         if flops is None:
             return False
-        return flops < settings.slow_ratio * median or (floor > 0 and flops < floor)
+        return flops < slow_ratio * median or (floor > 0 and flops < floor)
 
     by_host: dict[str, list[ComputeRank]] = {}
     for row in rows:
@@ -181,7 +183,7 @@ def judge_compute(outcome: JobOutcome, config: Config) -> list[CheckResult]:
         "duration_s": _number(section.get("duration_s")),
         "dtype": dtype,
         "median_flops_per_s": median,
-        "slow_ratio": settings.slow_ratio,
+        "slow_ratio": slow_ratio,
         "slow_hosts": list(by_host),
         "ranks": rows,
     }
