@@ -3,7 +3,9 @@ change one thing; the burn itself on this machine's CPU; the network checks refe
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -205,3 +207,30 @@ def test_the_recorded_slow_node_is_not_sent_to_its_nic() -> None:
     assert named and all(r.status == "warn" and r.details["item"] == ITEM for r in named)
     assert all("NIC" not in r.summary and "NIC" not in ALLREDUCE.advice(r) for r in named)
     assert "compute finding" in ALLREDUCE.advice(named[0])
+
+
+H100_BURN = json.loads(
+    (Path(__file__).parent / "data" / "gpu" / "nvml_h100_580.159.04_burn.json").read_text()
+)
+
+
+def test_a_real_h100_burn_reads_as_a_power_cap_which_is_normal_under_load() -> None:
+    summary = summarise_samples(H100_BURN["samples"])
+    assert summary["reason_share"] == {"sw_power_cap": pytest.approx(20 / 21)}
+    assert summary["sm_clock_mhz"]["max"] == 1980 and summary["power_w_max"] == 715.188
+    assert reason_names(H100_BURN["nvmlDeviceGetCurrentClocksEventReasons"]) == ["gpu_idle"]
+
+    def as_h100(document: dict[str, Any]) -> None:
+        document["device"] = "cuda"
+        for record in document["compute"]["ranks"]:
+            record.update(dtype="bf16", flops_per_s=H100_BURN["burn"]["tflops"] * 1e12)
+            record["gpu"] = {
+                "index": H100_BURN["nvmlDeviceGetIndex"],
+                "serial": H100_BURN["nvmlDeviceGetSerial"],
+                "max_sm_clock_mhz": H100_BURN["max_sm"],
+                **summary,
+            }
+
+    result = only(judge_compute(with_document(HEALTHY, as_h100), CONFIG))
+    assert result.status == "pass" and "median 678 TFLOPS bf16" in result.summary
+    assert result.details["ranks"][0]["gpu_serial"] == "1752924016965"
