@@ -23,6 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.lab import LabCluster
 from tests.test_check_lab import check_argv
 
+# The checks that share the torchrun job; the first to run launches it.
+JOB_CHECKS = ("compute", "intranode", "allreduce", "ddp")
+
 
 def one_run(lab: LabCluster, workdir: Path) -> dict[str, Any]:
     report = workdir / "run.json"
@@ -40,9 +43,9 @@ def job_phases(data: dict[str, Any]) -> dict[str, float]:
     inside = {
         r["check"]: float(r["details"]["duration_s"])
         for r in data["results"]
-        if r["check"] in ("allreduce", "ddp") and r["details"].get("duration_s") is not None
+        if r["check"] in JOB_CHECKS and r["details"].get("duration_s") is not None
     }
-    job = sum(data["timings"].get(c, 0.0) for c in ("allreduce", "ddp"))
+    job = sum(data["timings"].get(c, 0.0) for c in JOB_CHECKS)
     found = {f"  job: {name} phase": seconds for name, seconds in inside.items()}
     found["  job: launch, imports"] = job - sum(inside.values())
     return found

@@ -131,6 +131,38 @@ class DdpSection:
 
 
 @dataclass(frozen=True)
+class ComputeSection:
+    """The compute burn every rank runs inside the job, judged against the other ranks."""
+
+    # Seconds every rank multiplies matrices (bf16 GEMM on a GPU, fp32 on a CPU).
+    burn_s: float = 1.0
+    # Side of the square matrices; 0 picks by device (8192 on a GPU, 256 on a CPU).
+    matrix: int = 0
+    # A rank below this fraction of the median rank's throughput is slow (GPU ranks)...
+    slow_ratio: float = 0.8
+    # ...and CPU ranks (a CPU-only cluster): processes sharing cores vary with the scheduler.
+    cpu_slow_ratio: float = 0.5
+    # Absolute floor in TFLOPS per rank; 0 means none (ranks are compared with each other).
+    min_tflops: float = 0.0
+
+
+@dataclass(frozen=True)
+class IntranodeSection:
+    """The all-reduce inside each node and the GPUs' host-device copies."""
+
+    # A node (or GPU) below this fraction of the median node's busbw (GPU's copy rate) is slow.
+    slow_ratio: float = 0.5
+
+
+@dataclass(frozen=True)
+class HardwareSection:
+    """The hardware audit from the facts (PCIe links, InfiniBand ports, XID errors)."""
+
+    # XID numbers never reported (known noise on this cluster).
+    ignore_xids: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
 class BaselineSection:
     """Comparing a run with a previous known-good one (``--baseline RUN.json``)."""
 
@@ -306,6 +338,9 @@ class Config:
     # The job's own environment, applied on every node as its launcher would (``[job_env]``,
     # ``--env-file``, ``--env``): what the environment check compares is what the job sees.
     job_env: Mapping[str, str] = field(default_factory=dict)
+    compute: ComputeSection = field(default_factory=ComputeSection)
+    hardware: HardwareSection = field(default_factory=HardwareSection)
+    intranode: IntranodeSection = field(default_factory=IntranodeSection)
     # Expected versions: fact name or package name -> "2.4.0", "2.4" (prefix) or ">=2.4,<2.6".
     expect: Mapping[str, str] = field(default_factory=dict)
     source: str | None = None
@@ -326,6 +361,9 @@ _SECTIONS: dict[str, type[Any]] = {
     "limits": LimitsSection,
     "names": NamesSection,
     "clocks": ClocksSection,
+    "compute": ComputeSection,
+    "hardware": HardwareSection,
+    "intranode": IntranodeSection,
 }
 
 ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

@@ -9,7 +9,7 @@ are not trusted to send well-formed data: a missing or ill-typed field reads as 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
@@ -52,6 +52,43 @@ def lookup(facts: Mapping[str, Any], path: Sequence[str]) -> Any:
     for key in path:
         node = node.get(key) if isinstance(node, Mapping) else None
     return node
+
+
+@dataclass(frozen=True)
+class PcieLink:
+    """A PCIe link as the device trained it (current) and as it could (max): generation and lanes."""
+
+    gen_current: int | None
+    gen_max: int | None
+    width_current: int | None
+    width_max: int | None
+
+    @staticmethod
+    def read(value: Any) -> PcieLink | None:
+        found = _map(value)
+        if not found:
+            return None
+        return PcieLink(
+            _int(found.get("gen_current")),
+            _int(found.get("gen_max")),
+            _int(found.get("width_current")),
+            _int(found.get("width_max")),
+        )
+
+    @property
+    def narrow(self) -> bool:
+        """Fewer lanes than the device can use: a reseat, a riser or a slot problem."""
+        current, top = self.width_current, self.width_max
+        return current is not None and top is not None and current < top
+
+    def text(self) -> str:
+        def part(current: int | None, top: int | None, prefix: str) -> str:
+            shown = ["?" if v is None else str(v) for v in (current, top)]
+            return f"{prefix}{shown[0]} of {prefix}{shown[1]}"
+
+        return (
+            f"{part(self.width_current, self.width_max, 'x')}, {part(self.gen_current, self.gen_max, 'Gen')}"
+        )
 
 
 @dataclass(frozen=True)
@@ -124,6 +161,24 @@ class GpuFacts:
     def power_w(self) -> float | None:
         return _float(self.raw.get("power_w"))
 
+    @property
+    def serial(self) -> str | None:
+        return _str(self.raw.get("serial"))
+
+    @property
+    def pcie_link(self) -> PcieLink | None:
+        return PcieLink.read(self.raw.get("pcie_link"))
+
+    @property
+    def persistence_mode(self) -> str | None:
+        """ "enabled" | "disabled"; None where not reported."""
+        return _str(self.raw.get("persistence_mode"))
+
+    @property
+    def clock_event_reasons(self) -> int | None:
+        """NVML's clock-event (throttle) reason bits at the time of the probe."""
+        return _int(self.raw.get("clock_event_reasons"))
+
 
 @dataclass(frozen=True)
 class TorchFacts:
@@ -154,6 +209,7 @@ class Interface:
     addresses: tuple[str, ...]  # with prefix length: "10.0.0.11/24"
     mtu: int | None
     state: str | None
+    pcie: PcieLink | None = None  # the NIC's PCIe link; None for virtual interfaces
 
     def has_address(self, address: str) -> bool:
         return any(a.split("/")[0] == address for a in self.addresses)
@@ -168,6 +224,9 @@ class IbPort:
     state: str | None  # "ACTIVE", "DOWN", ...
     rate: str | None
     link_layer: str | None  # "InfiniBand" | "Ethernet" (RoCE)
+    phys_state: str | None = None  # "LinkUp", "Polling", "Disabled", ...
+    counters: Mapping[str, int] = field(default_factory=dict)  # link_downed, symbol_error, ...
+    pcie: PcieLink | None = None  # the HCA's own PCIe link
 
 
 @dataclass(frozen=True)
@@ -349,6 +408,7 @@ class NodeFacts:
                 addresses=tuple(str(a) for a in i.get("addresses") or []),
                 mtu=_int(i.get("mtu")),
                 state=_str(i.get("state")),
+                pcie=PcieLink.read(i.get("pcie")),
             )
             for i in _records(_map(self.raw.get("net")).get("interfaces"))
         ]
@@ -366,6 +426,9 @@ class NodeFacts:
                 state=_str(d.get("state")),
                 rate=_str(d.get("rate")),
                 link_layer=_str(d.get("link_layer")),
+                phys_state=_str(d.get("phys_state")),
+                counters={str(k): v for k, v in _map(d.get("counters")).items() if _int(v) is not None},
+                pcie=PcieLink.read(d.get("pcie")),
             )
             for d in _records(_map(self.raw.get("net")).get("ib_devices"))
         ]
@@ -437,6 +500,11 @@ class NodeFacts:
     def name_resolution(self) -> NameResolution | None:
         """How the node resolves its own host name."""
         return NameResolution.from_raw(self.raw.get("name_resolution"))
+
+    @property
+    def hardware(self) -> Mapping[str, Any]:
+        """NVSwitches, the fabric manager, XID lines of the kernel log (``{}`` where not reported)."""
+        return _map(self.raw.get("hardware"))
 
     @property
     def connection(self) -> Mapping[str, Any]:

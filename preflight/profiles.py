@@ -74,6 +74,8 @@ def expected_duration_s(config: Config, n_hosts: int, checks: Sequence[str]) -> 
     job = [c for c in ("allreduce", "ddp") if c in checks]
     if job and n_hosts >= 1:
         seconds += JOB_START_S
+    if "compute" in checks:
+        seconds += config.compute.burn_s
     if "allreduce" in checks:
         # A sweep uses about half its budget on a healthy fabric; a pair round about a quarter.
         seconds += config.allreduce.sweep_budget_s / 2

@@ -23,6 +23,7 @@ PACKAGES = ("preflight", "checks", "reports")
 NODE_SCRIPTS = {
     "preflight.node.facts",
     "checks.job.node",
+    "checks.job.node_compute",
     "checks.ports.node",
     "checks.names.node",
     "checks.clocks.node",

@@ -110,6 +110,7 @@ def run_job(
     ``ports`` gives some nodes another master port than ``port``."""
     port = port or free_port()
     env = dict(os.environ, PREFLIGHT_JOB=base64.b64encode(SCRIPT.read_bytes()).decode(), OMP_NUM_THREADS="1")
+    env["PREFLIGHT_JOB_COMPUTE"] = base64.b64encode((SCRIPT.parent / "node_compute.py").read_bytes()).decode()
     procs = [
         subprocess.Popen(
             torchrun_command(n_nodes, nproc, rank, (ports or {}).get(rank, port), args),

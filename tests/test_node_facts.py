@@ -181,6 +181,10 @@ def test_smi_h100_idle() -> None:
             "processes": [],
             "temperature_c": 41,
             "power_w": 69.85,
+            "serial": "0000000000000",
+            "pcie_link": {"gen_current": 5, "gen_max": 5, "width_current": 16, "width_max": 16},
+            "persistence_mode": "enabled",
+            "clock_event_reasons": 0x1,  # GPU idle
         }
     ]
 
@@ -430,6 +434,9 @@ def test_ib_devices_from_sysfs(tmp_path: Path) -> None:
             "state": "ACTIVE",
             "rate": "400 Gb/sec (4X NDR)",
             "link_layer": "InfiniBand",
+            "phys_state": None,
+            "counters": {},
+            "pcie": None,
         },
         {
             "name": "mlx5_1",
@@ -437,6 +444,9 @@ def test_ib_devices_from_sysfs(tmp_path: Path) -> None:
             "state": "DOWN",
             "rate": "10 Gb/sec (4X SDR)",
             "link_layer": "Ethernet",
+            "phys_state": None,
+            "counters": {},
+            "pcie": None,
         },
     ]
     assert facts.ib_devices(str(tmp_path / "missing")) == []
@@ -459,8 +469,15 @@ def test_net_without_ip_reads_sysfs(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(facts, "IP_FALLBACK_PATHS", ())
     assert facts.net_facts(str(net), str(tmp_path / "no-ib")) == {
         "interfaces": [
-            {"name": "eth0", "addresses": [], "mtu": 9000, "state": "up", "speed_mbps": 100000},
-            {"name": "veth1", "addresses": [], "mtu": 1500, "state": "down", "speed_mbps": None},
+            {"name": "eth0", "addresses": [], "mtu": 9000, "state": "up", "speed_mbps": 100000, "pcie": None},
+            {
+                "name": "veth1",
+                "addresses": [],
+                "mtu": 1500,
+                "state": "down",
+                "speed_mbps": None,
+                "pcie": None,
+            },
         ],
         "ib_devices": [],
     }
@@ -591,6 +608,11 @@ def test_nvml_snapshot() -> None:
         "processes": [{"pid": 1234, "used_memory_bytes": 1048576000, "name": "python"}],
         "temperature_c": 31,
         "power_w": 70.5,
+        # Not offered by this fake NVML: read as unknown, no problem noted.
+        "serial": None,
+        "pcie_link": None,
+        "persistence_mode": None,
+        "clock_event_reasons": None,
     }
     assert volta["pci_bus_id"] == "00000000:86:00.0"
     assert volta["ecc_mode"] == "disabled"

@@ -8,6 +8,7 @@ from __future__ import annotations
 from checks.allreduce.details import NAME
 from checks.allreduce.judge import judge_allreduce
 from checks.allreduce.present import PRESENTATION
+from checks.compute.attribution import refer_to_compute
 from checks.job import launch
 from checks.job.outcome import JobNotRun
 from preflight.check import Check, CheckContext
@@ -20,7 +21,8 @@ def _run(ctx: CheckContext) -> list[CheckResult]:
     outcome = launch.distributed_job(ctx)
     if isinstance(outcome, JobNotRun):
         return [outcome.result(NAME)]
-    return judge_allreduce(outcome, ctx.config, ctx.facts())
+    found = judge_allreduce(outcome, ctx.config, ctx.facts())
+    return refer_to_compute(found, [*ctx.findings.get("compute", ()), *ctx.findings.get("intranode", ())])
 
 
 CHECK = Check(
@@ -28,5 +30,5 @@ CHECK = Check(
     title="all-reduce bus bandwidth across the world and between node pairs; the slow node or link named",
     run=_run,
     presentation=PRESENTATION,
-    reads=("ports",),
+    reads=("ports", "compute", "intranode"),
 )

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 from checks.allreduce.details import NAME, AllreduceDetails, PairTest, SweepRow
+from checks.compute import attribution
 from checks.job.evidence import merged_details
 from checks.job.failures import failures_table
 from checks.job.pairs import typical_busbw
@@ -375,6 +376,7 @@ PRESENTATION = Presentation(
         {
             "nccl_loaded": "Make every node load the same NCCL: check LD_LIBRARY_PATH, the nvidia-nccl "
             "package beside torch and any NCCL in the container image on the named nodes.",
+            attribution.ITEM: attribution.ADVICE,
             "*": "Check the named node's NIC (link speed, errors: ibstat, ethtool -S), its cable and "
             "switch port; rerun without it to confirm.",
         }

@@ -5,6 +5,7 @@ and gradients agree, no straggler in its own compute time. Its phase runs in the
 
 from __future__ import annotations
 
+from checks.compute.attribution import refer_to_compute
 from checks.ddp.details import NAME
 from checks.ddp.judge import judge_ddp
 from checks.ddp.present import PRESENTATION
@@ -20,7 +21,9 @@ def _run(ctx: CheckContext) -> list[CheckResult]:
     outcome = launch.distributed_job(ctx)
     if isinstance(outcome, JobNotRun):
         return [outcome.result(NAME)]
-    return judge_ddp(outcome, ctx.config)
+    return refer_to_compute(
+        judge_ddp(outcome, ctx.config), [*ctx.findings.get("compute", ()), *ctx.findings.get("intranode", ())]
+    )
 
 
 CHECK = Check(
@@ -28,5 +31,5 @@ CHECK = Check(
     title="DDP smoke training: every rank joins, the loss falls, checksums agree, no straggler",
     run=_run,
     presentation=PRESENTATION,
-    reads=("ports",),
+    reads=("ports", "compute", "intranode"),
 )

@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any, cast
 
+from checks.compute import attribution
 from checks.ddp.details import NAME, DdpDetails, RankRow
 from checks.job.evidence import merged_details
 from checks.job.failures import failures_table
@@ -233,5 +234,10 @@ PRESENTATION = Presentation(
     about="a tiny model trains with DDP on every rank: loss falls, ranks agree, no straggler",
     evidence=evidence,
     finding=failures_table,
-    advice=advice_by_item({"*": "Look at the named rank's node first: versions, GPU health and its link."}),
+    advice=advice_by_item(
+        {
+            attribution.ITEM: attribution.ADVICE,
+            "*": "Look at the named rank's node first: versions, GPU health and its link.",
+        }
+    ),
 )

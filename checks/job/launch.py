@@ -33,6 +33,8 @@ from preflight.transport import HostUnavailable, RemoteProcess, Transport
 
 # The script every rank runs: a module of this package, read as a file and never imported here.
 NODE_SCRIPT = "checks.job.node"
+# Scripts the job script loads from the environment (checks.job.node.COMPANIONS).
+COMPANION_SCRIPTS = {"PREFLIGHT_JOB_COMPUTE": "checks.job.node_compute"}
 # Every rank runs the job script from the environment: nothing is written to the node.
 JOB_BOOTSTRAP = (
     "import base64,os;exec(compile(base64.b64decode(os.environ['PREFLIGHT_JOB']),'preflight-job','exec'))"
@@ -56,6 +58,8 @@ TMPDIR_FAILED = 70
 # real nodes are faster, and the deadline only bounds a job that hangs.
 STARTUP_S = 40.0
 DDP_S = 20.0
+COMPUTE_S = 10.0  # the compute phase's set-up and gather, on top of its burn
+INTRANODE_S = 15.0  # the all-reduce inside each node and the GPUs' copies
 # After the first node fails, the others get this long to fail (and say why) on their own.
 FAILURE_GRACE_S = 3.0
 # A node that sent nothing for this long (heartbeats come every BEAT_INTERVAL_S) is silent.
@@ -135,6 +139,7 @@ def _job_args(ctx: CheckContext, phases: tuple[str, ...], names: list[str], gpu:
             "rounds": plan_rounds(n, cfg.pair_plan, switches) if pairwise and n >= 2 else [],
         },
         "ddp": {"steps": ctx.config.ddp.steps},
+        "compute": {"burn_s": ctx.config.compute.burn_s, "matrix": ctx.config.compute.matrix},
     }
 
 
@@ -148,6 +153,10 @@ def _budget_s(args: Mapping[str, Any]) -> float:
         budget += allreduce["sweep_budget_s"] * 1.5 + (rounds + 3) * (allreduce["pair_budget_s"] + 1)
     if "ddp" in args["phases"]:
         budget += DDP_S
+    if "compute" in args["phases"]:
+        budget += COMPUTE_S + float(args["compute"]["burn_s"])
+    if "intranode" in args["phases"]:
+        budget += INTRANODE_S
     return budget
 
 
@@ -198,6 +207,8 @@ def launch(ctx: CheckContext, phases: tuple[str, ...]) -> JobOutcome | JobNotRun
     budget = ctx.deadline.cap(_budget_s(args))
     routes = {} if ctx.config.allreduce.socket_ifname else _routes(ctx, ordered, master_address)
     source = base64.b64encode(node_script(NODE_SCRIPT)).decode()
+    companions = [f"{variable}={base64.b64encode(node_script(module)).decode()}"
+                  for variable, module in COMPANION_SCRIPTS.items()]  # fmt: skip
     python = ctx.config.run.python
     port = ctx.config.run.port
 
@@ -221,7 +232,7 @@ def launch(ctx: CheckContext, phases: tuple[str, ...]) -> JobOutcome | JobNotRun
         nproc = devices.nproc[name]
         commands[name] = [
             "sh", "-c", TMPDIR_WRAPPER, "preflight-job",
-            "env", f"PREFLIGHT_JOB={source}", *(f"{k}={v}" for k, v in env.items()),
+            "env", f"PREFLIGHT_JOB={source}", *companions, *(f"{k}={v}" for k, v in env.items()),
             python, "-m", "torch.distributed.run",
             "--nnodes", str(len(ordered)), "--nproc-per-node", str(max(1, nproc)),
             "--node-rank", str(rank), "--master-addr", master_address, "--master-port", str(port),

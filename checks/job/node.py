@@ -5,6 +5,7 @@ prints one ``PREFLIGHT-JOB-RESULT <json>`` line. Self-contained (standard librar
 
 from __future__ import annotations
 
+import base64
 import bisect
 import copy
 import ctypes
@@ -17,6 +18,7 @@ import sys
 import threading
 import time
 import traceback
+import types
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -38,7 +40,7 @@ PHASE_MARKER = "PREFLIGHT-JOB-PHASE "
 # stop arriving (its link cut, its processes stopped) is named by the controller within seconds.
 BEAT_MARKER = "PREFLIGHT-JOB-BEAT "
 BEAT_INTERVAL_S = 2.0
-PHASES = ("allreduce", "ddp")
+PHASES = ("compute", "intranode", "allreduce", "ddp")
 
 GB = 1e9
 FLOAT32_BYTES = 4
@@ -76,6 +78,12 @@ DEFAULT_ALLREDUCE: JsonDict = {
     "rounds": [],
 }
 DEFAULT_DDP: JsonDict = {"steps": 30}
+DEFAULT_COMPUTE: JsonDict = {"burn_s": 1.0, "matrix": 0}
+DEFAULT_INTRANODE: JsonDict = {"size_bytes": 4 << 20, "iters": 3, "copy_bytes": 256 << 20}
+INTRANODE_TRIALS = 3
+# Companion scripts shipped beside this one: the environment variable holding each (base64), and
+# the file it is read from when this script runs from a checkout (tests).
+COMPANIONS = {"compute": ("PREFLIGHT_JOB_COMPUTE", "node_compute.py")}
 
 
 # --------------------------------------------------------------------------- pure helpers
@@ -438,6 +446,21 @@ def start_heartbeat(interval_s: float = BEAT_INTERVAL_S) -> None:
     threading.Thread(target=_beat, args=(interval_s,), name="preflight-heartbeat", daemon=True).start()
 
 
+def load_companion(name: str) -> Any:
+    """The companion script ``name`` as a module: from its environment variable, else from the
+    file beside this one."""
+    variable, filename = COMPANIONS[name]
+    encoded = os.environ.get(variable)
+    if encoded:
+        source = base64.b64decode(encoded)
+    else:
+        with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), filename), "rb") as file:
+            source = file.read()
+    module = types.ModuleType(f"preflight_job_{name}")
+    exec(compile(source, f"preflight-job-{name}", "exec"), module.__dict__)
+    return module
+
+
 def _write_stdout_line(text: str) -> None:
     # One write of the whole line, so that other output on the same pipe cannot split it.
     pending = memoryview((text + "\n").encode("ascii"))
@@ -798,6 +821,64 @@ class Job:
         result["duration_s"] = time.perf_counter() - start
         return result
 
+    # ---- compute
+
+    def compute(self) -> JsonDict:
+        """Every rank burns matrix multiplications at once for the same time (node_compute.py);
+        every rank's throughput and what its GPU said, by rank."""
+        settings = dict(DEFAULT_COMPUTE)
+        settings.update(self.args.get("compute") or {})
+        burner = load_companion("compute")
+        burn_s = float(settings["burn_s"])
+        start = time.perf_counter()
+        self.barrier()
+        mine = burner.burn(self.torch, self.device, self.cuda, burn_s, int(settings["matrix"] or 0))
+        mine.update(
+            rank=self.rank, node_rank=self.node_rank, local_rank=self.local_rank, hostname=self.hostname
+        )
+        ranks = self.gather(mine)
+        return {"burn_s": burn_s, "ranks": ranks, "duration_s": time.perf_counter() - start}
+
+    def intranode(self) -> JsonDict:
+        """An all-reduce among the ranks of each node, every node at once (its own path: NVLink,
+        NVSwitch, PCIe or, between CPU processes, the loopback), and each GPU's host-device copies."""
+        settings = dict(DEFAULT_INTRANODE)
+        settings.update(self.args.get("intranode") or {})
+        start = time.perf_counter()
+        local = sorted((node, ranks) for node, ranks in self.ranks_of_node.items() if len(ranks) >= 2)
+        # Every rank makes every group, in the same order, as new_group requires.
+        groups = {
+            node: self.dist.new_group(ranks, timeout=timedelta(seconds=self.timeout_s))
+            for node, ranks in local
+        }
+        mine: JsonDict = {"rank": self.rank, "node_rank": self.node_rank}
+        group = groups.get(self.node_rank)
+        if groups:
+            count = max(1, int(settings["size_bytes"]) // FLOAT32_BYTES)
+            buffer = self.allocate(count, "the inside-the-node message", group is not None)
+            if group is not None:
+                self.dist.all_reduce(buffer, group=group)  # connects the group
+                # The best of a few trials: a path that is slow stays slow in every trial, while a
+                # busy moment on a shared host spoils only one.
+                iters = max(1, int(settings["iters"]))
+                best = min(self.time_ops(buffer, iters, group) for _ in range(INTRANODE_TRIALS))
+                per_op = self.agree_max([best], group)[0]
+                size = count * FLOAT32_BYTES
+                n_local = len(self.ranks_of_node[self.node_rank])
+                mine.update(
+                    size_bytes=size, time_s=per_op, busbw_gbps=bus_bandwidth(size, per_op, n_local)[1]
+                )
+            del buffer
+        if self.cuda:
+            mine["copy"] = load_companion("compute").copy_bandwidth(
+                self.torch, self.device, int(settings["copy_bytes"]), 5
+            )
+        self.barrier()
+        for made in groups.values():
+            self.dist.destroy_process_group(made)
+        skipped = None if local else "one process per node: no path inside a node to measure"
+        return {"ranks": self.gather(mine), "skipped": skipped, "duration_s": time.perf_counter() - start}
+
     # ---- DDP
 
     def ddp(self) -> JsonDict:
@@ -1043,7 +1124,12 @@ def main(argv: Sequence[str]) -> int:
         traceback.print_exc(file=sys.stderr)
         errors["init"] = f"rank {job.rank} ({job.hostname}): {_error_text(exc)}"
     if job.usable:
-        phases = {"allreduce": job.allreduce, "ddp": job.ddp}
+        phases = {
+            "compute": job.compute,
+            "intranode": job.intranode,
+            "allreduce": job.allreduce,
+            "ddp": job.ddp,
+        }
         for name in args.get("phases") or PHASES:
             if name not in phases:
                 errors[name] = f"unknown phase {name!r}"

@@ -48,6 +48,13 @@ NVIDIA_SMI_TIMEOUT_S = 10.0
 PROC_DRIVER_VERSION = "/proc/driver/nvidia/version"
 SYS_CLASS_NET = "/sys/class/net"
 SYS_CLASS_INFINIBAND = "/sys/class/infiniband"
+# Port counters read from /sys/class/infiniband/DEV/ports/N/counters.
+IB_COUNTERS = ("link_downed", "symbol_error", "link_error_recovery", "port_rcv_errors")
+PCIE_LINK_FILES = ("current_link_speed", "current_link_width", "max_link_speed", "max_link_width")
+PCIE_RATES_GT = ((1, 2.5), (2, 5.0), (3, 8.0), (4, 16.0), (5, 32.0), (6, 64.0), (7, 128.0))
+PROC_NVSWITCH = "/proc/driver/nvidia-nvswitch/devices"
+# The fabric manager's process name as /proc/PID/comm shows it (15 characters at most).
+FABRIC_MANAGER_COMM = "nv-fabricmanage"
 # Where ip lives when the SSH session's PATH has no sbin directory in it.
 IP_FALLBACK_PATHS = ("/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip")
 
@@ -120,6 +127,11 @@ SMI_HEALTH_GROUPS = (
     ),
     ("retired_pages.pending",),
     ("mig.mode.current",),
+    ("pcie.link.gen.current", "pcie.link.gen.max", "pcie.link.width.current", "pcie.link.width.max"),
+    ("persistence_mode", "serial"),
+    # Renamed from clocks_throttle_reasons in driver 535; older drivers know only the old name.
+    ("clocks_event_reasons.active",),
+    ("clocks_throttle_reasons.active",),
 )
 SMI_APP_FIELDS = ("gpu_uuid", "pid", "used_memory", "process_name")
 # Free-text columns: a value with commas in it is folded back into these.
@@ -357,6 +369,15 @@ def _smi_bool(raw: str | None) -> bool | None:
     return value.lower() in ("yes", "true", "enabled", "1")
 
 
+def _smi_hex(raw: str | None) -> int | None:
+    """``0x0000000000000008`` -> 8; None for N/A or anything else."""
+    value = smi_value(raw)
+    try:
+        return int(value, 16) if value else None
+    except ValueError:
+        return None
+
+
 def gpu_from_smi_row(row: Mapping[str, str]) -> JsonDict:
     """One ``--query-gpu`` row as a GPU fact (the same keys as the NVML path)."""
     ecc_mode = smi_value(row.get("ecc.mode.current"))
@@ -372,6 +393,14 @@ def gpu_from_smi_row(row: Mapping[str, str]) -> JsonDict:
             remapped = None
     power = smi_number(row.get("power.draw"))
     mig = smi_value(row.get("mig.mode.current"))
+    persistence = smi_value(row.get("persistence_mode"))
+    reasons = smi_value(row.get("clocks_event_reasons.active") or row.get("clocks_throttle_reasons.active"))
+    link = {
+        "gen_current": _smi_int(row.get("pcie.link.gen.current")),
+        "gen_max": _smi_int(row.get("pcie.link.gen.max")),
+        "width_current": _smi_int(row.get("pcie.link.width.current")),
+        "width_max": _smi_int(row.get("pcie.link.width.max")),
+    }
     return {
         "index": _smi_int(row.get("index")),
         "name": smi_value(row.get("name")),
@@ -389,6 +418,10 @@ def gpu_from_smi_row(row: Mapping[str, str]) -> JsonDict:
         "processes": [],
         "temperature_c": _smi_int(row.get("temperature.gpu")),
         "power_w": None if power is None else round(power, 2),
+        "serial": smi_value(row.get("serial")),
+        "pcie_link": link if any(v is not None for v in link.values()) else None,
+        "persistence_mode": persistence.lower() if persistence else None,
+        "clock_event_reasons": _smi_hex(reasons),
     }
 
 
@@ -969,6 +1002,46 @@ def _sysfs_interfaces(net_root: str) -> list[JsonDict]:
     return interfaces
 
 
+def _counter(text: str | None) -> int | None:
+    try:
+        return int(text.strip()) if text is not None else None
+    except ValueError:
+        return None
+
+
+def parse_pcie_speed(text: str | None) -> float | None:
+    """``/sys/bus/pci/devices/*/current_link_speed`` -> GT/s: ``16.0 GT/s PCIe`` -> 16.0, ``2.5 GT/s`` -> 2.5;
+    None for ``Unknown`` or an unreadable file."""
+    found = re.match(r"\s*([\d.]+)\s*GT/s", text or "")
+    return float(found.group(1)) if found else None
+
+
+def pcie_generation(gt_per_s: float | None) -> int | None:
+    """The PCIe generation of a per-lane rate: 2.5 -> 1, 5 -> 2, 8 -> 3, 16 -> 4, 32 -> 5, 64 -> 6."""
+    if gt_per_s is None:
+        return None
+    return next((gen for gen, rate in PCIE_RATES_GT if abs(gt_per_s - rate) < 0.5), None)
+
+
+def pcie_link(device_dir: str) -> JsonDict | None:
+    """A PCI device's link from sysfs (``current_link_speed/width``, ``max_link_speed/width``), as
+    generations and lane counts; None where the device has no such files (virtual devices)."""
+    values = {name: _read_text(os.path.join(device_dir, name)) for name in PCIE_LINK_FILES}
+    if all(value is None for value in values.values()):
+        return None
+
+    def width(name: str) -> int | None:
+        value = (values[name] or "").strip()
+        return int(value) if value.isdigit() and int(value) > 0 else None
+
+    return {
+        "gen_current": pcie_generation(parse_pcie_speed(values["current_link_speed"])),
+        "gen_max": pcie_generation(parse_pcie_speed(values["max_link_speed"])),
+        "width_current": width("current_link_width"),
+        "width_max": width("max_link_width"),
+    }
+
+
 def ib_devices(ib_root: str = SYS_CLASS_INFINIBAND) -> list[JsonDict]:
     """InfiniBand/RoCE ports from sysfs (an empty list where there are none)."""
     devices: list[JsonDict] = []
@@ -986,6 +1059,10 @@ def ib_devices(ib_root: str = SYS_CLASS_INFINIBAND) -> list[JsonDict]:
             state = _read_text(os.path.join(base, "state"))
             rate = _read_text(os.path.join(base, "rate"))
             link_layer = _read_text(os.path.join(base, "link_layer"))
+            phys_state = _read_text(os.path.join(base, "phys_state"))
+            counters = {
+                name: _counter(_read_text(os.path.join(base, "counters", name))) for name in IB_COUNTERS
+            }
             devices.append(
                 {
                     "name": device,
@@ -993,6 +1070,9 @@ def ib_devices(ib_root: str = SYS_CLASS_INFINIBAND) -> list[JsonDict]:
                     "state": parse_ib_state(state) if state is not None else None,
                     "rate": rate.strip() if rate is not None else None,
                     "link_layer": link_layer.strip() if link_layer is not None else None,
+                    "phys_state": parse_ib_state(phys_state) if phys_state is not None else None,
+                    "counters": {k: v for k, v in counters.items() if v is not None},
+                    "pcie": pcie_link(os.path.join(ib_root, device, "device")),
                 }
             )
     return devices
@@ -1014,11 +1094,65 @@ def net_facts(net_root: str = SYS_CLASS_NET, ib_root: str = SYS_CLASS_INFINIBAND
     for interface in interfaces:
         speed_path = os.path.join(net_root, interface["name"], "speed")
         interface["speed_mbps"] = parse_link_speed(_read_text(speed_path))
+        interface["pcie"] = pcie_link(os.path.join(net_root, interface["name"], "device"))
     return {"interfaces": interfaces, "ib_devices": ib_devices(ib_root)}
 
 
 def _gather_net(sink: Sink) -> None:
     sink.facts["net"] = net_facts()
+
+
+# ---- hardware health: NVSwitches and the fabric manager, XID errors in the kernel log
+
+# "NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python, GPU has fallen off the bus."
+# (older drivers: "NVRM: Xid (0000:03:00): 13, ...").
+_XID_RE = re.compile(r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9A-Fa-f:.]+)\): (?P<xid>\d+), ?(?P<detail>.*)$")
+
+
+def parse_xid_lines(text: str) -> list[JsonDict]:
+    """Every XID line of a kernel log: the GPU's PCI address, the XID number and the rest."""
+    events: list[JsonDict] = []
+    for line in text.splitlines():
+        found = _XID_RE.search(line)
+        if found:
+            events.append(
+                {"pci": found.group("pci").lower(), "xid": int(found.group("xid")),
+                 "detail": found.group("detail").strip()[:200]}
+            )  # fmt: skip
+    return events
+
+
+def _running_comm(name: str) -> bool:
+    for pid in os.listdir("/proc"):
+        if pid.isdigit() and (_read_text(os.path.join("/proc", pid, "comm")) or "").strip() == name:
+            return True
+    return False
+
+
+def hardware_facts() -> JsonDict:
+    """NVSwitches and whether the fabric manager runs; XID lines from the kernel log, or why it
+    could not be read (which is not the same as none)."""
+    facts: JsonDict = {}
+    nvswitches = sorted(os.listdir(PROC_NVSWITCH)) if os.path.isdir(PROC_NVSWITCH) else []
+    facts["nvswitches"] = len(nvswitches)
+    facts["fabric_manager_running"] = _running_comm(FABRIC_MANAGER_COMM)
+    dmesg = shutil.which("dmesg") or next(
+        (p for p in ("/usr/bin/dmesg", "/bin/dmesg") if os.access(p, os.X_OK)), None
+    )
+    if dmesg is None:
+        facts["xid"] = {"readable": False, "reason": "dmesg not found"}
+        return facts
+    try:
+        text = _run([dmesg, "--kernel"])
+    except Unavailable as exc:
+        facts["xid"] = {"readable": False, "reason": str(exc)[:200]}
+        return facts
+    facts["xid"] = {"readable": True, "events": parse_xid_lines(text)[-200:]}
+    return facts
+
+
+def _gather_hardware(sink: Sink) -> None:
+    sink.facts["hardware"] = hardware_facts()
 
 
 # ---- NVIDIA driver and GPUs
@@ -1105,7 +1239,33 @@ def _nvml_gpu(nv: Any, index: int, problems: dict[str, str]) -> JsonDict:
     processes = None if procs is None else [_nvml_process(nv, proc) for proc in procs]
     name = call("name", "nvmlDeviceGetName")
     uuid = call("uuid", "nvmlDeviceGetUUID")
+    # Best effort, without a problem noted: these say more about health than identity.
+    quiet: dict[str, str] = {}
+    serial = _nvml_call(nv, quiet, "", "nvmlDeviceGetSerial", handle)
+    persistence = _nvml_call(nv, quiet, "", "nvmlDeviceGetPersistenceMode", handle)
+    reasons_function = (
+        "nvmlDeviceGetCurrentClocksEventReasons"
+        if hasattr(nv, "nvmlDeviceGetCurrentClocksEventReasons")
+        else "nvmlDeviceGetCurrentClocksThrottleReasons"
+    )
+    reasons = _nvml_call(nv, quiet, "", reasons_function, handle)
+    link = {
+        key: _nvml_call(nv, quiet, "", function, handle)
+        for key, function in (
+            ("gen_current", "nvmlDeviceGetCurrPcieLinkGeneration"),
+            ("gen_max", "nvmlDeviceGetMaxPcieLinkGeneration"),
+            ("width_current", "nvmlDeviceGetCurrPcieLinkWidth"),
+            ("width_max", "nvmlDeviceGetMaxPcieLinkWidth"),
+        )
+    }
     return {
+        "serial": _text(serial) if serial is not None else None,
+        "pcie_link": {k: int(v) for k, v in link.items() if v is not None} or None,
+        # NVML_FEATURE_ENABLED = 1
+        "persistence_mode": None
+        if persistence is None
+        else ("enabled" if int(persistence) == 1 else "disabled"),
+        "clock_event_reasons": int(reasons) if reasons is not None else None,
         "index": index,
         "name": _text(name) if name is not None else None,
         "uuid": _text(uuid) if uuid is not None else None,
@@ -1359,6 +1519,7 @@ def _gatherers() -> list[tuple[tuple[str, ...], Callable[[Sink], None]]]:
         (("time",), _gather_time),
         (("name_resolution",), _gather_name_resolution),
         (("net",), _gather_net),
+        (("hardware",), _gather_hardware),
         (("sysctl",), _gather_sysctl),
         (("torch",), _gather_torch),
     ]

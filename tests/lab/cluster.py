@@ -40,6 +40,8 @@ STATE_DIR = Path("/var/tmp/pflab")  # not under /tmp: each node hides /tmp behin
 CLAIMS_DIR = STATE_DIR / "claims"
 LOCK_PATH = STATE_DIR / "alloc.lock"
 SSHD = "/usr/sbin/sshd"
+CPU_CGROUP = "/sys/fs/cgroup/cpu"  # cgroup v1 cpu controller: a node's CPU quota (limit_cpu)
+CFS_PERIOD_US = 100_000
 SSH_PORT = 22
 START_TIMEOUT_S = 15.0
 MAX_LABS = 254
@@ -422,6 +424,7 @@ class LabCluster:
         self._root: Path | None = None
         self.nodes: list[LabNode] = []
         self._shaping: dict[int, _Shaping] = {}
+        self._cpu_groups: list[Path] = []
         self._spawned: list[subprocess.Popen[bytes]] = []
         self._session_env: dict[int, dict[str, str]] = {}
         self.owner_pid = os.getpid()
@@ -482,6 +485,10 @@ class LabCluster:
             _reap(node.holder)
             node.sshd = node.holder = None
         self._shaping.clear()
+        for group in self._cpu_groups:  # empty once the node's processes are gone
+            with contextlib.suppress(OSError):
+                group.rmdir()
+        self._cpu_groups.clear()
 
     def _allocate(self) -> None:
         # Under the lock: pick the lowest free index and claim it before creating anything,
@@ -717,10 +724,13 @@ class LabCluster:
         nodes: Sequence[NodeRef] | None = None,
         *,
         extra_lines: Sequence[str] = (),
+        slots: int | None = None,
     ) -> Path:
-        """Writes a preflight hosts file: root@ADDRESS per node (all by default), then extras."""
+        """Writes a preflight hosts file: root@ADDRESS per node (all by default, with ``slots=N``
+        when given), then extras."""
         chosen = self.nodes if nodes is None else [self.node(ref) for ref in nodes]
-        lines = [f"root@{node.address}" for node in chosen] + list(extra_lines)
+        suffix = f" slots={slots}" if slots else ""
+        lines = [f"root@{node.address}{suffix}" for node in chosen] + list(extra_lines)
         path.write_text("".join(line + "\n" for line in lines))
         return path
 
@@ -913,6 +923,25 @@ class LabCluster:
         target = self.node(node)
         commands = install_gpu_node(target.node_dir / "gpu", gpus, target.index, NODE_PYTHON)
         self.exec(target, ["sh", "-c", " && ".join(commands)])
+
+    def throttle_loopback(self, node: NodeRef, rate_mbit: float) -> None:
+        """Limits the node's loopback to rate_mbit: the stand-in for a slow path inside a node
+        (processes of one node talk over it, even to the node's own eth0 address)."""
+        _check_rate(rate_mbit)
+        _tc_htb(["tc", "-n", self.node(node).netns], "lo", rate_mbit, {})
+
+    def limit_cpu(self, node: NodeRef, fraction: float) -> None:
+        """Limits every process the node's sshd starts from now on (the sessions, and what they
+        run) to ``fraction`` of one core: a cgroup v1 cpu quota, the stand-in for a slow GPU."""
+        target = self.node(node)
+        if not 0 < fraction <= 1 or target.sshd is None:
+            raise ValueError(f"fraction must be in (0, 1] and {target.name}'s sshd running")
+        group = Path(CPU_CGROUP) / f"pflab{self.index}n{target.index}"
+        group.mkdir(exist_ok=True)
+        (group / "cpu.cfs_period_us").write_text(str(CFS_PERIOD_US))
+        (group / "cpu.cfs_quota_us").write_text(str(max(1000, round(fraction * CFS_PERIOD_US))))
+        (group / "cgroup.procs").write_text(str(target.sshd.pid))
+        self._cpu_groups.append(group)
 
     def stop_sshd(self, node: NodeRef) -> None:
         """Kills the node's sshd listener and its sessions; the node itself stays up."""

@@ -25,14 +25,38 @@ RECORDED_DRIVER = DATA / "nvidia_version_open_565.57.01.txt"
 STAND_IN = Path(__file__).resolve().parent / "nvidia_smi.py"
 
 
+# A healthy NDR port as the kernel writes its files under /sys/class/infiniband/DEV/ports/N
+# (drivers/infiniband/core/sysfs.c: state_show "%d: %s", phys_state_show, rate_show), and the
+# port counters a healthy link has.
+IB_PORT_FILES: Mapping[str, str] = {
+    "state": "4: ACTIVE",
+    "phys_state": "5: LinkUp",
+    "rate": "400 Gb/sec (4X NDR)",
+    "link_layer": "InfiniBand",
+    "counters/link_downed": "0",
+    "counters/symbol_error": "0",
+}
+# A port whose link is down: what an unplugged cable or a disabled switch port shows.
+IB_PORT_DOWN: Mapping[str, str] = {
+    "state": "1: DOWN",
+    "phys_state": "3: Disabled",
+    "rate": "10 Gb/sec (4X SDR)",
+}
+IB_HCAS = ("mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3")
+
+
 @dataclass(frozen=True)
 class GpuNode:
     """What one emulated node reports: ``gpus`` GPUs like the recorded H100, with per-GPU field
-    changes (``{3: {"remapped_rows.pending": "Yes"}}``), and the driver's proc text."""
+    changes (``{3: {"remapped_rows.pending": "Yes"}}``), and the driver's proc text; with
+    ``infiniband``, a /sys/class/infiniband tree of ``IB_HCAS`` (one port each) with per-HCA file
+    changes (``{"mlx5_2": IB_PORT_DOWN}``)."""
 
     gpus: int = 8
     changes: Mapping[int, Mapping[str, str]] = field(default_factory=dict)
     driver_text: str | None = None
+    infiniband: bool = False
+    ib_changes: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
 
 def _rows(path: Path) -> list[list[str]]:
@@ -60,6 +84,31 @@ def gpu_capture(node: GpuNode, node_index: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+def write_infiniband(root: Path, node: GpuNode) -> None:
+    """The node's /sys/class/infiniband tree under ``root``."""
+    for hca in IB_HCAS:
+        port = root / hca / "ports" / "1"
+        for name, text in {**IB_PORT_FILES, **node.ib_changes.get(hca, {})}.items():
+            (port / name).parent.mkdir(parents=True, exist_ok=True)
+            (port / name).write_text(text + "\n", encoding="utf-8")
+
+
+def _infiniband_commands(root: Path) -> list[str]:
+    """Mount the tree at /sys/class/infiniband in the node's own mount namespace: sysfs allows no
+    new directory, so /sys/class becomes a tmpfs holding the node's /sys/class/net (moved back)
+    and the tree."""
+    q = shlex.quote
+    staging = q(str(root / "sys-class-net"))
+    return [
+        f"mkdir -p {staging}",
+        f"mount --bind /sys/class/net {staging}",
+        "mount -t tmpfs -o mode=755 pflab-sys-class /sys/class",
+        "mkdir /sys/class/net",
+        f"mount --move {staging} /sys/class/net",
+        f"cp -r {q(str(root / 'infiniband'))} /sys/class/infiniband",
+    ]
+
+
 def install(root: Path, node: GpuNode, node_index: int, python: str) -> list[str]:
     """Write the node's captures under ``root``; the shell commands that mount them in the node."""
     root.mkdir(parents=True, exist_ok=True)
@@ -73,7 +122,12 @@ def install(root: Path, node: GpuNode, node_index: int, python: str) -> list[str
     wrapper.chmod(0o755)
     (root / "version").write_text(node.driver_text or RECORDED_DRIVER.read_text(), encoding="utf-8")
     q = shlex.quote
+    ib = []
+    if node.infiniband:
+        write_infiniband(root / "infiniband", node)
+        ib = _infiniband_commands(root)
     return [
+        *ib,
         # /usr/local/sbin is first on root's PATH in an SSH session, and empty on the host.
         "mount -t tmpfs -o mode=755 pflab-gpu-bin /usr/local/sbin",
         f"cp {q(str(wrapper))} /usr/local/sbin/nvidia-smi",

@@ -258,9 +258,13 @@ def job_results(names: list[str], facts: Mapping[str, Mapping[str, Any]], **kwar
 
 def recorded_job_run(path: Path) -> RunReport:
     """A run around a recorded distributed job (tests/data/jobs: a real torchrun of the job script
-    over gloo), judged by the allreduce and ddp judges; the hosts are the job's nodes."""
+    over gloo), judged by the compute (where the job ran it), allreduce and ddp judges, the network
+    findings referring to compute's; the hosts are the job's nodes."""
     from checks.allreduce import judge_allreduce
+    from checks.compute import judge_compute
+    from checks.compute.attribution import refer_to_compute
     from checks.ddp import judge_ddp
+    from checks.intranode import judge_intranode
     from checks.job.outcome import JobOutcome, NodeOutcome
 
     data = json.loads(path.read_text())
@@ -269,7 +273,13 @@ def recorded_job_run(path: Path) -> RunReport:
     names = [n.host for n in nodes]
     hosts = [HostReport(name=n, address=n, hostname=n, reachable=True, facts={"hostname": n}) for n in names]
     config = Config()
-    results = [*judge_allreduce(outcome, config, {}), *judge_ddp(outcome, config)]
+    compute = judge_compute(outcome, config) if "compute" in outcome.phases else []
+    compute += judge_intranode(outcome, config) if "intranode" in outcome.phases else []
+    results = [
+        *compute,
+        *refer_to_compute(judge_allreduce(outcome, config, {}), compute),
+        *(refer_to_compute(judge_ddp(outcome, config), compute) if "ddp" in outcome.phases else []),
+    ]
     return RunReport.build(
         tool_version="0.1.0",
         started_at="2026-11-22T13:16:00Z",

@@ -1,0 +1,67 @@
+"""One root cause, one finding: a node that ``compute`` found slow is slow in every collective too,
+so the network checks' findings about that node's speed (a slow node or link, a pair under the
+floor, a DDP straggler) are turned into references to the compute finding instead of sending the
+user to the node's NIC. Pure: findings in, findings out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from checks.compute.details import NAME as COMPUTE
+from preflight.model import CheckResult
+from preflight.nodeset import fold
+
+ITEM = "see_compute"
+ADVICE = (
+    "Fix what the compute finding names for this node first (its GPU or CPU is slow), then rerun: "
+    "its network was not the cause."
+)
+# Keys by which a network finding says it is about speed (checks.allreduce, checks.ddp judges).
+_SPEED_KEYS = ("ratio", "link", "floor_gbps", "compute_step_s", "busbw_gbps")
+
+
+# Root-cause findings the network checks refer to: the item, and what it says of the node.
+ROOT_CAUSES = {"slow_compute": "being slow at compute", "slow_inside_node": "being slow inside itself"}
+
+
+def slow_at_compute(compute: Sequence[CheckResult]) -> dict[str, CheckResult]:
+    """Host -> the finding (compute, or inside the node) that names it slow."""
+    found: dict[str, CheckResult] = {}
+    for result in compute:
+        if result.status == "fail" and result.details.get("item") in ROOT_CAUSES:
+            for host in result.hosts:
+                found.setdefault(host, result)
+    return found
+
+
+def _about_speed(details: Mapping[str, Any]) -> bool:
+    return any(key in details for key in _SPEED_KEYS)
+
+
+def refer_to_compute(results: Sequence[CheckResult], compute: Sequence[CheckResult]) -> list[CheckResult]:
+    """``results`` of a network check, each finding about the speed of a node that is slow at
+    compute turned into a warning that refers to the compute finding."""
+    slow = slow_at_compute(compute)
+    if not slow:
+        return list(results)
+    referred: list[CheckResult] = []
+    for result in results:
+        named = [h for h in result.hosts if h in slow]
+        if result.status not in ("fail", "warn") or not named or not _about_speed(result.details):
+            referred.append(result)
+            continue
+        cause = slow[named[0]]
+        ratio = cause.details.get("ratio")
+        unit = "rank" if cause.check == COMPUTE else "node"
+        how = f" at {ratio:.2g}x the median {unit}" if isinstance(ratio, float) else ""
+        being = ROOT_CAUSES[str(cause.details.get("item"))]
+        summary = (
+            f"{result.summary.rstrip('.')}; caused by {fold(named)} {being}{how} "
+            f"(see the {cause.check} finding), not by the network"
+        )
+        details = {**result.details, "item": ITEM, "refers_to": cause.check, "slow_at_compute": named}
+        referred.append(dataclasses.replace(result, status="warn", summary=summary, details=details))
+    return referred

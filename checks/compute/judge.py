@@ -1,0 +1,202 @@
+"""The ``compute`` judge: each rank's matrix-multiplication throughput against the median rank of the
+same run (and an optional floor). A slow rank is named with its node and GPU (index and serial when
+NVML gave them) and the cause its GPU reported during the burn. Pure: a job's outcome in, findings out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from checks.compute.details import NAME, PHASE, ComputeDetails, ComputeRank
+from checks.job.failures import rank_hosts
+from checks.job.node_compute import REASON_BITS
+from checks.job.outcome import JobOutcome
+from checks.job.phase import read_phase
+from preflight.config import Config
+from preflight.model import CheckResult
+from preflight.nodeset import fold
+from preflight.status import by_severity
+
+# Reasons that are a GPU's own trouble, strongest first, as a person reads them. A power cap
+# (sw_power_cap) is how a healthy GPU under full load behaves: named only for a slow GPU.
+CAUSES: tuple[tuple[str, str], ...] = (
+    ("hw_power_brake", "power brake (the board's power-brake input is asserted: power supply or chassis)"),
+    ("hw_thermal", "thermal slowdown (hardware)"),
+    ("sw_thermal", "thermal slowdown (driver)"),
+    ("hw_slowdown", "hardware slowdown (temperature or power beyond the board's limits)"),
+)
+POWER_CAP = ("sw_power_cap", "power cap")
+IGNORED_REASONS = {"gpu_idle", "display_clocks", "sync_boost"}
+assert {name for name, _ in CAUSES} <= set(REASON_BITS.values())
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _rate(flops_per_s: float, dtype: str | None) -> str:
+    """``745 TFLOPS bf16`` / ``14.8 GFLOPS fp32``."""
+    unit, scale = ("TFLOPS", 1e12) if flops_per_s >= 1e12 else ("GFLOPS", 1e9)
+    return f"{flops_per_s / scale:.3g} {unit}" + (f" {dtype}" if dtype else "")
+
+
+def _row(record: Mapping[str, Any], host: str | None, median: float) -> ComputeRank:
+    gpu = record.get("gpu") if isinstance(record.get("gpu"), Mapping) else {}
+    assert isinstance(gpu, Mapping)
+    share = gpu.get("reason_share") if isinstance(gpu.get("reason_share"), Mapping) else {}
+    assert isinstance(share, Mapping)
+    clocks = gpu.get("sm_clock_mhz") if isinstance(gpu.get("sm_clock_mhz"), Mapping) else {}
+    assert isinstance(clocks, Mapping)
+    flops = _number(record.get("flops_per_s"))
+    index = gpu.get("index")
+    return {
+        "rank": int(record["rank"]),
+        "host": host,
+        "local_rank": record.get("local_rank") if isinstance(record.get("local_rank"), int) else None,
+        "dtype": str(record["dtype"]) if record.get("dtype") else None,
+        "flops_per_s": flops,
+        "ratio": flops / median if flops is not None and median > 0 else None,
+        "gpu_index": index if isinstance(index, int) and not isinstance(index, bool) else None,
+        "gpu_serial": str(gpu["serial"]) if gpu.get("serial") else None,
+        "sm_clock_mhz": _number(clocks.get("median")),
+        "max_sm_clock_mhz": _number(gpu.get("max_sm_clock_mhz")),
+        "reasons": sorted(str(name) for name, part in share.items() if name not in IGNORED_REASONS and part),
+        "temperature_c_max": _number(gpu.get("temperature_c_max")),
+        "power_w_max": _number(gpu.get("power_w_max")),
+        "nvml": str(gpu["unavailable"]) if gpu.get("unavailable") else None,
+    }
+
+
+def causes(row: ComputeRank, slow: bool) -> list[str]:
+    """Why the GPU says it ran slower, from its reasons, with the numbers that go with them."""
+    found = [text for name, text in CAUSES if name in row["reasons"]]
+    if slow and POWER_CAP[0] in row["reasons"]:
+        found.append(POWER_CAP[1])
+    if found and row["temperature_c_max"] is not None:
+        found[-1] += f", up to {row['temperature_c_max']:g} \u00b0C"
+    if found and row["sm_clock_mhz"] is not None and row["max_sm_clock_mhz"]:
+        found[-1] += f", SM clock {row['sm_clock_mhz']:g} of {row['max_sm_clock_mhz']:g} MHz"
+    return found
+
+
+def describe_device(row: ComputeRank) -> str:
+    """``GPU 3 (serial 1654922001234)``, ``rank 5`` when NVML gave no index."""
+    if row["gpu_index"] is None:
+        return f"rank {row['rank']}"
+    serial = f", serial {row['gpu_serial']}" if row["gpu_serial"] else ""
+    return f"GPU {row['gpu_index']} (rank {row['rank']}{serial})"
+
+
+def _node_finding(host: str, rows: Sequence[ComputeRank], median: float, floor: float) -> CheckResult:
+    """One finding for a node's slow ranks: the slowest first, each with its cause."""
+    rows = sorted(rows, key=lambda r: r["ratio"] if r["ratio"] is not None else 0.0)
+    parts = []
+    for row in rows[:4]:
+        flops = row["flops_per_s"] or 0.0
+        ratio = row["ratio"] or 0.0
+        versus = f"{_rate(flops, row['dtype'])} vs {_rate(median, None)}"
+        part = f"{describe_device(row)} at {ratio:.2g}x the median rank ({versus})"
+        if floor > 0 and flops < floor:
+            part += f", below the floor {_rate(floor, None)}"
+        why = causes(row, slow=True)
+        part += f": {'; '.join(why)}" if why else ""
+        parts.append(part)
+    more = f"; and {len(rows) - 4} more" if len(rows) > 4 else ""
+    said = any(causes(r, slow=True) for r in rows)
+    gpu = any(r["gpu_index"] is not None or r["nvml"] for r in rows)
+    tail = (
+        ""
+        if said
+        else (
+            " (the GPU reported no throttle reason)"
+            if gpu
+            else " (a CPU rank: is the node's CPU limited, shared or throttled?)"
+        )
+    )
+    summary = f"{host} is slow at compute: {'; '.join(parts)}{more}{tail}"
+    details = {
+        "item": "slow_compute",
+        "node": host,
+        "ratio": rows[0]["ratio"],
+        "slow_ranks": [r["rank"] for r in rows],
+        "gpus": [r["gpu_index"] for r in rows if r["gpu_index"] is not None],
+        "serials": [r["gpu_serial"] for r in rows if r["gpu_serial"]],
+        "causes": sorted({c.split(" (")[0].split(",")[0] for r in rows for c in causes(r, slow=True)}),
+    }
+    return CheckResult(NAME, "fail", summary, (host,), details)
+
+
+def judge_compute(outcome: JobOutcome, config: Config) -> list[CheckResult]:
+    """Findings for the compute phase of a job: slow ranks by node, GPUs throttling for their own
+    reasons though not slower than the margin, and a pass with the median and the slowest."""
+    phase = read_phase(NAME, outcome, PHASE, "compute")
+    if phase.section is None:
+        return phase.findings
+    results, section = phase.findings, phase.section
+    settings = config.compute
+    cuda = phase.document.get("device") == "cuda"
+    slow_ratio = settings.slow_ratio if cuda else settings.cpu_slow_ratio
+    hosts = rank_hosts(outcome)
+    records = [
+        r for r in section.get("ranks") or [] if isinstance(r, Mapping) and isinstance(r.get("rank"), int)
+    ]
+    measured = [v for r in records if (v := _number(r.get("flops_per_s"))) is not None and v > 0]
+    if not measured:
+        return [*results, CheckResult(NAME, "error", "the compute burn measured no rank")]
+    median = float(statistics.median(measured))
+    rows = sorted((_row(r, hosts.get(int(r["rank"])), median) for r in records), key=lambda r: r["rank"])
+    floor = settings.min_tflops * 1e12
+
+    def slow(row: ComputeRank) -> bool:
+        flops = row["flops_per_s"]
+        if flops is None:
+            return False
+        return flops < slow_ratio * median or (floor > 0 and flops < floor)
+
+    by_host: dict[str, list[ComputeRank]] = {}
+    for row in rows:
+        if slow(row):
+            by_host.setdefault(row["host"] or f"rank {row['rank']}", []).append(row)
+    for host, slow_rows in by_host.items():
+        results.append(_node_finding(host, slow_rows, median, floor))
+
+    throttled = {
+        row["host"] or f"rank {row['rank']}": row for row in rows if not slow(row) and causes(row, slow=False)
+    }
+    for host, row in throttled.items():
+        summary = (
+            f"{host}: {describe_device(row)} reported {'; '.join(causes(row, slow=False))} during the burn, "
+            f"though it kept {row['ratio'] or 0:.2g}x the median rank"
+        )
+        results.append(CheckResult(NAME, "warn", summary, (host,), {"item": "throttled", "node": host}))
+
+    dtype = next((r["dtype"] for r in rows if r["dtype"]), None)
+    burn_s = _number(section.get("burn_s")) or 0.0
+    details: ComputeDetails = {
+        "burn_s": burn_s,
+        "duration_s": _number(section.get("duration_s")),
+        "dtype": dtype,
+        "median_flops_per_s": median,
+        "slow_ratio": slow_ratio,
+        "slow_hosts": list(by_host),
+        "ranks": rows,
+    }
+    if not by_host and not throttled:
+        slowest = min(rows, key=lambda r: r["ratio"] if r["ratio"] is not None else math.inf)
+        nodes = fold(sorted({r["host"] for r in rows if r["host"]}))
+        summary = (
+            f"{len(rows)} rank{'s' if len(rows) != 1 else ''} on {nodes} burned {burn_s:g} s of matrix "
+            f"multiplications: median {_rate(median, dtype)}, slowest {describe_device(slowest)} on "
+            f"{slowest['host']} at {slowest['ratio'] or 0:.2g}x"
+        )
+        results.append(CheckResult(NAME, "pass", summary, (), dict(details)))
+        return results
+    results = by_severity(results)
+    results[0] = dataclasses.replace(results[0], details={**details, **results[0].details})
+    return results

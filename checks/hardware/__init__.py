@@ -1,0 +1,24 @@
+"""``hardware``: GPU and fabric health audited from the facts every node reported (no root, nothing
+run), nodes compared with each other. ``judge`` judges, ``present`` shows, ``xid`` classifies XIDs.
+"""
+
+from __future__ import annotations
+
+from checks.hardware.judge import NAME, judge_hardware
+from checks.hardware.present import PRESENTATION
+from preflight.check import Check, CheckContext
+from preflight.model import CheckResult
+
+__all__ = ["CHECK", "NAME", "PRESENTATION", "judge_hardware"]
+
+
+def _run(ctx: CheckContext) -> list[CheckResult]:
+    return judge_hardware(ctx.nodes(), ctx.config)
+
+
+CHECK = Check(
+    name=NAME,
+    title="GPU and fabric health from the facts: PCIe links, slowdowns, InfiniBand ports, XID errors",
+    run=_run,
+    presentation=PRESENTATION,
+)

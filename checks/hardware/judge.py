@@ -1,0 +1,245 @@
+"""The ``hardware`` judge: GPU and fabric health from the facts every node reported, nodes compared
+with each other: PCIe links narrower than the device can train (GPUs, NICs, HCAs), a GPU slowing
+itself down (hardware slowdown, thermal, power brake), persistence mode off where the others have
+it on, InfiniBand ports down or slower than the others, HCAs missing, error counters, NVSwitches
+without the fabric manager, XID errors in the kernel log. Pure: facts in, findings out.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from checks.compute.judge import CAUSES
+from checks.hardware.xid import ACTION_TEXT, Action, action_of
+from checks.job.node_compute import reason_names
+from preflight.config import Config
+from preflight.facts import GpuFacts, IbPort, NodeFacts
+from preflight.model import CheckResult
+from preflight.nodeset import fold
+from preflight.status import Status
+
+NAME = "hardware"
+# Clock-event reasons a GPU gives for slowing itself down (not idle, not a power cap under load).
+SELF_SLOWDOWN = {name: text.split(" (")[0] for name, text in CAUSES}
+ACTIVE_IB = "ACTIVE"
+LINK_UP = "LinkUp"
+
+
+def _gpu_label(gpu: GpuFacts) -> str:
+    serial = f" (serial {gpu.serial})" if gpu.serial else ""
+    return f"GPU {gpu.index if gpu.index is not None else '?'}{serial}"
+
+
+def _port_label(port: IbPort) -> str:
+    return f"{port.device} port {port.port}"
+
+
+def _gpu_findings(nodes: Mapping[str, NodeFacts]) -> list[CheckResult]:
+    results: list[CheckResult] = []
+    # The generation most GPUs of each maximum run at now: a GPU below it is compared with its
+    # peers, since an idle GPU may train its link down on purpose.
+    usual_gen: dict[int, int] = {}
+    gens: dict[int, Counter[int]] = {}
+    for node in nodes.values():
+        for gpu in node.gpus or []:
+            link = gpu.pcie_link
+            if link and link.gen_max is not None and link.gen_current is not None:
+                gens.setdefault(link.gen_max, Counter())[link.gen_current] += 1
+    usual_gen = {top: counts.most_common(1)[0][0] for top, counts in gens.items()}
+    for host, node in nodes.items():
+        narrow = [g for g in node.gpus or [] if g.pcie_link is not None and g.pcie_link.narrow]
+        if narrow:
+            shown = "; ".join(f"{_gpu_label(g)} PCIe {g.pcie_link.text()}" for g in narrow if g.pcie_link)
+            details = {"item": "gpu_pcie_width", "node": host, "gpus": [g.index for g in narrow],
+                       "serials": [g.serial for g in narrow]}  # fmt: skip
+            results.append(
+                CheckResult(NAME, "fail", f"{host}: {shown} (fewer lanes than it can use)", (host,), details)
+            )
+        slow_gen = [
+            g for g in node.gpus or []
+            if (link := g.pcie_link) and link.gen_max is not None and link.gen_current is not None
+            and link.gen_current < usual_gen.get(link.gen_max, link.gen_current)
+        ]  # fmt: skip
+        if slow_gen:
+            shown = "; ".join(f"{_gpu_label(g)} PCIe {g.pcie_link.text()}" for g in slow_gen if g.pcie_link)
+            summary = f"{host}: {shown}, below the generation the other GPUs run at"
+            results.append(
+                CheckResult(NAME, "warn", summary, (host,), {"item": "gpu_pcie_gen", "node": host})
+            )
+        slowing = []
+        for gpu in node.gpus or []:
+            names = [n for n in reason_names(gpu.clock_event_reasons or 0) if n in SELF_SLOWDOWN]
+            if names:
+                slowing.append((gpu, names))
+        if slowing:
+            shown = "; ".join(
+                f"{_gpu_label(g)} in {' and '.join(SELF_SLOWDOWN[n] for n in names)}"
+                + (f" at {g.temperature_c:g} \u00b0C" if g.temperature_c is not None else "")
+                for g, names in slowing
+            )
+            details = {"item": "gpu_slowdown", "node": host, "gpus": [g.index for g, _ in slowing],
+                       "reasons": sorted({n for _, names in slowing for n in names})}  # fmt: skip
+            results.append(
+                CheckResult(NAME, "fail", f"{host}: {shown} before the job started", (host,), details)
+            )
+    modes = {
+        host: {g.persistence_mode for g in node.gpus or [] if g.persistence_mode}
+        for host, node in nodes.items()
+    }
+    enabled = [h for h, m in modes.items() if m == {"enabled"}]
+    off = [h for h, m in modes.items() if "disabled" in m]
+    if off and enabled:
+        summary = f"{fold(off)}: persistence mode off on some GPUs, on everywhere on {fold(enabled)}"
+        results.append(CheckResult(NAME, "warn", summary, tuple(off), {"item": "persistence_mode"}))
+    return results
+
+
+def _ib_findings(nodes: Mapping[str, NodeFacts]) -> list[CheckResult]:
+    results: list[CheckResult] = []
+    with_ib = {h: n.ib_ports for h, n in nodes.items() if n.ib_ports}
+    if not with_ib:
+        return results
+    hca_sets = {h: frozenset(p.device for p in ports) for h, ports in with_ib.items()}
+    usual_hcas = Counter(hca_sets.values()).most_common(1)[0][0]
+    rates = Counter(p.rate for ports in with_ib.values() for p in ports if p.state == ACTIVE_IB and p.rate)
+    usual_rate = rates.most_common(1)[0][0] if rates else None
+    for host in nodes:
+        ports = with_ib.get(host)
+        if ports is None:
+            if len(with_ib) > len(nodes) / 2:
+                summary = (
+                    f"{host}: no InfiniBand/RoCE port, while {fold(with_ib)} have {len(usual_hcas)} HCAs"
+                )
+                results.append(CheckResult(NAME, "fail", summary, (host,), {"item": "ib_hcas", "node": host}))
+            continue
+        missing = sorted(usual_hcas - hca_sets[host])
+        if missing and len(with_ib) > 1:
+            summary = f"{host}: HCAs {', '.join(missing)} missing (the other nodes have them)"
+            results.append(
+                CheckResult(NAME, "fail", summary, (host,), {"item": "ib_hcas", "missing": missing})
+            )
+        down = [p for p in ports if p.state != ACTIVE_IB or (p.phys_state and p.phys_state != LINK_UP)]
+        if down:
+            shown = "; ".join(f"{_port_label(p)} is {p.state or 'in no known state'} (physical state "
+                              f"{p.phys_state or 'unknown'})" for p in down)  # fmt: skip
+            details = {"item": "ib_port_down", "node": host, "ports": [_port_label(p) for p in down]}
+            results.append(CheckResult(NAME, "fail", f"{host}: {shown}", (host,), details))
+        slow = [p for p in ports if p.state == ACTIVE_IB and usual_rate and p.rate and p.rate != usual_rate]
+        if slow:
+            shown = "; ".join(f"{_port_label(p)} at {p.rate}" for p in slow)
+            summary = f"{host}: {shown}, while the other ports run at {usual_rate}"
+            results.append(CheckResult(NAME, "fail", summary, (host,), {"item": "ib_rate", "node": host}))
+        counted = [
+            (p, k, v)
+            for p in ports
+            for k, v in p.counters.items()
+            if k in ("link_downed", "symbol_error") and v
+        ]
+        if counted:
+            shown = "; ".join(f"{_port_label(p)} {k} {v}" for p, k, v in counted)
+            summary = f"{host}: {shown} (since the counters were last cleared)"
+            results.append(CheckResult(NAME, "warn", summary, (host,), {"item": "ib_counters", "node": host}))
+    return results
+
+
+def _nic_findings(nodes: Mapping[str, NodeFacts]) -> list[CheckResult]:
+    results: list[CheckResult] = []
+    for host, node in nodes.items():
+        links = [(i.name, i.pcie) for i in node.interfaces if i.pcie is not None]
+        links += [(p.device, p.pcie) for p in node.ib_ports if p.pcie is not None]
+        narrow = sorted({(name, link.text()) for name, link in links if link is not None and link.narrow})
+        if narrow:
+            shown = "; ".join(f"{name} PCIe {text}" for name, text in narrow)
+            summary = f"{host}: {shown} (fewer lanes than the NIC can use)"
+            results.append(
+                CheckResult(NAME, "fail", summary, (host,), {"item": "nic_pcie_width", "node": host})
+            )
+    return results
+
+
+def _fabric_findings(nodes: Mapping[str, NodeFacts]) -> list[CheckResult]:
+    results: list[CheckResult] = []
+    for host, node in nodes.items():
+        switches = node.hardware.get("nvswitches")
+        if (
+            isinstance(switches, int)
+            and switches > 0
+            and node.hardware.get("fabric_manager_running") is False
+        ):
+            summary = (
+                f"{host}: {switches} NVSwitches but the fabric manager (nv-fabricmanager) is not running"
+            )
+            results.append(
+                CheckResult(NAME, "fail", summary, (host,), {"item": "fabric_manager", "node": host})
+            )
+    return results
+
+
+def _xid_findings(
+    nodes: Mapping[str, NodeFacts], ignore: Sequence[int]
+) -> tuple[list[CheckResult], dict[str, str]]:
+    """Findings for XID lines by node, and the nodes whose kernel log could not be read (why)."""
+    results: list[CheckResult] = []
+    unreadable: dict[str, str] = {}
+    for host, node in nodes.items():
+        found = node.hardware.get("xid")
+        xid: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+        if not xid:
+            continue
+        if not xid.get("readable"):
+            unreadable[host] = str(xid.get("reason") or "not readable")
+            continue
+        events = [
+            e for e in xid.get("events") or [] if isinstance(e, Mapping) and isinstance(e.get("xid"), int)
+        ]
+        events = [e for e in events if e["xid"] not in ignore]
+        if not events:
+            continue
+        counts = Counter((int(e["xid"]), str(e.get("pci"))) for e in events)
+        actions = {action_of(x) for x, _ in counts}
+        order: tuple[Action | None, ...] = ("reboot", "reset_gpu", None, "application", "info")
+        worst: Action | None = next((a for a in order if a in actions), "info")
+        shown = ", ".join(
+            f"XID {x} on {pci}" + (f" \u00d7{n}" if n > 1 else "") for (x, pci), n in counts.items()
+        )
+        what = ACTION_TEXT[worst] if worst else "see NVIDIA's XID catalogue"
+        status: Status = "fail" if worst in ("reboot", "reset_gpu", None) else "warn"
+        summary = f"{host}: {shown} in the kernel log: {what}"
+        details = {"item": "xid", "node": host, "xids": sorted({x for x, _ in counts}), "action": worst}
+        results.append(CheckResult(NAME, status, summary, (host,), details))
+    return results, unreadable
+
+
+def judge_hardware(nodes: Mapping[str, NodeFacts], config: Config) -> list[CheckResult]:
+    """Every hardware finding across the nodes; a pass saying what was seen when there is none."""
+    results = _gpu_findings(nodes) + _ib_findings(nodes) + _nic_findings(nodes) + _fabric_findings(nodes)
+    xid_results, unreadable = _xid_findings(nodes, config.hardware.ignore_xids)
+    results += xid_results
+    gpus = sum(n.gpu_count for n in nodes.values())
+    ports = [p for n in nodes.values() for p in n.ib_ports]
+    details: dict[str, Any] = {
+        "gpus": gpus,
+        "ib_ports": len(ports),
+        "ib_ports_active": sum(1 for p in ports if p.state == ACTIVE_IB),
+        "xid_not_readable": unreadable,
+    }
+    if results:
+        first = results[0]
+        results[0] = CheckResult(
+            first.check, first.status, first.summary, first.hosts, {**details, **first.details}
+        )
+        return results
+    seen = [f"{gpus} GPUs with their PCIe links at full width and none slowing itself down"] if gpus else []
+    if ports:
+        seen.append(f"{len(ports)} InfiniBand/RoCE ports ACTIVE")
+    readable = [h for h in nodes if h not in unreadable and nodes[h].hardware.get("xid")]
+    if readable:
+        seen.append(f"no XID error in the kernel log of {fold(readable)}")
+    if unreadable:
+        seen.append(f"kernel log not readable on {fold(unreadable)}, so XID errors are unknown there")
+    summary = f"{len(nodes)} nodes: " + (
+        "; ".join(seen) if seen else "no GPU or InfiniBand hardware to audit"
+    )
+    return [CheckResult(NAME, "pass", summary, (), details)]

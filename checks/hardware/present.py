@@ -1,0 +1,86 @@
+"""How ``hardware`` presents itself: one row per node (GPUs and their PCIe links, GPUs slowing
+themselves down, InfiniBand ports active, XID lines in the kernel log or why it was not read), and
+what to do about each kind of finding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from checks.hardware.judge import ACTIVE_IB, NAME, SELF_SLOWDOWN
+from checks.job.node_compute import reason_names
+from preflight.model import HostReport, RunReport
+from preflight.nodeset import natural_key
+from preflight.view import MAX_TABLE_ROWS, Block, Presentation, Table, TCell, advice_by_item, plain
+
+
+def _row(host: HostReport) -> list[TCell]:
+    node = host.node
+    gpus = node.gpus or []
+    narrow = [g for g in gpus if g.pcie_link is not None and g.pcie_link.narrow]
+    slowing = [g for g in gpus if any(n in SELF_SLOWDOWN for n in reason_names(g.clock_event_reasons or 0))]
+    ports = node.ib_ports
+    active = sum(1 for p in ports if p.state == ACTIVE_IB)
+    xid = node.hardware.get("xid")
+    if not isinstance(xid, dict):
+        xid_text = "\u2014"
+    elif not xid.get("readable"):
+        xid_text = f"not readable ({plain(xid.get('reason') or '')})"
+    else:
+        events = xid.get("events") or []
+        xid_text = f"{len(events)} XID line{'s' if len(events) != 1 else ''}" if events else "none"
+    return [
+        TCell(plain(host.name), "mono"),
+        TCell(str(len(gpus)), "num"),
+        TCell(str(len(narrow)), "num odd odd-fail" if narrow else "num"),
+        TCell(str(len(slowing)), "num odd odd-fail" if slowing else "num"),
+        TCell(f"{active} / {len(ports)}", "num odd odd-fail" if active < len(ports) else "num"),
+        TCell(xid_text),
+    ]
+
+
+def evidence(report: RunReport) -> Sequence[Block]:
+    if not report.results_for(NAME):
+        return []
+    hosts = sorted((h for h in report.hosts if h.reachable), key=lambda h: natural_key(h.name))
+    if not hosts:
+        return []
+    shown = hosts[:MAX_TABLE_ROWS]
+    return [
+        Table(
+            ["node", "GPUs", "narrow PCIe", "slowing down", "IB ports active", "kernel log"],
+            [_row(h) for h in shown],
+            title="Hardware by node",
+            note=f"{len(hosts) - len(shown)} more nodes in the JSON report"
+            if len(hosts) > len(shown)
+            else "",
+        )
+    ]
+
+
+ADVICE = {
+    "gpu_pcie_width": "Reseat the GPU (or its riser or retimer) and check the slot; "
+    "nvidia-smi -q -d PCIE shows the link. A narrow link cuts host-device and peer bandwidth.",
+    "gpu_pcie_gen": "Check the slot and the BIOS PCIe settings; an idle GPU may downshift, "
+    "so check again under load.",
+    "gpu_slowdown": "Check the GPU's cooling and power "
+    "(nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER); drain the node if it stays in slowdown.",
+    "persistence_mode": "Enable persistence (nvidia-persistenced, or nvidia-smi -pm 1) "
+    "as on the other nodes.",
+    "ib_port_down": "Check the cable, transceiver and switch port (ibstat, ibportstate); "
+    "the job would run on fewer rails or fall back.",
+    "ib_rate": "The port trained at a lower rate: check the cable and the switch port's speed.",
+    "ib_hcas": "An HCA is missing: check lspci, the driver (mlx5_core) and the firmware on the node.",
+    "ib_counters": "Watch the counters (perfquery); rising symbol errors mean a bad cable or transceiver.",
+    "nic_pcie_width": "Reseat the NIC and check its slot: a narrow PCIe link caps its bandwidth.",
+    "fabric_manager": "Start nvidia-fabricmanager (systemctl start nvidia-fabricmanager): "
+    "without it NVSwitch systems cannot run multi-GPU jobs.",
+    "xid": "Follow the action given for the XID; ignore known noise with [hardware] ignore_xids.",
+}
+
+PRESENTATION = Presentation(
+    heading="Hardware",
+    about="GPU and fabric health from the facts: PCIe links, clock slowdowns, InfiniBand ports, XID errors",
+    evidence=evidence,
+    advice=advice_by_item(ADVICE),
+)

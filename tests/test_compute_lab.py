@@ -1,0 +1,44 @@
+"""The compute burn end to end on the lab cluster: a node whose processes get a small CPU quota (a
+cgroup, the stand-in for a slow GPU) is named by ``compute`` with its ratio, and the network checks
+refer to that finding instead of sending the user to the node's NIC."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.lab import MakeLab
+from tests.test_check_lab import results, run_check
+from tests.test_distributed_lab import assert_no_job_left
+
+pytestmark = pytest.mark.lab
+
+
+def test_a_node_with_a_small_cpu_quota_is_named_by_compute_not_sent_to_its_nic(
+    make_lab: MakeLab, tmp_path: Path
+) -> None:
+    lab = make_lab(3)
+    slow = lab.nodes[1]
+    lab.limit_cpu(slow, 0.1)
+    run, data = run_check(lab, tmp_path, "--only", "compute,allreduce,ddp", timeout_s=300)
+    assert run.returncode == 1, run.stdout + run.stderr
+    (finding,) = [r for r in results(data, "compute") if r["status"] == "fail"]
+    assert finding["hosts"] == [slow.address]
+    assert finding["details"]["item"] == "slow_compute"
+    ratio = finding["details"]["ratio"]
+    assert 0 < ratio < 0.5  # the default margin for CPU ranks
+    assert f"{ratio:.2g}x the median rank" in finding["summary"]
+    assert finding["details"]["slow_hosts"] == [slow.address]
+    rows = {row["host"]: row for row in finding["details"]["ranks"]}
+    assert set(rows) == {n.address for n in lab.nodes}
+    assert all(rows[n.address]["ratio"] >= 0.5 for n in lab.nodes if n is not slow)
+    # One root cause, one finding: the network checks refer to the compute finding.
+    for check in ("allreduce", "ddp"):
+        for result in results(data, check):
+            if slow.address in result["hosts"]:
+                assert result["status"] != "fail", result
+                assert result["details"].get("item") == "see_compute", result
+                assert "NIC" not in result["summary"]
+    assert "check the NIC" not in run.stdout.lower()
+    assert_no_job_left(lab)

@@ -1,0 +1,217 @@
+"""The ``hardware`` audit: the facts probe's parsers on recorded kernel lines and sysfs layouts, and
+the judge on nodes built from the recorded H100 nvidia-smi capture with one thing changed."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from checks.hardware import judge_hardware
+from checks.hardware.xid import action_of
+from preflight.config import Config, HardwareSection, parse_config
+from preflight.facts import NodeFacts
+from preflight.node import facts
+from tests.lab.gpu import IB_PORT_DOWN, GpuNode, write_infiniband
+
+DATA = Path(__file__).parent / "data"
+HARDWARE = DATA / "hardware"
+H100 = facts.gpus_from_smi(
+    (DATA / "facts" / "smi_query_gpu_h100_590.48.01_idle.csv").read_text(),
+    (DATA / "facts" / "smi_compute_apps_h100_590.48.01_idle.csv").read_text(),
+    header=True,
+)[0]
+CONFIG = Config()
+HEALTHY_IB = GpuNode(infiniband=True)
+
+
+def node(
+    tmp_path: Path,
+    name: str,
+    gpu_changes: dict[int, dict[str, Any]] | None = None,
+    ib: GpuNode | None = HEALTHY_IB,
+    hardware: dict[str, Any] | None = None,
+) -> NodeFacts:
+    """A node with four H100s as recorded (each with its own index and serial, ``gpu_changes``
+    applied) and the lab's InfiniBand tree read back by the probe's own reader."""
+    gpus = []
+    for index in range(4):
+        gpu = copy.deepcopy(H100)
+        gpu.update(index=index, serial=f"{name}-{index}", **(gpu_changes or {}).get(index, {}))
+        gpus.append(gpu)
+    ib_devices: list[dict[str, Any]] = []
+    if ib is not None:
+        root = tmp_path / name / "infiniband"
+        write_infiniband(root, ib)
+        ib_devices = facts.ib_devices(str(root))
+    raw = {
+        "gpus": gpus,
+        "net": {"interfaces": [], "ib_devices": ib_devices},
+        "hardware": hardware
+        or {"nvswitches": 0, "fabric_manager_running": False, "xid": {"readable": True, "events": []}},
+    }
+    return NodeFacts(raw)
+
+
+def findings(nodes: dict[str, NodeFacts], config: Config = CONFIG) -> list[tuple[str, str, tuple[str, ...]]]:
+    return [(r.status, str(r.details.get("item")), r.hosts) for r in judge_hardware(nodes, config)]
+
+
+def test_recorded_xid_lines_are_read_with_their_gpu_and_number() -> None:
+    events = facts.parse_xid_lines((HARDWARE / "dmesg_xid31_rtx4090.txt").read_text())
+    assert [(e["pci"], e["xid"]) for e in events] == [("0000:01:00", 31), ("0000:01:00", 31)]
+    assert events[0]["detail"].startswith("pid=14292, name=python, Ch 00000030")
+    events = facts.parse_xid_lines((HARDWARE / "dmesg_xid62_45.txt").read_text())
+    assert [e["xid"] for e in events] == [31, 62, 45, 45]
+    events = facts.parse_xid_lines((HARDWARE / "journal_xid45_after_149.txt").read_text())
+    assert [(e["pci"], e["xid"]) for e in events] == [
+        ("0000:dc:00", 45),
+        ("0000:ed:00", 45),
+        ("0000:ba:00", 45),
+    ]
+    (fell,) = facts.parse_xid_lines((HARDWARE / "xid79_line.txt").read_text())
+    assert fell == {"pci": "0000:44:00", "xid": 79, "detail": "GPU has fallen off the bus"}
+    assert (action_of(79), action_of(48), action_of(31), action_of(45), action_of(149)) == (
+        "reboot", "reset_gpu", "application", "info", None,
+    )  # fmt: skip
+
+
+def test_pcie_links_read_from_sysfs_as_the_kernel_prints_them(tmp_path: Path) -> None:
+    device = tmp_path / "device"
+    device.mkdir()
+    for name, text in (("current_link_speed", "16.0 GT/s PCIe"), ("max_link_speed", "32.0 GT/s PCIe"),
+                       ("current_link_width", "8"), ("max_link_width", "16")):  # fmt: skip
+        (device / name).write_text(text + "\n")
+    assert facts.pcie_link(str(device)) == {
+        "gen_current": 4,
+        "gen_max": 5,
+        "width_current": 8,
+        "width_max": 16,
+    }
+    assert facts.parse_pcie_speed("2.5 GT/s") == 2.5 and facts.pcie_generation(2.5) == 1
+    assert facts.parse_pcie_speed("Unknown") is None
+    assert facts.pcie_link(str(tmp_path / "virtual")) is None
+
+
+def test_the_recorded_h100_reads_its_link_persistence_and_reasons() -> None:
+    view = NodeFacts({"gpus": [H100]}).gpus[0]  # type: ignore[index]
+    assert view.pcie_link is not None and not view.pcie_link.narrow
+    assert view.pcie_link.text() == "x16 of x16, Gen5 of Gen5"
+    assert view.persistence_mode == "enabled" and view.clock_event_reasons == 0x1
+
+
+def test_ib_ports_read_state_physical_state_and_counters(tmp_path: Path) -> None:
+    root = tmp_path / "ib"
+    write_infiniband(root, GpuNode(ib_changes={"mlx5_1": {**IB_PORT_DOWN, "counters/link_downed": "3"}}))
+    ports = facts.ib_devices(str(root))
+    assert [(p["name"], p["state"], p["phys_state"]) for p in ports] == [
+        ("mlx5_0", "ACTIVE", "LinkUp"), ("mlx5_1", "DOWN", "Disabled"),
+        ("mlx5_2", "ACTIVE", "LinkUp"), ("mlx5_3", "ACTIVE", "LinkUp"),
+    ]  # fmt: skip
+    assert ports[1]["counters"] == {"link_downed": 3, "symbol_error": 0}
+
+
+def test_alike_healthy_nodes_pass(tmp_path: Path) -> None:
+    nodes = {f"gpu{i}": node(tmp_path, f"gpu{i}") for i in range(1, 4)}
+    (result,) = judge_hardware(nodes, CONFIG)
+    assert result.status == "pass"
+    assert result.summary == (
+        "3 nodes: 12 GPUs with their PCIe links at full width and none slowing itself down; "
+        "12 InfiniBand/RoCE ports ACTIVE; no XID error in the kernel log of gpu[1-3]"
+    )
+
+
+def test_each_fault_is_named_on_its_node_only(tmp_path: Path) -> None:
+    nodes = {
+        "gpu1": node(tmp_path, "gpu1", {2: {"pcie_link": {**H100["pcie_link"], "width_current": 4}}}),
+        "gpu2": node(tmp_path, "gpu2", {1: {"clock_event_reasons": 0x8 | 0x40, "temperature_c": 93}}),
+        "gpu3": node(tmp_path, "gpu3", ib=GpuNode(ib_changes={"mlx5_3": IB_PORT_DOWN})),
+        "gpu4": node(tmp_path, "gpu4", ib=GpuNode(ib_changes={"mlx5_0": {"rate": "200 Gb/sec (4X HDR)"}})),
+        "gpu5": node(tmp_path, "gpu5"),
+    }
+    results = judge_hardware(nodes, CONFIG)
+    assert [(r.status, r.details["item"], r.hosts) for r in results] == [
+        ("fail", "gpu_pcie_width", ("gpu1",)),
+        ("fail", "gpu_slowdown", ("gpu2",)),
+        ("fail", "ib_port_down", ("gpu3",)),
+        ("fail", "ib_rate", ("gpu4",)),
+    ]
+    assert (
+        results[0].summary
+        == "gpu1: GPU 2 (serial gpu1-2) PCIe x4 of x16, Gen5 of Gen5 (fewer lanes than it can use)"
+    )
+    assert results[1].summary == (
+        "gpu2: GPU 1 (serial gpu2-1) in hardware slowdown and thermal slowdown at 93 °C "
+        "before the job started"
+    )
+    assert results[2].summary == "gpu3: mlx5_3 port 1 is DOWN (physical state Disabled)"
+    assert (
+        results[3].summary
+        == "gpu4: mlx5_0 port 1 at 200 Gb/sec (4X HDR), while the other ports run at 400 Gb/sec (4X NDR)"
+    )
+
+
+def test_a_missing_hca_persistence_off_and_counters_are_named(tmp_path: Path) -> None:
+    nodes = {f"gpu{i}": node(tmp_path, f"gpu{i}") for i in range(1, 4)}
+    short = node(tmp_path, "gpu4")
+    short_raw = {**short.raw, "net": {"interfaces": [], "ib_devices": short.raw["net"]["ib_devices"][:3]}}
+    nodes["gpu4"] = NodeFacts(short_raw)
+    nodes["gpu5"] = node(tmp_path, "gpu5", {0: {"persistence_mode": "disabled"}},
+                         ib=GpuNode(ib_changes={"mlx5_1": {"counters/symbol_error": "117"}}))  # fmt: skip
+    results = judge_hardware(nodes, CONFIG)
+    assert [(r.status, r.details["item"], r.hosts) for r in results] == [
+        ("warn", "persistence_mode", ("gpu5",)),
+        ("fail", "ib_hcas", ("gpu4",)),
+        ("warn", "ib_counters", ("gpu5",)),
+    ]
+    assert results[1].summary == "gpu4: HCAs mlx5_3 missing (the other nodes have them)"
+    assert "mlx5_1 port 1 symbol_error 117" in results[2].summary
+
+
+def test_nvswitches_without_the_fabric_manager_fail(tmp_path: Path) -> None:
+    lone = {"nvswitches": 4, "fabric_manager_running": False, "xid": {"readable": True, "events": []}}
+    ok = {**lone, "fabric_manager_running": True}
+    nodes = {"gpu1": node(tmp_path, "gpu1", hardware=ok), "gpu2": node(tmp_path, "gpu2", hardware=lone)}
+    (result,) = judge_hardware(nodes, CONFIG)
+    assert (result.status, result.hosts) == ("fail", ("gpu2",))
+    assert "4 NVSwitches but the fabric manager (nv-fabricmanager) is not running" in result.summary
+
+
+def test_xids_are_classified_ignored_on_request_and_an_unreadable_log_is_said(tmp_path: Path) -> None:
+    def log(name: str) -> dict[str, Any]:
+        events = facts.parse_xid_lines((HARDWARE / name).read_text())
+        return {"nvswitches": 0, "fabric_manager_running": False, "xid": {"readable": True, "events": events}}
+
+    unreadable = {
+        "xid": {"readable": False, "reason": "dmesg: read kernel buffer failed: Operation not permitted"}
+    }
+    nodes = {
+        "gpu1": node(tmp_path, "gpu1", hardware=log("xid79_line.txt")),
+        "gpu2": node(tmp_path, "gpu2", hardware=log("dmesg_xid31_rtx4090.txt")),
+        "gpu3": node(tmp_path, "gpu3", hardware=unreadable),
+    }
+    results = judge_hardware(nodes, CONFIG)
+    assert [(r.status, r.hosts) for r in results] == [("fail", ("gpu1",)), ("warn", ("gpu2",))]
+    assert results[0].summary == (
+        "gpu1: XID 79 on 0000:44:00 in the kernel log: reboot the node and check the GPU's seating, "
+        "power and PCIe path"
+    )
+    assert results[1].summary.startswith(
+        "gpu2: XID 31 on 0000:01:00 \u00d72 in the kernel log: an application fault"
+    )
+    assert results[0].details["xid_not_readable"] == {"gpu3": unreadable["xid"]["reason"]}
+    quiet = Config(hardware=HardwareSection(ignore_xids=(31, 79)))
+    (result,) = judge_hardware(nodes, quiet)
+    assert result.status == "pass"
+    assert result.summary.endswith(
+        "no XID error in the kernel log of gpu[1-2]; "
+        "kernel log not readable on gpu3, so XID errors are unknown there"
+    )
+
+
+def test_the_hardware_section_parses() -> None:
+    assert parse_config({"hardware": {"ignore_xids": [13, 31]}}).hardware.ignore_xids == (13, 31)
+    with pytest.raises(Exception, match=r"hardware\.ignore_xids"):
+        parse_config({"hardware": {"ignore_xids": "31"}})

@@ -1,0 +1,53 @@
+"""The hardware audit end to end through real SSH, on lab nodes made to look like 8-GPU H100 nodes
+with four InfiniBand HCAs each (tests/lab/gpu.py: a recorded H100's nvidia-smi fields served per
+GPU, a /sys/class/infiniband tree in each node's own mount namespace). Each fault is named on its
+node, with the GPU or port; the healthy look-alike node is not named."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.lab import GpuNode, MakeLab
+from tests.lab.gpu import IB_PORT_DOWN
+from tests.test_check_lab import results, run_check
+
+pytestmark = pytest.mark.lab
+
+
+def test_a_narrow_gpu_link_a_gpu_in_slowdown_and_a_port_down_are_each_named(
+    make_lab: MakeLab, tmp_path: Path
+) -> None:
+    lab = make_lab(4)
+    narrow = {"pcie.link.width.current": "8"}
+    slowdown = {
+        "clocks_event_reasons.active": "0x0000000000000008",
+        "clocks_event_reasons.hw_slowdown": "Active",
+    }
+    lab.make_gpu_node(1, GpuNode(infiniband=True, changes={2: narrow}))
+    lab.make_gpu_node(2, GpuNode(infiniband=True, changes={6: slowdown}))
+    lab.make_gpu_node(3, GpuNode(infiniband=True, ib_changes={"mlx5_2": IB_PORT_DOWN}))
+    lab.make_gpu_node(4, GpuNode(infiniband=True))
+
+    run, data = run_check(lab, tmp_path, "--only", "hardware")
+
+    assert run.returncode == 1, run.stdout + run.stderr
+    found = {r["details"]["item"]: r for r in results(data, "hardware") if r["status"] != "pass"}
+    assert set(found) == {"gpu_pcie_width", "gpu_slowdown", "ib_port_down"}, found
+    node1, node2, node3, node4 = (n.address for n in lab.nodes)
+    width = found["gpu_pcie_width"]
+    assert width["hosts"] == [node1] and width["details"]["gpus"] == [2]
+    assert width["summary"] == (
+        f"{node1}: GPU 2 (serial 0000001000002) PCIe x8 of x16, Gen5 of Gen5 (fewer lanes than it can use)"
+    )
+    slow = found["gpu_slowdown"]
+    assert slow["hosts"] == [node2] and slow["details"]["gpus"] == [6]
+    assert slow["summary"].startswith(f"{node2}: GPU 6 (serial 0000002000006) in hardware slowdown at ")
+    down = found["ib_port_down"]
+    assert down["hosts"] == [node3]
+    assert down["summary"] == f"{node3}: mlx5_2 port 1 is DOWN (physical state Disabled)"
+    assert not any(node4 in r["hosts"] for r in results(data, "hardware"))
+    facts = {h["name"]: h["facts"] for h in data["hosts"]}
+    assert [p["state"] for p in facts[node4]["net"]["ib_devices"]] == ["ACTIVE"] * 4
+    assert facts[node4]["hardware"]["xid"]["readable"] in (True, False)

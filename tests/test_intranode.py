@@ -1,0 +1,62 @@
+"""The ``intranode`` check, judged on recorded jobs (tests/data/jobs/intranode_*.json) and variants
+that change one thing; the network findings about a node slow inside itself refer to it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from checks.compute.attribution import ITEM, refer_to_compute
+from checks.intranode import judge_intranode
+from preflight.config import Config, IntranodeSection
+from preflight.model import CheckResult
+from tests.test_allreduce import failing, load_job, only, with_document
+
+TWO_RANKS = load_job("intranode_two_ranks")
+ONE_RANK = load_job("intranode_one_rank")
+CONFIG = Config()
+
+
+def slowed(node_rank: int, factor: float) -> Any:
+    def change(document: dict[str, Any]) -> None:
+        for record in document["intranode"]["ranks"]:
+            if record["node_rank"] == node_rank:
+                record["busbw_gbps"] *= factor
+                record["time_s"] /= factor
+
+    return with_document(TWO_RANKS, change)
+
+
+def test_a_recorded_healthy_run_passes_with_every_nodes_busbw() -> None:
+    result = only(judge_intranode(TWO_RANKS, CONFIG))
+    assert result.status == "pass"
+    assert result.summary.startswith("the all-reduce inside each of node[1-3] runs alike (node1 ")
+    assert set(result.details["node_busbw_gbps"]) == {"node1", "node2", "node3"}
+
+
+def test_one_process_per_node_is_skipped_with_the_reason() -> None:
+    result = only(judge_intranode(ONE_RANK, CONFIG))
+    assert (result.status, result.summary) == (
+        "skip", "not measured: one process per node: no path inside a node to measure"
+    )  # fmt: skip
+
+
+def test_a_node_slow_inside_itself_is_named_with_its_ratio() -> None:
+    (result,) = failing(judge_intranode(slowed(2, 0.05), CONFIG))
+    assert result.hosts == ("node3",)
+    assert result.details["item"] == "slow_inside_node" and result.details["ratio"] < 0.1
+    assert result.summary.startswith(
+        "node3 is slow inside itself: the all-reduce among its own ranks runs at 0.0"
+    )
+    assert result.details["slow_hosts"] == ["node3"]
+    lenient = Config(intranode=IntranodeSection(slow_ratio=0.01))
+    assert only(judge_intranode(slowed(2, 0.05), lenient)).status == "pass"
+
+
+def test_the_network_finding_about_that_node_refers_to_it() -> None:
+    (cause,) = failing(judge_intranode(slowed(2, 0.05), CONFIG))
+    network = CheckResult("allreduce", "fail", "node3 is slow with every partner", ("node3",), {"ratio": 0.1})
+    (referred,) = refer_to_compute([network], [cause])
+    assert referred.status == "warn" and referred.details["item"] == ITEM
+    assert referred.details["refers_to"] == "intranode"
+    assert "caused by node3 being slow inside itself at 0.0" in referred.summary
+    assert "(see the intranode finding), not by the network" in referred.summary
