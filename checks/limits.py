@@ -20,7 +20,7 @@ from preflight.model import CheckResult, RunReport
 from preflight.nodeset import fold, group_by_value, minority, natural_key
 from preflight.status import Status
 from preflight.units import capacity
-from preflight.view import Block, Presentation, Table, TCell, advice_by_item, plain
+from preflight.view import Block, Presentation, Table, TCell, advice_by_item, node_rows, plain
 
 NAME = "limits"
 
@@ -226,14 +226,8 @@ def _run(ctx: CheckContext) -> list[CheckResult]:
 
 def _table(report: RunReport) -> list[Block]:
     rows = []
-    nodes: Mapping[str, Any] = {}
-    for result in report.results_for(NAME):
-        if isinstance(result.details.get("nodes"), Mapping):
-            nodes = result.details["nodes"]
-            break
-    named = {h for r in report.results_for(NAME) if r.status != "pass" for h in r.hosts}
-    for host in sorted(nodes, key=natural_key):
-        row = nodes[host] if isinstance(nodes[host], Mapping) else {}
+    nodes, named = node_rows(report, NAME)
+    for host, row in nodes:
 
         def size(key: str, row: Mapping[str, Any] = row) -> str:
             value = row.get(key)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from preflight.escape import printable
+from preflight.nodeset import natural_key
 from preflight.units import significant
 
 if TYPE_CHECKING:
@@ -206,6 +207,20 @@ class Note:
 Block = Chart | Table | Note
 
 # --------------------------------------------------------------------------- a check's presentation
+
+
+def node_rows(report: RunReport, check: str) -> tuple[list[tuple[str, Mapping[str, Any]]], set[str]]:
+    """A check's per-node rows, as its findings carry them in ``details["nodes"]`` (the first
+    finding that has them), in natural host order; and the hosts its findings other than a pass
+    name."""
+    nodes: Mapping[str, Any] = {}
+    for result in report.results_for(check):
+        if isinstance(result.details.get("nodes"), Mapping):
+            nodes = result.details["nodes"]
+            break
+    named = {h for r in report.results_for(check) if r.status != "pass" for h in r.hosts}
+    rows = [(host, row if isinstance(row, Mapping) else {}) for host, row in nodes.items()]
+    return sorted(rows, key=lambda item: natural_key(item[0])), named
 
 
 def advice_by_item(table: Mapping[str, str]) -> Callable[[CheckResult], str]:

@@ -8,15 +8,11 @@ Observed in :mod:`checks.clocks.probe` by the node script :mod:`checks.clocks.no
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from checks.clocks.judge import NAME, ClockSample, ClocksObservation, best_sample, judge_clocks, signed
 from checks.clocks.probe import OBSERVE
 from preflight.check import Check, CheckContext
 from preflight.model import CheckResult, RunReport
-from preflight.nodeset import natural_key
-from preflight.view import Block, Presentation, Table, TCell, advice_by_item, listed, number, plain
+from preflight.view import Block, Presentation, Table, TCell, advice_by_item, listed, node_rows, number, plain
 
 __all__ = ["CHECK", "ClockSample", "ClocksObservation", "best_sample", "judge_clocks"]
 
@@ -33,15 +29,9 @@ def _seconds(value: object) -> str:
 
 
 def _table(report: RunReport) -> list[Block]:
-    nodes: Mapping[str, Any] = {}
-    for result in report.results_for(NAME):
-        if isinstance(result.details.get("nodes"), Mapping):
-            nodes = result.details["nodes"]
-            break
-    named = {h for r in report.results_for(NAME) if r.status != "pass" for h in r.hosts}
+    nodes, named = node_rows(report, NAME)
     rows = []
-    for host in sorted(nodes, key=natural_key):
-        row = nodes[host] if isinstance(nodes[host], Mapping) else {}
+    for host, row in nodes:
         uncertainty = number(row.get("uncertainty_s"))
         services = listed(row.get("services"))
         rows.append(

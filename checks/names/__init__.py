@@ -7,15 +7,11 @@ Observed in :mod:`checks.names.probe` by the node script :mod:`checks.names.node
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from checks.names.judge import NAME, Answer, NamedNode, NamesObservation, judge_names
 from checks.names.probe import OBSERVE, names_to_ask, node_names
 from preflight.check import Check, CheckContext
 from preflight.model import CheckResult, RunReport
-from preflight.nodeset import natural_key
-from preflight.view import Block, Presentation, Table, TCell, advice_by_item, plain
+from preflight.view import Block, Presentation, Table, TCell, advice_by_item, node_rows, plain
 
 __all__ = [
     "CHECK",
@@ -35,15 +31,9 @@ def _run(ctx: CheckContext) -> list[CheckResult]:
 
 
 def _table(report: RunReport) -> list[Block]:
-    nodes: Mapping[str, Any] = {}
-    for result in report.results_for(NAME):
-        if isinstance(result.details.get("nodes"), Mapping):
-            nodes = result.details["nodes"]
-            break
-    named = {h for r in report.results_for(NAME) if r.status != "pass" for h in r.hosts}
+    nodes, named = node_rows(report, NAME)
     rows = []
-    for host in sorted(nodes, key=natural_key):
-        row = nodes[host] if isinstance(nodes[host], Mapping) else {}
+    for host, row in nodes:
         rows.append(
             [
                 TCell(plain(host), "mono odd odd-fail" if host in named else "mono"),
