@@ -236,7 +236,8 @@ def _write_outputs(report: RunReport, args: argparse.Namespace, summary: Console
         from reports.lines import handback_lines
 
         print_report(report, summary)
-        for line in handback_lines(report):
+        # Which nodes to use is a choice among several; on one node the verdict says it all.
+        for line in handback_lines(report) if len(report.hosts) > 1 else []:
             summary.print(line, markup=False, highlight=False, soft_wrap=True)
     _write_handback(report, args)
     for name, render in FILE_FORMATS.items():

@@ -157,9 +157,21 @@ def test_the_check_reports_a_job_that_did_not_run_and_judges_a_job(monkeypatch: 
     ctx = CheckContext(config=CONFIG, sessions=[], deadline=Deadline.after(10))
     failed = JobNotRun("fail", "torch is not importable on node2", ("node2",), {"item": "torch"})
     monkeypatch.setattr(launch, "distributed_job", lambda _ctx: failed)
+    # Alone in the run, ddp reports why the job did not start; a set-up fault, not the node's health.
     assert ddp.CHECK.run(ctx) == [
-        CheckResult("ddp", "fail", "torch is not importable on node2", ("node2",), {"item": "torch"})
+        CheckResult(
+            "ddp",
+            "fail",
+            "torch is not importable on node2",
+            ("node2",),
+            {"item": "torch", "action": "fix_config"},
+        )
     ]
+    # With the other checks of the job in the run, the first of them reports it and ddp refers to it.
+    ctx.selected = ("connect", "compute", "allreduce", "ddp")
+    (refers,) = ddp.CHECK.run(ctx)
+    assert refers.status == "skip" and refers.hosts == () and "see compute" in refers.summary
+    ctx.selected = ()
     monkeypatch.setattr(launch, "distributed_job", lambda _ctx: HEALTHY)
     assert [r.status for r in ddp.CHECK.run(ctx)] == ["pass"]
     without = dataclasses.replace(HEALTHY, phases=("allreduce",))

@@ -20,7 +20,7 @@ __all__ = ["CHECK", "NAME", "PRESENTATION", "judge_allreduce"]
 def _run(ctx: CheckContext) -> list[CheckResult]:
     outcome = launch.distributed_job(ctx)
     if isinstance(outcome, JobNotRun):
-        return [outcome.result(NAME)]
+        return [outcome.result(NAME, ctx.selected)]
     found = judge_allreduce(outcome, ctx.config, ctx.facts())
     return refer_to_compute(found, [*ctx.findings.get("compute", ()), *ctx.findings.get("intranode", ())])
 

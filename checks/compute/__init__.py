@@ -20,7 +20,7 @@ __all__ = ["CHECK", "NAME", "PRESENTATION", "judge_compute"]
 def _run(ctx: CheckContext) -> list[CheckResult]:
     outcome = launch.distributed_job(ctx)
     if isinstance(outcome, JobNotRun):
-        return [outcome.result(NAME)]
+        return [outcome.result(NAME, ctx.selected)]
     return judge_compute(outcome, ctx.config)
 
 

@@ -239,7 +239,7 @@ def judge_hardware(nodes: Mapping[str, NodeFacts], config: Config) -> list[Check
         seen.append(f"no XID error in the kernel log of {fold(readable)}")
     if unreadable:
         seen.append(f"kernel log not readable on {fold(unreadable)}, so XID errors are unknown there")
-    summary = f"{len(nodes)} nodes: " + (
+    summary = f"{len(nodes)} node{'s' if len(nodes) != 1 else ''}: " + (
         "; ".join(seen) if seen else "no GPU or InfiniBand hardware to audit"
     )
     return [CheckResult(NAME, "pass", summary, (), details)]

@@ -31,7 +31,7 @@ PRESENTATION = Presentation(
 def _run(ctx: CheckContext) -> list[CheckResult]:
     outcome = launch.distributed_job(ctx)
     if isinstance(outcome, JobNotRun):
-        return [outcome.result(NAME)]
+        return [outcome.result(NAME, ctx.selected)]
     return judge_intranode(outcome, ctx.config)
 
 

@@ -73,9 +73,18 @@ class JobNotRun:
     hosts: tuple[str, ...] = ()
     details: Mapping[str, Any] = field(default_factory=dict)
 
-    def result(self, check: str) -> CheckResult:
-        """This as the finding of ``check``."""
-        return CheckResult(check, self.status, self.summary, self.hosts, dict(self.details))
+    def result(self, check: str, selected: Sequence[str] = ()) -> CheckResult:
+        """This as the finding of ``check``. The checks of the job share this one cause: the first
+        of them that the run has (``selected``) reports it, the others refer to that finding. Each
+        reason the job cannot start is the training environment's set-up, not the node's health."""
+        first = next((name for name in JOB_PHASES if name in selected), check)
+        if check != first:
+            summary = f"not run: the job did not start (see {first})"
+            return CheckResult(check, "skip", summary, (), {"item": "job_not_run", "see": first})
+        details = dict(self.details)
+        if self.status == "fail":
+            details.setdefault("action", "fix_config")
+        return CheckResult(check, self.status, self.summary, self.hosts, details)
 
 
 def node_names(outcome: JobOutcome) -> list[str]:
