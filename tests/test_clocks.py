@@ -84,3 +84,10 @@ def test_every_node_unsynchronised_alike_is_said_unless_required() -> None:
         ClocksObservation(obs.samples, time=time), ClocksSection(require_synchronised=True)
     )
     assert (required.status, required.hosts) == ("warn", ("node1", "node2", "node3"))
+
+
+def test_offsets_read_with_their_sign_and_no_negative_zero() -> None:
+    from checks.clocks.judge import signed
+
+    assert signed(120.0) == "+120 s" and signed(-2.314) == "-2.31 s" and signed(-0.0042) == "-4.2 ms"
+    assert signed(-0.00001) == "0.0 ms" and signed(0.0) == "0.0 ms"

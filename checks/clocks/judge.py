@@ -83,7 +83,9 @@ def service_state(time: TimeFacts | None) -> ServiceState:
 
 
 def signed(seconds: float) -> str:
-    """``+120 s``, ``+2.31 s``, ``-4.2 ms``."""
+    """``+120 s``, ``+2.31 s``, ``-4.2 ms``; ``0.0 ms`` below a twentieth of a millisecond."""
+    if abs(seconds) < 0.00005:
+        return "0.0 ms"
     if abs(seconds) >= 100:
         return f"{seconds:+,.0f} s"
     return f"{seconds * 1000:+.1f} ms" if abs(seconds) < 1 else f"{seconds:+.2f} s"
