@@ -233,9 +233,11 @@ def test_the_local_mode_as_prolog_drains_the_node_with_a_broken_environment(
     )
     prolog.chmod(0o755)
     slurm = slurm_on(lab, prolog=prolog)
-    healthy = slurm.run(["sbatch", "--parsable", "--nodelist=node1", "--wrap", "hostname"]).strip()
+    # Batch output goes to the lab's directory (the nodes see it), not the working tree.
+    out = f"--output={lab.root}/slurm-%j.out", f"--chdir={lab.root}"
+    healthy = slurm.run(["sbatch", "--parsable", *out, "--nodelist=node1", "--wrap", "hostname"]).strip()
     assert slurm.wait_job(healthy) == "COMPLETED"
-    gated = slurm.run(["sbatch", "--parsable", "--nodelist=node2", "--wrap", "hostname"]).strip()
+    gated = slurm.run(["sbatch", "--parsable", *out, "--nodelist=node2", "--wrap", "hostname"]).strip()
     _, reason = slurm.wait_node_state("node2", "drain")
     assert reason == "Prolog error"
     assert slurm.job_state(gated) != "COMPLETED"
