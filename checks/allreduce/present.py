@@ -9,7 +9,7 @@ reports, hand-made ones) are read from the plain mapping, and every value is che
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
 from checks.allreduce.details import NAME, AllreduceDetails, PairTest, SweepRow
@@ -156,15 +156,25 @@ def evidence(report: RunReport) -> list[Block]:
     blocks.extend(_transport_blocks(per_node or raw.get("transports"), described))
     loaded = details.get("nccl_loaded")
     if isinstance(loaded, Mapping) and loaded:
-        by_version: dict[str, list[str]] = {}
-        for node, version in loaded.items():
-            by_version.setdefault(plain(version), []).append(str(node))
-        rows = [
-            [TCell(plain(fold(nodes)), "mono"), TCell(version, "mono")]
-            for version, nodes in sorted(by_version.items(), key=lambda kv: -len(kv[1]))
-        ]
-        blocks.append(Table(("nodes", "NCCL version"), rows[:MAX_TABLE_ROWS], title="NCCL the ranks ran"))
+        blocks.append(_nodes_by_value(loaded, "NCCL version", "NCCL the ranks ran", lambda _: "mono"))
     return blocks
+
+
+def _socket_fails(transport: str) -> str:
+    """A fall-back to TCP sockets, drawn as a failure."""
+    return "st-text-fail" if "Socket" in transport else ""
+
+
+def _nodes_by_value(values: Mapping[Any, Any], head: str, title: str, css: Callable[[str], str]) -> Table:
+    """One row per distinct value with the nodes that have it, folded; the most common first."""
+    by_value: dict[str, list[str]] = {}
+    for node, value in values.items():
+        by_value.setdefault(plain(value), []).append(str(node))
+    rows = [
+        [TCell(plain(fold(nodes)), "mono"), TCell(value, css(value))]
+        for value, nodes in sorted(by_value.items(), key=lambda kv: -len(kv[1]))
+    ]
+    return Table(("nodes", head), rows[:MAX_TABLE_ROWS], title=title)
 
 
 def _pair_series(pairs: Sequence[Mapping[str, Any]], culprits: set[str]) -> list[view.Series]:
@@ -206,14 +216,7 @@ def _transport_blocks(transport: Any, described: Any) -> list[Block]:
     ):
         return [_transport_table(transport)]
     if isinstance(transport, Mapping) and transport:
-        by_value: dict[str, list[str]] = {}
-        for node, value in transport.items():
-            by_value.setdefault(plain(value), []).append(str(node))
-        rows = [
-            [TCell(plain(fold(nodes)), "mono"), TCell(value, "st-text-fail" if "Socket" in value else "")]
-            for value, nodes in sorted(by_value.items(), key=lambda kv: -len(kv[1]))
-        ]
-        return [Table(("nodes", "transport"), rows[:MAX_TABLE_ROWS], title="Transport NCCL used")]
+        return [_nodes_by_value(transport, "transport", "Transport NCCL used", _socket_fails)]
     if isinstance(transport, str):
         return [Note(f"Transport: {plain(transport)}")]
     return []
