@@ -56,10 +56,13 @@ def test_a_pending_remap_is_named_and_a_healthy_remap_history_is_not(
     # Every node shows the same driver: nothing to report there.
     assert all(r["status"] in ("pass", "warn") for r in results(data, "versions"))
     # The training job cannot use these GPUs (no CUDA here): it says why instead of quietly
-    # measuring the CPU.
-    (job,) = results(data, "allreduce")
+    # measuring the CPU: once, in the job's first check; the job's other checks refer to it.
+    (job,) = results(data, "compute")
     assert job["status"] == "fail" and sorted(job["hosts"]) == sorted(n.address for n in lab.nodes)
     assert "8 GPUs listed, torch 2.13.0+cpu sees no CUDA device" in job["summary"]
+    for later in ("intranode", "allreduce", "ddp"):
+        (refers,) = results(data, later)
+        assert refers["status"] == "skip" and "see compute" in refers["summary"] and not refers["hosts"]
     # The report shows every GPU of every node, the pending remap marked.
     report = RunReport.from_dict(data)
     (chart,) = [b for b in gpu_memory.PRESENTATION.evidence(report) if isinstance(b, Chart)]

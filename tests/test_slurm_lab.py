@@ -95,11 +95,14 @@ def test_a_healthy_allocation_passes_through_srun_without_ssh(
         "versions": "pass",
         "ports": "pass",
         "gpu_memory": "skip",
+        "hardware": "pass",
         "environment": "pass",
         "limits": "pass",
         "names": "pass",
         "clocks": "pass",
         "storage": "skip",  # no --data or --checkpoint-dir
+        "compute": "pass",
+        "intranode": "skip",  # one process per node
         "allreduce": "pass",
         "ddp": "pass",
     }

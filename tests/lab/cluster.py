@@ -35,6 +35,11 @@ NODE_PYTHON = ENV_MOUNT + "/bin/python"
 # (tests/lab/envs.py) reaches its packages through this path when the base's own path is
 # hidden in the node (a checkout under /tmp, behind the node's private /tmp).
 BASE_MOUNT = "/opt/pflab/base"
+# A checkout under /tmp is hidden in every node too; commands that run the project itself on a
+# node (a Slurm step running preflight) need it at its own path, so the node mounts it back there.
+CHECKOUT = Path(__file__).resolve().parents[2]
+CHECKOUT_HIDDEN = Path("/tmp") in CHECKOUT.parents
+CHECKOUT_STASH = "/opt/pflab/checkout"
 
 STATE_DIR = Path("/var/tmp/pflab")  # not under /tmp: each node hides /tmp behind its own tmpfs
 CLAIMS_DIR = STATE_DIR / "claims"
@@ -537,6 +542,7 @@ class LabCluster:
         self.known_hosts_path.write_text("".join(known))
         Path(ENV_MOUNT).mkdir(parents=True, exist_ok=True)  # the mount points, left empty
         Path(BASE_MOUNT).mkdir(parents=True, exist_ok=True)
+        Path(CHECKOUT_STASH).mkdir(parents=True, exist_ok=True)
         Path("/run/sshd").mkdir(parents=True, exist_ok=True)  # sshd's privilege separation dir
 
     def _etc_hosts_text(self) -> str:
@@ -589,7 +595,13 @@ class LabCluster:
             "set -e",
             f"mount --bind {q(str(node.env))} {ENV_MOUNT}",
             f"mount --bind {q(str(self._base_env))} {BASE_MOUNT}",
+            *([f"mount --bind {q(str(CHECKOUT))} {CHECKOUT_STASH}"] if CHECKOUT_HIDDEN else []),
             "mount -t tmpfs -o mode=1777 pflab-tmp /tmp",
+            *(
+                [f"mkdir -p {q(str(CHECKOUT))}", f"mount --bind {CHECKOUT_STASH} {q(str(CHECKOUT))}"]
+                if CHECKOUT_HIDDEN
+                else []
+            ),
             "mount -t tmpfs -o mode=1777 pflab-shm /dev/shm",
             f"mount --bind {q(str(self._etc_hosts))} /etc/hosts",
             *self._no_dns(),
@@ -827,7 +839,10 @@ class LabCluster:
         """The names in the node's private /tmp."""
         out = self.exec(node, ["find", "/tmp", "-mindepth", "1", "-maxdepth", "1",
                                "-printf", "%f\\0"]).stdout  # fmt: skip
-        return sorted(name.decode(errors="replace") for name in out.split(b"\0") if name)
+        names = sorted(name.decode(errors="replace") for name in out.split(b"\0") if name)
+        # A checkout under /tmp, mounted back in the node, is the lab's, not a leftover.
+        checkout = CHECKOUT.relative_to("/tmp").parts[0] if CHECKOUT_HIDDEN else None
+        return [name for name in names if name != checkout]
 
     # -- faults ------------------------------------------------------------------------------
 
