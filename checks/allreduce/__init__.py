@@ -10,7 +10,6 @@ from checks.allreduce.judge import judge_allreduce
 from checks.allreduce.present import PRESENTATION
 from checks.compute.attribution import refer_to_compute
 from checks.job import launch
-from checks.job.outcome import JobNotRun
 from preflight.check import Check, CheckContext
 from preflight.model import CheckResult
 
@@ -18,10 +17,7 @@ __all__ = ["CHECK", "NAME", "PRESENTATION", "judge_allreduce"]
 
 
 def _run(ctx: CheckContext) -> list[CheckResult]:
-    outcome = launch.distributed_job(ctx)
-    if isinstance(outcome, JobNotRun):
-        return [outcome.result(NAME, ctx.selected)]
-    found = judge_allreduce(outcome, ctx.config, ctx.facts())
+    found = launch.judge_job(ctx, NAME, lambda outcome: judge_allreduce(outcome, ctx.config, ctx.facts()))
     return refer_to_compute(found, [*ctx.findings.get("compute", ()), *ctx.findings.get("intranode", ())])
 
 

@@ -10,7 +10,6 @@ from checks.compute.details import NAME
 from checks.compute.judge import judge_compute
 from checks.compute.present import PRESENTATION
 from checks.job import launch
-from checks.job.outcome import JobNotRun
 from preflight.check import Check, CheckContext
 from preflight.model import CheckResult
 
@@ -18,10 +17,7 @@ __all__ = ["CHECK", "NAME", "PRESENTATION", "judge_compute"]
 
 
 def _run(ctx: CheckContext) -> list[CheckResult]:
-    outcome = launch.distributed_job(ctx)
-    if isinstance(outcome, JobNotRun):
-        return [outcome.result(NAME, ctx.selected)]
-    return judge_compute(outcome, ctx.config)
+    return launch.judge_job(ctx, NAME, lambda outcome: judge_compute(outcome, ctx.config))
 
 
 CHECK = Check(

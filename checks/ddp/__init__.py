@@ -10,7 +10,6 @@ from checks.ddp.details import NAME
 from checks.ddp.judge import judge_ddp
 from checks.ddp.present import PRESENTATION
 from checks.job import launch
-from checks.job.outcome import JobNotRun
 from preflight.check import Check, CheckContext
 from preflight.model import CheckResult
 
@@ -18,12 +17,8 @@ __all__ = ["CHECK", "NAME", "PRESENTATION", "judge_ddp"]
 
 
 def _run(ctx: CheckContext) -> list[CheckResult]:
-    outcome = launch.distributed_job(ctx)
-    if isinstance(outcome, JobNotRun):
-        return [outcome.result(NAME, ctx.selected)]
-    return refer_to_compute(
-        judge_ddp(outcome, ctx.config), [*ctx.findings.get("compute", ()), *ctx.findings.get("intranode", ())]
-    )
+    found = launch.judge_job(ctx, NAME, lambda outcome: judge_ddp(outcome, ctx.config))
+    return refer_to_compute(found, [*ctx.findings.get("compute", ()), *ctx.findings.get("intranode", ())])
 
 
 CHECK = Check(

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from checks.intranode.judge import NAME, judge_intranode
 from checks.job import launch
-from checks.job.outcome import JobNotRun
 from preflight.check import Check, CheckContext
 from preflight.model import CheckResult
 from preflight.view import Presentation, advice_by_item
@@ -29,10 +28,7 @@ PRESENTATION = Presentation(
 
 
 def _run(ctx: CheckContext) -> list[CheckResult]:
-    outcome = launch.distributed_job(ctx)
-    if isinstance(outcome, JobNotRun):
-        return [outcome.result(NAME, ctx.selected)]
-    return judge_intranode(outcome, ctx.config)
+    return launch.judge_job(ctx, NAME, lambda outcome: judge_intranode(outcome, ctx.config))
 
 
 CHECK = Check(

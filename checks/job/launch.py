@@ -14,7 +14,7 @@ import contextlib
 import json
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +26,7 @@ from checks.job.outcome import JOB_PHASES, JobNotRun, JobOutcome, NodeOutcome
 from checks.job.pairs import plan_rounds
 from preflight.check import CheckContext, HostSession, Probe
 from preflight.deadline import Deadline
+from preflight.model import CheckResult
 from preflight.nodeset import fold
 from preflight.probes import node_script, start_node_script
 from preflight.redact import MASK, is_secret_name
@@ -417,6 +418,17 @@ def _abort(
 def distributed_job(ctx: CheckContext) -> JobOutcome | JobNotRun:
     """The one job that ``allreduce`` and ``ddp`` share: launched on first use, then reused."""
     return ctx.probe(JOB)
+
+
+def judge_job(
+    ctx: CheckContext, check: str, judge: Callable[[JobOutcome], Sequence[CheckResult]]
+) -> list[CheckResult]:
+    """What each check of the job does: judge the shared job's outcome, or say why it did not start
+    (the first of the job's checks in the run says it, the others refer to it)."""
+    outcome = distributed_job(ctx)
+    if isinstance(outcome, JobNotRun):
+        return [outcome.result(check, ctx.selected)]
+    return list(judge(outcome))
 
 
 def _launch_selected(ctx: CheckContext) -> JobOutcome | JobNotRun:
