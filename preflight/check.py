@@ -19,7 +19,7 @@ from preflight.facts import NodeFacts
 from preflight.handback import Action
 from preflight.inventory import HostSpec
 from preflight.model import CheckResult, HostReport, RunReport
-from preflight.transport import Transport
+from preflight.transport import RemoteProcess, Transport
 from preflight.view import Presentation
 
 Backend = Literal["nccl", "gloo"]
@@ -33,6 +33,14 @@ class HostSession:
     spec: HostSpec
     report: HostReport
     transport: Transport | None = None
+    # The facts probe, staying as the host's script host when a check asked for warm imports
+    # (Check.warm_imports): the first check to use it takes it (:meth:`take_host`).
+    host: RemoteProcess | None = None
+
+    def take_host(self) -> RemoteProcess | None:
+        """The staying facts probe, for one user: later callers get None."""
+        host, self.host = self.host, None
+        return host
 
 
 @dataclass(frozen=True)
@@ -102,7 +110,9 @@ class Check:
     in the registry, and the runner hands their findings over in ``CheckContext.findings``.
     ``action``: what an operator does with a node this check fails (a finding may name its own
     in ``details["action"]``). ``node_local``: judges each node on its own, so it runs in
-    ``--local`` mode (a Slurm prolog); checks between nodes do not.
+    ``--local`` mode (a Slurm prolog); checks between nodes do not. ``warm_imports``: modules
+    the check's node script will need; when a selected check names some, the facts probe stays
+    on every host with them imported (:attr:`HostSession.host`), so the script starts warm.
     """
 
     name: str
@@ -114,3 +124,4 @@ class Check:
     reads: tuple[str, ...] = ()
     action: Action = "drain"
     node_local: bool = False
+    warm_imports: tuple[str, ...] = ()

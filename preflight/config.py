@@ -81,6 +81,9 @@ class AllreduceSection:
 
     # Seconds the whole-world sweep of message sizes may take; sizes stop growing past it.
     sweep_budget_s: float = 6.0
+    # Each size of the sweep is this many times the one before (nccl-tests' -f); the top two
+    # sizes are always a doubling apart. --deep sweeps with 2.
+    sweep_factor: Literal[2, 4] = 4
     # Largest message of the sweep in bytes; 0 picks by device (16 MiB on CPU, 1 GiB on GPU).
     max_bytes: int = 0
     # Message size of the pairwise tests; 0 picks by device (4 MiB on CPU, 256 MiB on GPU).

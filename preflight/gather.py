@@ -7,36 +7,74 @@ hosts still busy when the run's deadline comes are named as timed out.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
+import dataclasses
 import json
 import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from preflight.check import HostSession
 from preflight.deadline import Deadline
 from preflight.inventory import HostSpec
 from preflight.model import HostError, HostReport
-from preflight.probes import run_node_script
+from preflight.probes import parse_script_output, run_node_script, start_node_script
 from preflight.progress import Progress
 from preflight.redact import redact
-from preflight.transport import GRACE_S, HostUnavailable, Transport
+from preflight.transport import GRACE_S, HostUnavailable, RemoteProcess, Transport
 
 TransportFactory = Callable[[HostSpec], Transport]
+FACTS_SCRIPT = "preflight.node.facts"
 
 # Variables of the job's own environment that change what the facts probe finds: where NCCL's
 # configuration file and network plugin are (preflight.node.facts.JOB_ENV_USED).
 FACTS_JOB_ENV = ("LD_LIBRARY_PATH", "NCCL_CONF_FILE", "NCCL_NET_PLUGIN")
 
 
-def facts_probe_args(job_env: Mapping[str, str]) -> tuple[str, ...]:
+def facts_probe_args(job_env: Mapping[str, str], stay_imports: Sequence[str] = ()) -> tuple[str, ...]:
     """The facts probe's options for one run: the job's variables it acts on (never a secret:
     nothing else of the job's environment leaves the controller), and a fresh key for the digests
-    that let masked values be compared between nodes."""
-    options = {
+    that let masked values be compared between nodes. With ``stay_imports`` the probe stays after
+    its facts as the host's script host (:attr:`HostSession.host`), these modules imported."""
+    options: dict[str, object] = {
         "salt": secrets.token_hex(16),
         "job_env": {k: v for k, v in job_env.items() if k in FACTS_JOB_ENV},
     }
+    if stay_imports:
+        options["stay"] = {"imports": list(stay_imports)}
     return (json.dumps(options),)
+
+
+def _staying_probe(
+    transport: Transport, *, python: str, args: tuple[str, ...], probe_timeout_s: float, deadline: Deadline
+) -> tuple[dict[str, Any], RemoteProcess]:
+    """Run the facts probe so that it stays: its document, and the process, still running."""
+    process = start_node_script(
+        transport, FACTS_SCRIPT, python=python, args=args, timeout_s=max(1.0, deadline.remaining())
+    )
+    line = process.readline(Deadline.after(probe_timeout_s).sooner(deadline.remaining()))
+    document: Any = None
+    if line is not None:
+        try:
+            document = json.loads(line)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            document = None
+    if isinstance(document, dict):
+        return document, process
+    # No document: what the process did says why (it ended, timed out, or printed something else).
+    with contextlib.suppress(OSError):
+        process.close_stdin()
+    timed_out = line is None and process.running()
+    result = process.wait(Deadline.after(0 if timed_out else 5))
+    if timed_out:
+        result = dataclasses.replace(result, timed_out=True)
+    parse_script_output(result, python=python, host=transport.spec.name, timeout_s=probe_timeout_s)
+    raise HostUnavailable(
+        HostError(
+            "probe_failed", f"{transport.spec.name}: the probe printed no facts: {result.stderr_tail(3)}"
+        )
+    )
 
 
 def _unchecked(spec: HostSpec, error: HostError) -> HostReport:
@@ -52,6 +90,7 @@ def _gather_one(
     deadline: Deadline,
     progress: Progress,
     args: tuple[str, ...] = (),
+    stay: bool = False,
 ) -> None:
     spec = session.spec
     transport = session.transport = factory(spec)
@@ -61,13 +100,14 @@ def _gather_one(
         transport.open(deadline)
         connected_s = time.monotonic() - started
         progress.host(spec.name, "probing")
-        document = run_node_script(
-            transport,
-            "preflight.node.facts",
-            python=python,
-            args=args,
-            timeout_s=deadline.cap(probe_timeout_s),
-        )
+        if stay:
+            document, session.host = _staying_probe(
+                transport, python=python, args=args, probe_timeout_s=probe_timeout_s, deadline=deadline
+            )
+        else:
+            document = run_node_script(
+                transport, FACTS_SCRIPT, python=python, args=args, timeout_s=deadline.cap(probe_timeout_s)
+            )
     except HostUnavailable as exc:
         session.report = _unchecked(spec, exc.error)
         progress.host(spec.name, "error", error=exc.error.message)
@@ -103,9 +143,11 @@ def gather(
     deadline: Deadline,
     progress: Progress,
     args: tuple[str, ...] = (),
+    stay: bool = False,
 ) -> list[HostSession]:
     """Connect to every host and gather its facts (``args``: the probe's options, the same for
-    every host); the sessions keep their open transports."""
+    every host); the sessions keep their open transports, and with ``stay`` the facts probe that
+    stayed as each host's script host."""
     sessions = [
         HostSession(spec, _unchecked(spec, HostError("timeout", "not reached before the run's deadline")))
         for spec in specs
@@ -123,6 +165,7 @@ def gather(
                 deadline=deadline,
                 progress=progress,
                 args=args,
+                stay=stay,
             ): session
             for session in sessions
         }
@@ -153,6 +196,11 @@ def gather(
 
 def close_all(sessions: Sequence[HostSession], *, timeout_s: float = 15.0) -> None:
     """Close every transport at once (each may have remote processes to end), bounded."""
+    for session in sessions:
+        host = session.take_host()
+        if host is not None:  # never used: its stdin ends, and so does it
+            with contextlib.suppress(OSError, HostUnavailable):
+                host.close_stdin()
     open_sessions = [s for s in sessions if s.transport is not None]
     if not open_sessions:
         return

@@ -49,6 +49,7 @@ def apply_profile(config: Config, profile: Profile) -> Config:
             pair_budget_s=max(allreduce.pair_budget_s, 4.0),
             pair_plan="full",
             iters=max(allreduce.iters, 50),
+            sweep_factor=2,
         )
         ddp = dataclasses.replace(config.ddp, steps=max(config.ddp.steps, 200))
         return dataclasses.replace(config, allreduce=allreduce, ddp=ddp)

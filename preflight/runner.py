@@ -75,6 +75,8 @@ def execute(request: RunRequest, progress: Progress | None = None) -> RunReport:
     results: list[CheckResult] = []
     timings: dict[str, float] = {}
     interrupted = False
+    # Modules the selected checks' node scripts need: imported once, while the others run.
+    stay_imports = list(dict.fromkeys(m for check in request.checks for m in check.warm_imports))
     try:
         phase_started = time.monotonic()
         sessions = gather(
@@ -85,7 +87,8 @@ def execute(request: RunRequest, progress: Progress | None = None) -> RunReport:
             fanout=run.fanout,
             deadline=deadline,
             progress=progress,
-            args=facts_probe_args(request.config.job_env),
+            args=facts_probe_args(request.config.job_env, stay_imports),
+            stay=bool(stay_imports),
         )
         timings["facts"] = time.monotonic() - phase_started
         findings: dict[str, list[CheckResult]] = {}

@@ -261,7 +261,7 @@ def test_a_node_that_cannot_reach_the_master_never_joined() -> None:
     job = load_job("master_unreachable")
     (result,) = judge_allreduce(job, CONFIG, {})
     assert result.status == "fail" and result.hosts == ("node2",)
-    assert result.summary.startswith("node2 never joined: torchrun could not reach the master 127.0.0.1:")
+    assert result.summary.startswith("node2 never joined: its ranks could not reach the master 127.0.0.1:")
     assert result.summary.endswith("(no connection within 8 s: the port is closed, filtered or dropped)")
 
 

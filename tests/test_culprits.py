@@ -332,7 +332,7 @@ def test_a_node_that_cannot_reach_the_master_is_named_even_after_the_master_gave
     job = load_job("master_unreachable")
     failures = explain_failures(job)
     assert failures[0].host == "node2" and failures[0].kind == "never_joined"
-    assert failures[0].reason.startswith("torchrun could not reach the master 127.0.0.1:")
+    assert failures[0].reason.startswith("its ranks could not reach the master 127.0.0.1:")
     victims = {f.host: f.reason for f in failures[1:]}
     assert victims == {
         "node1": "the rendezvous saw only 2 of 3 nodes join",

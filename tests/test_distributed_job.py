@@ -1,5 +1,6 @@
-"""The job script run for real, started as the launcher starts it (gloo, torchrun on this machine): one
-node with three ranks, and three "nodes" on 127.0.0.1 (three torchruns) so that pairs run between nodes.
+"""The job script run for real, started as the launcher starts it (gloo, on this machine: a script
+host per node that starts the node's ranks): one node with three ranks, and three "nodes" on 127.0.0.1
+(three hosts) so that pairs run between nodes.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from typing import Any
 
 import pytest
 
+from checks.job import launch
 from checks.job import node as job_node
-from checks.job.launch import JOB_BOOTSTRAP
 from checks.job.node import (
     PHASE_MARKER,
     RANK_MARKER,
@@ -34,8 +35,10 @@ from checks.job.node import (
     sweep_sizes,
 )
 from checks.job.pairs import plan_rounds
+from preflight.probes import STREAM_BOOTSTRAP, node_script
 
 SCRIPT = Path(job_node.__file__)
+COMPUTE_SCRIPT = SCRIPT.parent / "node_compute.py"
 PYTHON = sys.executable
 MIB = 1024 * 1024
 
@@ -73,7 +76,7 @@ def job_args(n_nodes: int, **allreduce: Any) -> dict[str, Any]:
 
 @dataclass
 class LocalNode:
-    """One torchrun invocation standing in for a node."""
+    """One script host standing in for a node."""
 
     node_rank: int
     returncode: int | None
@@ -82,16 +85,24 @@ class LocalNode:
     killed: bool = False  # ended here, the way the launcher ends the others after a failure
 
 
-def torchrun_command(
-    n_nodes: int, nproc: int, node_rank: int, port: int, args: Mapping[str, Any]
-) -> list[str]:
-    return [
-        PYTHON, "-m", "torch.distributed.run",
-        "--nnodes", str(n_nodes), "--nproc-per-node", str(nproc), "--node-rank", str(node_rank),
-        "--master-addr", "127.0.0.1", "--master-port", str(port),
-        "--max-restarts", "0", "--rdzv-conf", f"timeout={int(args['timeout_s'])}",
-        "--no-python", "--", PYTHON, "-c", JOB_BOOTSTRAP, json.dumps(args),
-    ]  # fmt: skip
+def host_request(n_nodes: int, nproc: int, node_rank: int, port: int, args: Mapping[str, Any]) -> bytes:
+    """What the launcher sends one node's script host: its ranks' places, and the job."""
+    settings = {
+        "nproc": nproc,
+        "node_rank": node_rank,
+        "nnodes": n_nodes,
+        "rank_offset": node_rank * nproc,
+        "world_size": n_nodes * nproc,
+        "master_addr": "127.0.0.1",
+        "master_port": port,
+        "env": {
+            "OMP_NUM_THREADS": "1",
+            "PREFLIGHT_JOB_COMPUTE": base64.b64encode(
+                (SCRIPT.parent / "node_compute.py").read_bytes()
+            ).decode(),
+        },
+    }
+    return launch.host_request({"host": settings, "job": dict(args)})
 
 
 def run_job(
@@ -105,23 +116,29 @@ def run_job(
     grace_s: float = 3.0,
     timeout_s: float = 180.0,
 ) -> list[LocalNode]:
-    """Start one torchrun per node at once and wait; once a node fails, give the others ``grace_s``
-    and end them (as the launcher does: torchrun's exit barrier would hold them for minutes).
+    """Start one script host per node at once, each given the job as the launcher gives it, and
+    wait; once a node fails, give the others ``grace_s`` and end them (as the launcher does).
     ``ports`` gives some nodes another master port than ``port``."""
     port = port or free_port()
-    env = dict(os.environ, PREFLIGHT_JOB=base64.b64encode(SCRIPT.read_bytes()).decode(), OMP_NUM_THREADS="1")
-    env["PREFLIGHT_JOB_COMPUTE"] = base64.b64encode((SCRIPT.parent / "node_compute.py").read_bytes()).decode()
-    procs = [
-        subprocess.Popen(
-            torchrun_command(n_nodes, nproc, rank, (ports or {}).get(rank, port), args),
+    host_source = node_script(launch.HOST_SCRIPT)
+    command = [PYTHON, "-c", STREAM_BOOTSTRAP, str(len(host_source)), "preflight-facts", launch.SERVE]
+    procs = []
+    for rank in range(n_nodes):
+        proc = subprocess.Popen(
+            command,
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-            env=env,
             start_new_session=True,
         )
-        for rank in range(n_nodes)
-    ]
+        assert proc.stdin is not None
+        # The host's stdin stays open while the job runs, as the launcher's channel does.
+        proc.stdin.buffer.write(
+            host_source + host_request(n_nodes, nproc, rank, (ports or {}).get(rank, port), args)
+        )
+        proc.stdin.buffer.flush()
+        procs.append(proc)
     if while_running is not None:
         while_running(procs)
     deadline = time.monotonic() + timeout_s
@@ -268,6 +285,13 @@ def test_the_job_plans_its_sweep_within_its_budget(
 def test_sweep_sizes_double_from_one_kib_to_the_maximum() -> None:
     assert sweep_sizes(8192) == [1024, 2048, 4096, 8192]
     assert sweep_sizes(5000) == [1024, 2048, 4096, 5000]
+
+
+def test_a_sweep_by_fours_still_measures_the_top_octave_at_two_sizes() -> None:
+    assert sweep_sizes(16 << 20, factor=4) == [1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10,
+                                               1 << 20, 4 << 20, 8 << 20, 16 << 20]  # fmt: skip
+    assert sweep_sizes(1 << 30, factor=4)[-3:] == [256 << 20, 512 << 20, 1 << 30]
+    assert sweep_sizes(8 << 10, factor=4) == [1 << 10, 4 << 10, 8 << 10]
     assert sweep_sizes(100) == [100]
 
 

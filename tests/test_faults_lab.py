@@ -105,11 +105,16 @@ def test_ctrl_c_ends_the_run_writes_the_report_and_leaves_nothing(
     proc = subprocess.Popen(
         check_argv(lab, hosts, report), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
-    # The facts probe runs the node's Python on stdin; the job runs torchrun.
-    marker = NODE_PYTHON if during == "facts" else "torch.distributed.run"
+    # The facts probe runs the node's Python on stdin; the job's ranks name themselves.
     deadline = time.monotonic() + 90
     first = lab.nodes[0]
-    while time.monotonic() < deadline and not any(marker in c for _, c in lab.processes(first)):
+
+    def started() -> bool:
+        if during == "facts":
+            return any(NODE_PYTHON in c for _, c in lab.processes(first))
+        return bool(lab.job_ranks(first))
+
+    while time.monotonic() < deadline and not started():
         time.sleep(0.05)
     if during == "job":
         time.sleep(2)  # well into it: workers started

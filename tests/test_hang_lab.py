@@ -26,7 +26,7 @@ pytestmark = pytest.mark.lab
 
 # Seconds after the victim's rank has connected to its peers (the process group formed): the
 # all-reduce sweep is under way, and with the pair tests it lasts several seconds more.
-INTO_THE_PHASE_S = 2.0
+INTO_THE_PHASE_S = 0.5
 
 
 def joined(lab: LabCluster, victim: LabNode) -> bool:

@@ -26,5 +26,6 @@ CHECK = Check(
     title="all-reduce bus bandwidth across the world and between node pairs; the slow node or link named",
     run=_run,
     presentation=PRESENTATION,
+    warm_imports=launch.JOB_IMPORTS,
     reads=("ports", "compute", "intranode"),
 )

@@ -25,5 +25,6 @@ CHECK = Check(
     title="compute burn on every rank (GEMM on GPUs): the slow GPU or node named, with its cause",
     run=_run,
     presentation=PRESENTATION,
+    warm_imports=launch.JOB_IMPORTS,
     reads=("ports",),
 )

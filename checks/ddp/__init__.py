@@ -26,5 +26,6 @@ CHECK = Check(
     title="DDP smoke training: every rank joins, the loss falls, checksums agree, no straggler",
     run=_run,
     presentation=PRESENTATION,
+    warm_imports=launch.JOB_IMPORTS + launch.DDP_IMPORTS,
     reads=("ports", "compute", "intranode"),
 )

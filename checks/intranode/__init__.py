@@ -36,5 +36,6 @@ CHECK = Check(
     title="all-reduce among each node's own GPUs, all nodes at once; host-device copies per GPU",
     run=_run,
     presentation=PRESENTATION,
+    warm_imports=launch.JOB_IMPORTS,
     reads=("ports",),
 )

@@ -1,4 +1,4 @@
-"""Why a job died, from what the nodes printed: each failed node diagnosed from torchrun's stderr
+"""Why a job died, from what the nodes printed: each failed node diagnosed from its ranks' stderr
 (culprits first, the nodes that only suffered after), findings naming them for the check of a
 phase, a phase that raised on some rank, and the table a finding shows of it.
 """
@@ -54,9 +54,10 @@ _EXCEPTION_RE = re.compile(
 )
 _RANK_PREFIX_RE = re.compile(r"^\[rank\d+\]:\s?")
 _SOURCE_PREFIX_RE = re.compile(r"\[/[^\]]+:\d+\]\s*")
-_SIGNAL_RE = re.compile(r"Signal (?P<num>\d+) \((?P<name>SIG\w+)\) received by PID")
-# torchrun's "Root Cause" block: which rank of the node died first.
-_ROOT_RANK_RE = re.compile(r"rank\s*:\s*(?P<rank>\d+) \(local_rank: \d+\)")
+# A rank ended by a signal, as the node's job host says it (or torchrun's agent, in older logs).
+_SIGNAL_RE = re.compile(r"(?:ended by signal|Signal) (?P<num>\d+) \((?P<name>SIG\w+)\)")
+# Which rank of the node died first: the host's line, or torchrun's "Root Cause" block.
+_ROOT_RANK_RE = re.compile(r"rank\s*:?\s*(?P<rank>\d+) \(local_rank:? \d+[,)]")
 # The master's store gave up waiting for nodes; a node that joined waited for the others.
 _CLIENTS_RE = re.compile(r"waiting for clients\. (?P<joined>\d+)/(?P<total>\d+) clients joined")
 _ASSIGNED_RE = re.compile(r"wait timeout after \d+ms, keys: \S*torchelastic/assigned_ranks")
@@ -143,10 +144,10 @@ def _seconds(ms: str) -> str:
 
 
 def _never_joined(stderr: str) -> str | None:
-    """Why this node's torchrun never reached the master, when its stderr says so."""
+    """Why this node's ranks never reached the master's store, when its stderr says so."""
     master = _MASTER_TIMEOUT_RE.search(stderr) or _MASTER_FAILED_RE.search(stderr)
-    if master is None or marked_lines(stderr, RANK_MARKER):
-        return None  # workers started: it got through the rendezvous
+    if master is None:
+        return None
     address = f"{master.group('addr')}:{master.group('port')}"
     if _REFUSED_RE.search(stderr):
         detail = "connection refused"
@@ -155,7 +156,7 @@ def _never_joined(stderr: str) -> str | None:
         detail = f"no connection within {waited}: the port is closed, filtered or dropped"
     else:
         detail = "no connection"
-    return f"torchrun could not reach the master {address} ({detail})"
+    return f"its ranks could not reach the master {address} ({detail})"
 
 
 def _diagnose(node: NodeOutcome, hosts: Mapping[int, str]) -> NodeFailure:

@@ -32,31 +32,22 @@ from preflight.probes import node_script, start_node_script
 from preflight.redact import MASK, is_secret_name
 from preflight.transport import HostUnavailable, RemoteProcess, Transport
 
-# The script every rank runs: a module of this package, read as a file and never imported here.
+# The script every node's host runs (it starts the node's ranks, which run it too): a module of this
+# package, read as a file and never imported here.
 NODE_SCRIPT = "checks.job.node"
 # Scripts the job script loads from the environment (checks.job.node.COMPANIONS).
 COMPANION_SCRIPTS = {"PREFLIGHT_JOB_COMPUTE": "checks.job.node_compute"}
-# Every rank runs the job script from the environment: nothing is written to the node.
-JOB_BOOTSTRAP = (
-    "import base64,os;exec(compile(base64.b64decode(os.environ['PREFLIGHT_JOB']),'preflight-job','exec'))"
-)
-# torchrun's agent leaves torchelastic_* directories in $TMPDIR: give it a private one and
-# remove it however the job ends. The job runs in the background so that a TERM (the host's
-# `timeout`, or preflight ending the job) runs the trap at once, not after torchrun's own
-# shutdown; the directory is also announced on stderr, so that the controller can remove it
-# when even the trap was killed.
-TMPDIR_WRAPPER = (
-    'd=$(mktemp -d "${TMPDIR:-/tmp}/preflight.XXXXXX") || '
-    '{ echo "preflight: cannot create a temporary directory in ${TMPDIR:-/tmp}" >&2; exit 70; }; '
-    'echo "preflight-tmpdir=$d" >&2; pid=; '
-    'trap \'rm -rf "$d"; [ -n "$pid" ] && kill -TERM $pid 2>/dev/null; wait $pid; rm -rf "$d"; exit 143\' '
-    "HUP INT TERM; "
-    'TMPDIR="$d" "$@" & pid=$!; wait $pid; status=$?; rm -rf "$d"; exit $status'
-)
-_TMPDIR_RE = re.compile(rb"^preflight-tmpdir=(/[\w./-]*/preflight\.\w{6})$", re.MULTILINE)
-TMPDIR_FAILED = 70
-# Seconds, on this lab's 2 cores, for torchrun and the workers to start and import torch;
-# real nodes are faster, and the deadline only bounds a job that hangs.
+# The script host a node gets when the facts probe did not stay (preflight.node.facts.serve).
+HOST_SCRIPT = "preflight.node.facts"
+# Modules the job imports, imported on every node while the other checks run (Check.warm_imports):
+# torch.distributed for every phase; DDP's constructor imports torch._dynamo (about a second).
+JOB_IMPORTS = ("torch.distributed",)
+DDP_IMPORTS = ("torch.nn.parallel", "torch._dynamo")
+# The private TMPDIR each node's host announces on stderr (preflight.node.facts), removed from here
+# when the host was killed before it could remove it itself.
+_TMPDIR_RE = re.compile(rb"^preflight-tmpdir=(/[\w./-]*/preflight\.\w{6,})$", re.MULTILINE)
+# Seconds, on this lab's 2 cores, for a node's host to start its ranks (importing torch first when
+# the facts probe did not stay); real nodes are faster, and the deadline only bounds a job that hangs.
 STARTUP_S = 40.0
 DDP_S = 20.0
 COMPUTE_S = 10.0  # the compute phase's set-up and gather, on top of its burn
@@ -129,6 +120,7 @@ def _job_args(ctx: CheckContext, phases: tuple[str, ...], names: list[str], gpu:
         "nodes": names,
         "allreduce": {
             "sweep_budget_s": cfg.sweep_budget_s,
+            "sweep_factor": cfg.sweep_factor,
             "max_bytes": cfg.max_bytes or (GPU_MAX_BYTES if gpu else CPU_MAX_BYTES),
             "pair_bytes": cfg.pair_bytes or (GPU_PAIR_BYTES if gpu else CPU_PAIR_BYTES),
             "pair_budget_s": cfg.pair_budget_s,
@@ -159,6 +151,17 @@ def _budget_s(args: Mapping[str, Any]) -> float:
     if "intranode" in args["phases"]:
         budget += INTRANODE_S
     return budget
+
+
+# The options that make the facts script a bare script host (preflight.node.facts.serve).
+SERVE = json.dumps({"serve": True})
+
+
+def host_request(request: Mapping[str, Any]) -> bytes:
+    """What a node's script host is sent to run the job there: the header line, then the script."""
+    source = node_script(NODE_SCRIPT)
+    header = {"length": len(source), "name": "preflight-job", "args": [json.dumps(request)]}
+    return json.dumps(header).encode() + b"\n" + source
 
 
 def _cap(stderr: bytes) -> str:
@@ -207,15 +210,16 @@ def launch(ctx: CheckContext, phases: tuple[str, ...]) -> JobOutcome | JobNotRun
     args = _job_args(ctx, phases, names, gpu)
     budget = ctx.deadline.cap(_budget_s(args))
     routes = {} if ctx.config.allreduce.socket_ifname else _routes(ctx, ordered, master_address)
-    source = base64.b64encode(node_script(NODE_SCRIPT)).decode()
-    companions = [f"{variable}={base64.b64encode(node_script(module)).decode()}"
-                  for variable, module in COMPANION_SCRIPTS.items()]  # fmt: skip
+    companions = {variable: base64.b64encode(node_script(module)).decode()
+                  for variable, module in COMPANION_SCRIPTS.items()}  # fmt: skip
     python = ctx.config.run.python
     port = ctx.config.run.port
 
     environments: dict[str, dict[str, str]] = {}
-    commands: dict[str, list[str]] = {}
-    for rank, session in enumerate(ordered):
+    requests: dict[str, bytes] = {}
+    world_size = sum(max(1, devices.nproc[s.spec.name]) for s in ordered)
+    rank_offset = 0
+    for node_rank, session in enumerate(ordered):
         name = session.spec.name
         ifname = socket_interface(nodes[name], routes.get(name) or {}, ctx.config.allreduce.socket_ifname)
         env = {"OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", **socket_environment(ifname)}
@@ -230,16 +234,19 @@ def launch(ctx: CheckContext, phases: tuple[str, ...]) -> JobOutcome | JobNotRun
                 TORCH_NCCL_ASYNC_ERROR_HANDLING="1",
             )
         environments[name] = dict(env)
-        nproc = devices.nproc[name]
-        commands[name] = [
-            "sh", "-c", TMPDIR_WRAPPER, "preflight-job",
-            "env", f"PREFLIGHT_JOB={source}", *companions, *(f"{k}={v}" for k, v in env.items()),
-            python, "-m", "torch.distributed.run",
-            "--nnodes", str(len(ordered)), "--nproc-per-node", str(max(1, nproc)),
-            "--node-rank", str(rank), "--master-addr", master_address, "--master-port", str(port),
-            "--max-restarts", "0", "--rdzv-conf", f"timeout={int(args['join_timeout_s'])}",
-            "--no-python", "--", python, "-c", JOB_BOOTSTRAP, json.dumps(args),
-        ]  # fmt: skip
+        nproc = max(1, devices.nproc[name])
+        settings = {
+            "nproc": nproc,
+            "node_rank": node_rank,
+            "nnodes": len(ordered),
+            "rank_offset": rank_offset,
+            "world_size": world_size,
+            "master_addr": master_address,
+            "master_port": port,
+            "env": {**env, **companions},
+        }
+        rank_offset += nproc
+        requests[name] = host_request({"host": settings, "job": args})
 
     started = time.monotonic()
     processes: dict[str, RemoteProcess] = {}
@@ -247,12 +254,15 @@ def launch(ctx: CheckContext, phases: tuple[str, ...]) -> JobOutcome | JobNotRun
 
     def start(session: HostSession) -> None:
         assert session.transport is not None
+        name = session.spec.name
         try:
-            processes[session.spec.name] = session.transport.start(
-                commands[session.spec.name], timeout_s=budget
+            host = session.take_host() or start_node_script(
+                session.transport, HOST_SCRIPT, python=python, args=(SERVE,), timeout_s=budget
             )
-        except HostUnavailable as exc:
-            failures[session.spec.name] = exc.error.message
+            processes[name] = host
+            host.write(requests[name])
+        except (HostUnavailable, OSError) as exc:
+            failures[name] = exc.error.message if isinstance(exc, HostUnavailable) else f"{name}: {exc}"
 
     with cf.ThreadPoolExecutor(max_workers=min(ctx.config.run.fanout, len(ordered))) as pool:
         try:
@@ -331,6 +341,7 @@ def _watch(
 
     ended = [n for n, r in finished.items() if not r.ok and n not in lost]
     list(pool.map(lambda name: _remove_tmpdir(transports[name], finished[name].stderr), ended))
+
     outcomes: dict[str, _Watched] = {}
     for rank, session in enumerate(sessions):
         name = session.spec.name
@@ -394,8 +405,7 @@ def _last_phase(stderr: bytes) -> str | None:
 
 
 def _remove_tmpdir(transport: Transport | None, stderr: bytes) -> None:
-    """Remove the job's private directory from the controller: when the job was killed, the
-    wrapper's own trap may not have run."""
+    """Remove a node's private TMPDIR from the controller: when its host was killed, it could not."""
     found = _TMPDIR_RE.search(stderr)
     if found and transport is not None:
         with contextlib.suppress(HostUnavailable, OSError):

@@ -1,19 +1,24 @@
-"""The job every rank runs under torchrun: all-reduce sweep, pair tests, DDP smoke training; rank 0
-prints one ``PREFLIGHT-JOB-RESULT <json>`` line. Self-contained (standard library and torch, Python
-3.8+): shipped base64 in ``PREFLIGHT_JOB``, its argument one JSON object in ``sys.argv[1]``.
+"""The job every rank runs: all-reduce sweep, pair tests, DDP smoke training; rank 0 prints one
+``PREFLIGHT-JOB-RESULT <json>`` line. Self-contained (standard library and torch, Python 3.8+): sent
+to each node's host process (:func:`host` starts the node's ranks), its argument one JSON object in
+``sys.argv[1]``.
 """
 
 from __future__ import annotations
 
 import base64
 import bisect
+import contextlib
 import copy
 import ctypes
 import hashlib
 import json
 import os
+import select
+import signal
 import socket
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -67,6 +72,7 @@ COMPUTE_GPU_DIM = 8192
 # Default arguments; a launcher may send fewer keys.
 DEFAULT_ALLREDUCE: JsonDict = {
     "sweep_budget_s": 6.0,
+    "sweep_factor": 2,
     "max_bytes": 64 * 1024 * 1024,
     "pair_bytes": 4 * 1024 * 1024,
     "pair_budget_s": 2.0,
@@ -99,14 +105,20 @@ def bus_bandwidth(size_bytes: int, time_s: float, n_ranks: int) -> tuple[float, 
     return algbw, algbw * (2.0 * (n_ranks - 1) / n_ranks if n_ranks > 0 else 0.0)
 
 
-def sweep_sizes(max_bytes: int, start_bytes: int = SWEEP_START_BYTES) -> list[int]:
-    """Doubling message sizes from ``start_bytes`` up to ``max_bytes`` (which is always included)."""
+def sweep_sizes(max_bytes: int, start_bytes: int = SWEEP_START_BYTES, factor: int = 2) -> list[int]:
+    """Message sizes from ``start_bytes`` up to ``max_bytes`` (always included), each ``factor``
+    times the one before (nccl-tests' ``-f``); the top two are a doubling apart, so that the plateau
+    a fabric reaches at large messages is seen at two sizes whatever the factor."""
     top = max(FLOAT32_BYTES, max_bytes - max_bytes % FLOAT32_BYTES)
+    factor = max(2, int(factor))
     sizes: list[int] = []
     size = min(start_bytes, top)
     while size < top:
         sizes.append(size)
-        size *= 2
+        size *= factor
+    half = top // 2 - (top // 2) % FLOAT32_BYTES
+    if sizes and half > sizes[-1]:
+        sizes.append(half)
     sizes.append(top)
     return sizes
 
@@ -430,16 +442,25 @@ def finite(value: Any) -> Any:
 
 
 class _Progress:
-    """What the heartbeat says: the phase this rank is in (set by the main thread)."""
+    """What the heartbeat says: the phase this rank is in (set by the main thread with
+    :func:`enter_phase`, which also beats at once, so that the controller learns of each phase
+    as it starts, not up to a beat interval later)."""
 
     phase = "import"
+    changed = threading.Event()
+
+
+def enter_phase(name: str) -> None:
+    _Progress.phase = name
+    _Progress.changed.set()
 
 
 def _beat(interval_s: float) -> None:
     rank = os.environ.get("RANK", "0")
     while True:
         _log(BEAT_MARKER, {"rank": int(rank) if rank.isdigit() else rank, "phase": _Progress.phase})
-        time.sleep(interval_s)
+        _Progress.changed.wait(interval_s)
+        _Progress.changed.clear()
 
 
 def start_heartbeat(interval_s: float = BEAT_INTERVAL_S) -> None:
@@ -598,7 +619,7 @@ class Job:
             raise RuntimeError(f"CUDA is not available to torch {version} on {self.hostname}")
         if self.cuda:
             self.torch.cuda.set_device(self.local_rank)
-        _Progress.phase = "join"
+        enter_phase("join")
         self.dist.init_process_group(self.backend, timeout=timedelta(seconds=self.join_timeout_s))
         self.world = self.dist.get_world_size()
         self.rank = self.dist.get_rank()
@@ -653,7 +674,7 @@ class Job:
         iters = max(1, int(settings["iters"]))
         asked = int(settings["max_bytes"])
         capped = self.memory_cap(asked)
-        sizes = sweep_sizes(capped)
+        sizes = sweep_sizes(capped, factor=int(settings.get("sweep_factor", 2)))
         rows: list[JsonDict] = []
         stopped: str | None = None
         start = time.perf_counter()
@@ -661,9 +682,9 @@ class Job:
         last_per_op = 0.0
         for size in sizes:
             if rows:
-                # The next size takes about twice as long per op; it needs a probe, one
-                # timed op and the check, or the sweep stops growing here.
-                estimate = 2.0 * last_per_op
+                # The next size takes about as much longer per op as it is larger; it needs a
+                # probe, one timed op and the check, or the sweep stops growing here.
+                estimate = last_per_op * size / rows[-1]["size_bytes"]
                 if elapsed + 3.0 * estimate > budget:
                     stopped = f"the {budget:g} s budget would run out at {size} bytes"
                     break
@@ -675,7 +696,9 @@ class Job:
             if rows and remaining < 2.0 * probe:
                 stopped = f"the {budget:g} s budget ran out at {size} bytes"
                 break
-            warm, timed = plan_iterations(probe, remaining, max(0, warmup - 1), iters)
+            # As nccl-tests does, the warm-ups run once, before the first size; at every later
+            # size the probe op is its only untimed op.
+            warm, timed = plan_iterations(probe, remaining, 0 if rows else max(0, warmup - 1), iters)
             for _ in range(warm):
                 self.dist.all_reduce(buffer, group=self.group)
             per_op_local = self.time_ops(buffer, timed)
@@ -1020,7 +1043,7 @@ class Job:
         """Run one phase on every rank; afterwards all ranks agree whether any failed."""
         if self.local_rank == 0:
             _log(PHASE_MARKER, {"phase": name, "node_rank": self.node_rank, "rank": self.rank})
-        _Progress.phase = name
+        enter_phase(name)
         error: str | None = None
         try:
             document[name] = phase()
@@ -1100,10 +1123,185 @@ def _print_document(document: Mapping[str, Any]) -> None:
     _write_stdout_line(RESULT_MARKER + json.dumps(finite(dict(document)), sort_keys=True, default=str))
 
 
+# --------------------------------------------------------------------------- this node's ranks
+#
+# The node's host (the facts probe that stayed, :func:`preflight.node.facts.serve`) runs this
+# script with ``{"host": ..., "job": ...}``: it starts the node's ranks as torchrun would (the same
+# variables), forked from itself, torch already imported, and watches them: when one fails, it
+# ends the others at once; when the controller goes away (stdin ends) or ends it, it ends them all.
+
+# Set by the host when it could not make its private TMPDIR (preflight.node.facts); the job then
+# does not start, and the node exits with TMPDIR_FAILED.
+TMPDIR_ERROR = "PREFLIGHT_TMPDIR_ERROR"
+TMPDIR_FAILED = 70
+# A rank's process name (ps, top, /proc/PID/comm), followed by its local rank.
+RANK_COMM = "preflight-rank"
+PR_SET_NAME = 15
+# How long a rank has to end after TERM before it is killed.
+RANK_TERM_GRACE_S = 3.0
+
+
+def signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return "unknown"
+
+
+def rank_environment(host: Mapping[str, Any], local_rank: int) -> dict[str, str]:
+    """The variables one rank is started with: the job's, and torchrun's names for its place."""
+    nproc = int(host["nproc"])
+    env = {str(k): str(v) for k, v in (host.get("env") or {}).items()}
+    env.update(
+        RANK=str(int(host["rank_offset"]) + local_rank),
+        LOCAL_RANK=str(local_rank),
+        WORLD_SIZE=str(host["world_size"]),
+        LOCAL_WORLD_SIZE=str(nproc),
+        GROUP_RANK=str(host["node_rank"]),
+        GROUP_WORLD_SIZE=str(host["nnodes"]),
+        ROLE_RANK=str(int(host["rank_offset"]) + local_rank),
+        ROLE_WORLD_SIZE=str(host["world_size"]),
+        ROLE_NAME="default",
+        MASTER_ADDR=str(host["master_addr"]),
+        MASTER_PORT=str(host["master_port"]),
+    )
+    return env
+
+
+def name_process(name: str) -> None:
+    """Set this process's name as ps and top show it (Linux, 15 characters); best effort."""
+    with contextlib.suppress(Exception):
+        ctypes.CDLL(None).prctl(PR_SET_NAME, ctypes.c_char_p(name.encode()[:15]), 0, 0, 0)
+
+
+def _run_rank(env: Mapping[str, str], job: Mapping[str, Any]) -> int:
+    """In a forked child: become one rank and run the job."""
+    status = 1
+    try:
+        name_process(f"{RANK_COMM}{env.get('LOCAL_RANK', '')}")
+        for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(number, signal.SIG_DFL)
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.close(devnull)
+        os.environ.update(env)
+        threads = env.get("OMP_NUM_THREADS", "")
+        torch = sys.modules.get("torch")
+        if torch is not None and threads.isdigit() and int(threads) > 0:
+            torch.set_num_threads(int(threads))  # the library read the variable before the fork
+        status = main(["preflight-job", json.dumps(job)])
+    except BaseException:
+        traceback.print_exc(file=sys.stderr)
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(status)
+
+
+def _spawn_rank(env: Mapping[str, str], job: Mapping[str, Any], source: bytes) -> int:
+    """Start one rank in a fresh interpreter (when this process cannot fork one: CUDA started here)."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", "import sys;exec(compile(sys.stdin.buffer.read(),'preflight-job','exec'))",
+         json.dumps(job)],
+        stdin=subprocess.PIPE, env={**os.environ, **env},
+    )  # fmt: skip
+    assert process.stdin is not None
+    process.stdin.write(source)
+    process.stdin.close()
+    return process.pid
+
+
+def _exit_code(status: int) -> int:
+    if os.WIFSIGNALED(status):
+        return -os.WTERMSIG(status)
+    return os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1
+
+
+def host(request: Mapping[str, Any], source: bytes | None) -> int:
+    """Start this node's ranks and watch them to their end; the node's exit status."""
+    settings = request["host"]
+    job = request["job"]
+    no_tmpdir = os.environ.get(TMPDIR_ERROR)
+    if no_tmpdir:
+        sys.stderr.write(f"preflight: {no_tmpdir}\n")
+        return TMPDIR_FAILED
+    ended: list[int] = []
+
+    def end(number: int, frame: Any) -> None:
+        ended.append(number)
+
+    for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(number, end)
+    with contextlib.suppress(Exception):  # a failed import: every rank reports it
+        import torch  # noqa: F401  (already imported when the host stayed warm)
+    torch_module = sys.modules.get("torch")
+    fork = source is None or not (torch_module is not None and torch_module.cuda.is_initialized())
+    ranks: dict[int, int] = {}
+    for local_rank in range(int(settings["nproc"])):
+        env = rank_environment(settings, local_rank)
+        pid = os.fork() if fork else _spawn_rank(env, job, source or b"")
+        if fork and pid == 0:
+            _run_rank(env, job)
+        ranks[pid] = local_rank
+    failed: int | None = None
+    term_sent: float | None = None
+    killed = False
+    stdin_open = True
+    while ranks:
+        if stdin_open:
+            readable, _, _ = select.select([0], [], [], 0.05)
+            if readable and not os.read(0, 4096):
+                stdin_open = False
+                ended.append(0)  # the controller went away: end the job here too
+        else:
+            time.sleep(0.05)
+        while ranks:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                ranks.clear()
+                break
+            if pid == 0:
+                break
+            if pid not in ranks:
+                continue
+            local_rank = ranks.pop(pid)
+            code = _exit_code(status)
+            if code != 0 and failed is None and term_sent is None:
+                failed = code
+                rank = int(settings["rank_offset"]) + local_rank
+                how = (
+                    f"was ended by signal {-code} ({signal_name(-code)})"
+                    if code < 0
+                    else f"exited with status {code}"
+                )
+                sys.stderr.write(f"preflight-job: rank {rank} (local_rank {local_rank}, pid {pid}) {how}\n")
+                sys.stderr.flush()
+        if (failed is not None or ended) and term_sent is None and ranks:
+            term_sent = time.monotonic()
+            for pid in ranks:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGTERM)
+        if term_sent is not None and not killed and time.monotonic() - term_sent > RANK_TERM_GRACE_S:
+            killed = True
+            for pid in ranks:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+    cleanup = globals().get("__preflight_cleanup__")
+    if callable(cleanup):
+        cleanup()  # this process ends with os._exit: its host's TMPDIR goes now
+    if ended and failed is None:
+        return 143
+    return 0 if failed is None else 1
+
+
 def main(argv: Sequence[str]) -> int:
     started = time.perf_counter()
-    start_heartbeat()
     args: JsonDict = json.loads(argv[1]) if len(argv) > 1 else {}
+    if "host" in args:
+        return host(args, globals().get("__preflight_source__"))
+    start_heartbeat()
     try:
         import torch
         import torch.distributed as dist
@@ -1138,7 +1336,7 @@ def main(argv: Sequence[str]) -> int:
                 errors.setdefault(name, "not run: the process group stopped answering in an earlier phase")
                 continue
             job.run_phase(name, phases[name], document, errors)
-    _Progress.phase = "finish"
+    enter_phase("finish")
     printed = False
     if job.rank == 0:
         result = job.document(started)

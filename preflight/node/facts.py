@@ -27,9 +27,11 @@ import platform
 import re
 import resource
 import shutil
+import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -1525,10 +1527,13 @@ def _gatherers() -> list[tuple[tuple[str, ...], Callable[[Sink], None]]]:
     ]
 
 
-def collect(options: Mapping[str, Any] | None = None) -> JsonDict:
-    """Gather every fact this node can give; the probe's whole JSON document."""
+def collect(options: Mapping[str, Any] | None = None, skip: Iterable[str] = ()) -> JsonDict:
+    """Gather every fact this node can give (but the gatherers of ``skip``); the probe's whole
+    JSON document."""
     sink = Sink(options)
     for names, gather in _gatherers():
+        if names[0] in skip:
+            continue
         try:
             gather(sink)
         except Unavailable as exc:
@@ -1567,13 +1572,177 @@ class _StdoutToStderr:
             os.close(self.saved)
 
 
+def _write_line(document: Any) -> None:
+    # ASCII JSON (non-ASCII escaped) reads the same whatever the node's locale is.
+    pending = memoryview((json.dumps(document, default=str) + "\n").encode("ascii"))
+    while pending:
+        pending = pending[os.write(1, pending) :]
+
+
+# --------------------------------------------------------------------------- staying as a host
+#
+# With the option ``stay``, the probe stays after its document as a clean host for the next
+# script the controller sends (the training job, which forks its ranks from here): torch is
+# imported once, by this process, and what the job needs next is imported while the controller
+# runs its other checks. Clean means one thread, and CUDA and NVML never touched here, so that
+# a fork of this process can use them: the gatherers that start threads, NVML or CUDA run in
+# forked children (the other facts beside the import of torch, then torch's own facts).
+
+
+def _in_child(work: Callable[[], Any]) -> tuple[int, int]:
+    """Fork a child that runs ``work`` with its stdout sent to stderr and writes the JSON of its
+    result to a pipe; the child's pid and the pipe's read end."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid:
+        os.close(write_end)
+        return pid, read_end
+    try:
+        os.close(read_end)
+        os.dup2(2, 1)
+        sys.stdout = sys.stderr
+        try:
+            payload = {"value": work()}
+        except BaseException as exc:
+            payload = {"error": _error_text(exc)}
+        pending = memoryview(json.dumps(payload, default=str).encode("ascii"))
+        while pending:
+            pending = pending[os.write(write_end, pending) :]
+        sys.stderr.flush()
+    finally:
+        os._exit(0)
+
+
+def _from_child(child: tuple[int, int]) -> Any:
+    """What a child of :func:`_in_child` returned; raises RuntimeError with its error."""
+    pid, read_end = child
+    chunks = []
+    while True:
+        chunk = os.read(read_end, 1 << 16)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(read_end)
+    _, status = os.waitpid(pid, 0)
+    try:
+        payload = json.loads(b"".join(chunks))
+    except ValueError:
+        raise RuntimeError(f"the probe's child ended without a result (wait status {status})") from None
+    if "error" in payload:
+        raise RuntimeError(payload["error"])
+    return payload.get("value")
+
+
+def _import_quietly(name: str) -> Any:
+    with _StdoutToStderr():
+        return importlib.import_module(name)
+
+
+# Why this host has no TMPDIR of its own, for the scripts it runs.
+TMPDIR_ERROR = "PREFLIGHT_TMPDIR_ERROR"
+
+
+def _private_tmpdir() -> str | None:
+    """A directory of this run's own for TMPDIR (torch's caches land there), announced on stderr so
+    that the controller can remove it even when this process is killed; None if none can be made."""
+    # Where the job's own temporary files would go (Python would fall back to another directory
+    # without saying so; a training job's other tools would not).
+    where = os.environ.get("TMPDIR") or "/tmp"
+    try:
+        path = tempfile.mkdtemp(prefix="preflight.", dir=where)
+    except OSError as exc:
+        # The job cannot run without one (torch writes its caches there): its host says so.
+        os.environ[TMPDIR_ERROR] = f"cannot create a temporary directory in {where}: {exc.strerror}"
+        return None
+    os.environ["TMPDIR"] = path
+    tempfile.tempdir = None  # read TMPDIR again
+    sys.stderr.write(f"preflight-tmpdir={path}\n")
+    sys.stderr.flush()
+    return path
+
+
+def _raise_exit(number: int, frame: Any) -> None:
+    raise SystemExit(128 + number)
+
+
+def stay(options: Mapping[str, Any]) -> int:
+    """The facts document, then host the scripts the controller sends on stdin, in this process,
+    in a TMPDIR of its own that is removed however it ends (TERM, HUP, the end of stdin)."""
+    others = None if options.get("serve") else _in_child(lambda: collect(options, skip=("torch",)))
+    for number in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(number, _raise_exit)
+    tmpdir = _private_tmpdir()
+    try:
+        return _stay(options, others, lambda: _remove(tmpdir))
+    finally:
+        _remove(tmpdir)
+
+
+def _remove(path: str | None) -> None:
+    if path:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _stay(options: Mapping[str, Any], others: tuple[int, int] | None, cleanup: Callable[[], None]) -> int:
+    if others is None:
+        return serve(cleanup)  # a bare script host: no facts
+    torch_reason = None
+    torch_child = None
+    try:
+        torch = _import_quietly("torch")
+        torch_child = _in_child(lambda: torch_facts(torch))
+    except ImportError as exc:
+        torch_reason = f"torch not importable: {exc}"
+    except Exception as exc:
+        torch_reason = f"torch not importable: {_error_text(exc)}"
+    try:
+        document = _from_child(others)
+    except RuntimeError as exc:
+        sys.stderr.write(f"the facts gatherer failed: {exc}\n")
+        return 1
+    facts = document["facts"]
+    if torch_child is not None:
+        try:
+            facts["torch"] = scrub(_from_child(torch_child))
+        except RuntimeError as exc:
+            torch_reason = f"torch gatherer failed: {exc}"
+    if torch_reason:
+        facts["unavailable"]["torch"] = scrub(torch_reason)
+    _write_line(document)
+    if torch_reason is None:
+        for name in options.get("stay", {}).get("imports", ()):
+            with contextlib.suppress(Exception):
+                _import_quietly(str(name))
+    return serve(cleanup)
+
+
+def serve(cleanup: Callable[[], None] | None = None) -> int:
+    """Run the scripts the controller sends, one after another, until stdin ends: each is a line of
+    JSON (``length``: the script's bytes, ``name``, ``args``: its argv), then the script."""
+    stdin = sys.stdin.buffer
+    while True:
+        header = stdin.readline()
+        if not header.strip():
+            return 0
+        request = json.loads(header)
+        source = stdin.read(int(request["length"]))
+        sys.argv = [str(request.get("name", "preflight-script")), *map(str, request.get("args", ()))]
+        # A script that ends this process itself calls __preflight_cleanup__ first.
+        namespace = {"__name__": "__main__", "__preflight_source__": source, "__preflight_cleanup__": cleanup}
+        exec(compile(source, sys.argv[0], "exec"), namespace)
+
+
 def main(argv: Sequence[str] = ()) -> int:
     """Print the facts document as one line of JSON on stdout. ``argv`` may hold one JSON
-    document of options (:class:`Sink`)."""
+    document of options (:class:`Sink`; ``stay``: see :func:`stay`)."""
     try:
         options = json.loads(argv[0]) if argv else {}
     except ValueError:
         options = {}
+    if isinstance(options, dict) and options.get("serve"):
+        return stay(options)
+    if isinstance(options, dict) and options.get("stay") and hasattr(os, "fork"):
+        return stay(options)
     redirect = _StdoutToStderr()
     try:
         redirect.__enter__()
@@ -1585,12 +1754,9 @@ def main(argv: Sequence[str] = ()) -> int:
     finally:
         if redirected:
             redirect.__exit__(None, None, None)
-    # ASCII JSON (non-ASCII escaped) reads the same whatever the node's locale is.
-    pending = memoryview((json.dumps(document, default=str) + "\n").encode("ascii"))
-    while pending:
-        pending = pending[os.write(1, pending) :]
+    _write_line(document)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main(sys.argv[3:] if sys.argv[0] == "-c" else sys.argv[1:]))

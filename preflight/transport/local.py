@@ -48,7 +48,10 @@ class LocalProcess(RemoteProcess):
 
     def close_stdin(self) -> None:
         if self._proc is not None and self._proc.stdin is not None and not self._proc.stdin.closed:
-            self._proc.stdin.close()
+            # Closing flushes what is still buffered: a process that ended without reading all of
+            # its input (its exit status says why) must not make that an error here.
+            with contextlib.suppress(BrokenPipeError):
+                self._proc.stdin.close()
 
     def _pump(self, wait_s: float) -> bool:
         if self._proc is None:

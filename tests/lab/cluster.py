@@ -26,6 +26,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Literal, Protocol, TypeAlias
 
+from checks.job.node import RANK_COMM
+
 from .gpu import GpuNode
 from .gpu import install as install_gpu_node
 
@@ -826,6 +828,20 @@ class LabCluster:
             if pid not in own and cmdline is not None:
                 found.append((pid, cmdline))
         return found
+
+    def job_ranks(self, node: NodeRef) -> list[int]:
+        """Pids of the node's running job ranks (they name themselves ``preflight-rank`` in
+        /proc/PID/comm): the job has started there."""
+        target = self.node(node)
+        ranks = []
+        for pid in _netns_pids(target.netns):
+            try:
+                comm = Path(f"/proc/{pid}/comm").read_text().strip()
+            except OSError:
+                continue
+            if comm.startswith(RANK_COMM):
+                ranks.append(pid)
+        return ranks
 
     def lingering_processes(self, node: NodeRef, *, grace_s: float = 5.0) -> list[tuple[int, str]]:
         """processes(node), once it is empty or grace_s has passed: an SSH session's processes
