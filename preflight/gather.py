@@ -10,6 +10,7 @@ import concurrent.futures as cf
 import contextlib
 import dataclasses
 import json
+import re
 import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -26,6 +27,10 @@ from preflight.transport import GRACE_S, HostUnavailable, RemoteProcess, Transpo
 
 TransportFactory = Callable[[HostSpec], Transport]
 FACTS_SCRIPT = "preflight.node.facts"
+# The private TMPDIR a staying facts probe announces on stderr (preflight.node.facts).
+_TMPDIR_RE = re.compile(rb"^preflight-tmpdir=(/[\w./-]*/preflight\.\w{6,})$", re.MULTILINE)
+# Seconds an unused staying probe gets to end by itself once its stdin ends.
+HOST_EXIT_S = 3.0
 
 # Variables of the job's own environment that change what the facts probe finds: where NCCL's
 # configuration file and network plugin are (preflight.node.facts.JOB_ENV_USED).
@@ -194,19 +199,37 @@ def gather(
     return sessions
 
 
+def remove_host_tmpdir(transport: Transport | None, stderr: bytes) -> None:
+    """Remove the private TMPDIR a staying facts probe announced on stderr: when it was killed,
+    it could not remove it itself."""
+    found = _TMPDIR_RE.search(stderr)
+    if found and transport is not None:
+        with contextlib.suppress(HostUnavailable, OSError):
+            transport.run(["rm", "-rf", "--", found.group(1).decode()], timeout_s=10)
+
+
+def _close(session: HostSession) -> None:
+    """End what the host still runs and close its connection; a staying facts probe that was never
+    used is told to go (its stdin ends) and given a moment, then ended, its TMPDIR removed."""
+    host = session.take_host()
+    if host is not None and session.transport is not None:
+        with contextlib.suppress(OSError, HostUnavailable):
+            host.close_stdin()
+        result = host.wait(Deadline.after(HOST_EXIT_S))
+        if not result.ok:
+            remove_host_tmpdir(session.transport, result.stderr)
+    if session.transport is not None:
+        session.transport.close()
+
+
 def close_all(sessions: Sequence[HostSession], *, timeout_s: float = 15.0) -> None:
     """Close every transport at once (each may have remote processes to end), bounded."""
-    for session in sessions:
-        host = session.take_host()
-        if host is not None:  # never used: its stdin ends, and so does it
-            with contextlib.suppress(OSError, HostUnavailable):
-                host.close_stdin()
     open_sessions = [s for s in sessions if s.transport is not None]
     if not open_sessions:
         return
     pool = cf.ThreadPoolExecutor(max_workers=min(32, len(open_sessions)), thread_name_prefix="close")
     try:
-        futures = [pool.submit(s.transport.close) for s in open_sessions if s.transport]
+        futures = [pool.submit(_close, s) for s in open_sessions]
         cf.wait(futures, timeout=timeout_s)
     finally:
         pool.shutdown(wait=False, cancel_futures=True)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import concurrent.futures as cf
-import contextlib
 import json
 import re
 import time
@@ -26,11 +25,12 @@ from checks.job.outcome import JOB_PHASES, JobNotRun, JobOutcome, NodeOutcome
 from checks.job.pairs import plan_rounds
 from preflight.check import CheckContext, HostSession, Probe
 from preflight.deadline import Deadline
+from preflight.gather import remove_host_tmpdir
 from preflight.model import CheckResult
 from preflight.nodeset import fold
 from preflight.probes import node_script, start_node_script
 from preflight.redact import MASK, is_secret_name
-from preflight.transport import HostUnavailable, RemoteProcess, Transport
+from preflight.transport import HostUnavailable, RemoteProcess
 
 # The script every node's host runs (it starts the node's ranks, which run it too): a module of this
 # package, read as a file and never imported here.
@@ -43,9 +43,6 @@ HOST_SCRIPT = "preflight.node.facts"
 # torch.distributed for every phase; DDP's constructor imports torch._dynamo (about a second).
 JOB_IMPORTS = ("torch.distributed",)
 DDP_IMPORTS = ("torch.nn.parallel", "torch._dynamo")
-# The private TMPDIR each node's host announces on stderr (preflight.node.facts), removed from here
-# when the host was killed before it could remove it itself.
-_TMPDIR_RE = re.compile(rb"^preflight-tmpdir=(/[\w./-]*/preflight\.\w{6,})$", re.MULTILINE)
 # Seconds, on this lab's 2 cores, for a node's host to start its ranks (importing torch first when
 # the facts probe did not stay); real nodes are faster, and the deadline only bounds a job that hangs.
 STARTUP_S = 40.0
@@ -340,7 +337,7 @@ def _watch(
         finished[name] = result
 
     ended = [n for n, r in finished.items() if not r.ok and n not in lost]
-    list(pool.map(lambda name: _remove_tmpdir(transports[name], finished[name].stderr), ended))
+    list(pool.map(lambda name: remove_host_tmpdir(transports[name], finished[name].stderr), ended))
 
     outcomes: dict[str, _Watched] = {}
     for rank, session in enumerate(sessions):
@@ -404,14 +401,6 @@ def _last_phase(stderr: bytes) -> str | None:
     return str(phase) if phase else None
 
 
-def _remove_tmpdir(transport: Transport | None, stderr: bytes) -> None:
-    """Remove a node's private TMPDIR from the controller: when its host was killed, it could not."""
-    found = _TMPDIR_RE.search(stderr)
-    if found and transport is not None:
-        with contextlib.suppress(HostUnavailable, OSError):
-            transport.run(["rm", "-rf", "--", found.group(1).decode()], timeout_s=10)
-
-
 def _abort(
     sessions: Sequence[HostSession], processes: Mapping[str, RemoteProcess], pool: cf.ThreadPoolExecutor
 ) -> None:
@@ -420,7 +409,7 @@ def _abort(
     def end(name: str) -> None:
         process = processes[name]
         process.kill()
-        _remove_tmpdir(transports[name], process.stderr_so_far)
+        remove_host_tmpdir(transports[name], process.stderr_so_far)
 
     list(pool.map(end, list(processes)))
 
