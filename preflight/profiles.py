@@ -21,13 +21,18 @@ Profile = Literal["quick", "standard", "deep"]
 # surroundings, those judged from the facts alone (they cost nothing more).
 QUICK_CHECKS = ("connect", "versions", "ports", "gpu_memory", "environment", "limits", "allreduce")
 
-# Seconds, measured on the lab cluster (3 nodes, 2 shared cores): connecting and the facts
-# probe, the ports check, torchrun's start (imports, rendezvous) and one DDP step.
-FACTS_S = 2.8
-PORTS_S = 0.7
-JOB_START_S = 4.5
-DDP_STEP_S = 0.02
-DDP_FIXED_S = 0.8
+# Seconds, measured on the lab cluster (3 nodes, 2 shared cores): connecting and the facts probe
+# (torch imported once, by each node's host), the ports check, the job's start (the hosts fork their
+# ranks, which join), what is left of the import of DDP's modules once the other checks are done,
+# the sweep of message sizes on a healthy fabric (4x apart, 20 iterations), and DDP's steps.
+FACTS_S = 2.0
+PORTS_S = 0.4
+JOB_START_S = 0.4
+DDP_IMPORT_S = 1.2
+SWEEP_S = 1.8
+DDP_STEP_S = 0.005
+DDP_FIXED_S = 0.1
+DEEP_BURN_S = 10.0
 # The surroundings checks that ask the nodes again (4 lab nodes).
 SURROUNDINGS_S = {"names": 0.4, "clocks": 0.3, "storage": 0.4}
 # Rounds of re-tests a pair plan is given when something is slow (see retest_plan).
@@ -52,7 +57,10 @@ def apply_profile(config: Config, profile: Profile) -> Config:
             sweep_factor=2,
         )
         ddp = dataclasses.replace(config.ddp, steps=max(config.ddp.steps, 200))
-        return dataclasses.replace(config, allreduce=allreduce, ddp=ddp)
+        # Long enough for a GPU to reach its steady temperature and clocks: thermal slowdown
+        # shows after seconds, a power cap or a broken GPU at once.
+        compute = dataclasses.replace(config.compute, burn_s=max(config.compute.burn_s, DEEP_BURN_S))
+        return dataclasses.replace(config, allreduce=allreduce, ddp=ddp, compute=compute)
     return config
 
 
@@ -72,15 +80,18 @@ def expected_duration_s(config: Config, n_hosts: int, checks: Sequence[str]) -> 
     if "ports" in checks:
         seconds += PORTS_S
     seconds += sum(cost for name, cost in SURROUNDINGS_S.items() if name in checks)
-    job = [c for c in ("allreduce", "ddp") if c in checks]
+    job = [c for c in ("compute", "intranode", "allreduce", "ddp") if c in checks]
     if job and n_hosts >= 1:
         seconds += JOB_START_S
     if "compute" in checks:
         seconds += config.compute.burn_s
     if "allreduce" in checks:
-        # A sweep uses about half its budget on a healthy fabric; a pair round about a quarter.
-        seconds += config.allreduce.sweep_budget_s / 2
-        seconds += _pair_rounds(n_hosts, config) * config.allreduce.pair_budget_s / 4
+        # A sweep takes SWEEP_S on a healthy fabric (twice as many sizes at a factor of 2, time in
+        # proportion to the iterations), its budget at most; a pair round a quarter of its budget.
+        cfg = config.allreduce
+        sweep = SWEEP_S * (2 if cfg.sweep_factor == 2 else 1) * max(1, cfg.iters) / 20
+        seconds += min(cfg.sweep_budget_s, sweep)
+        seconds += _pair_rounds(n_hosts, config) * cfg.pair_budget_s / 4
     if "ddp" in checks:
-        seconds += DDP_FIXED_S + config.ddp.steps * DDP_STEP_S
+        seconds += DDP_IMPORT_S + DDP_FIXED_S + config.ddp.steps * DDP_STEP_S
     return seconds

@@ -25,6 +25,8 @@ def test_deep_tests_every_pair_longer_and_trains_longer() -> None:
     assert deep.allreduce.pair_plan == "full"
     assert deep.allreduce.sweep_budget_s > Config().allreduce.sweep_budget_s
     assert deep.ddp.steps > Config().ddp.steps
+    assert deep.compute.burn_s > Config().compute.burn_s
+    assert deep.allreduce.sweep_factor == 2 < Config().allreduce.sweep_factor
 
 
 def test_the_expected_duration_orders_the_profiles_and_grows_with_the_cluster() -> None:

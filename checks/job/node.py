@@ -11,6 +11,7 @@ import bisect
 import contextlib
 import copy
 import ctypes
+import gc
 import hashlib
 import json
 import os
@@ -1236,6 +1237,9 @@ def host(request: Mapping[str, Any], source: bytes | None) -> int:
     with contextlib.suppress(Exception):  # a failed import: every rank reports it
         import torch  # noqa: F401  (already imported when the host stayed warm)
     torch_module = sys.modules.get("torch")
+    # What the host imported stays shared with its forks: the collector must not touch (and so
+    # copy) those objects in every rank.
+    gc.freeze()
     fork = source is None or not (torch_module is not None and torch_module.cuda.is_initialized())
     ranks: dict[int, int] = {}
     for local_rank in range(int(settings["nproc"])):
