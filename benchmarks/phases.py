@@ -1,4 +1,4 @@
-"""Where the time of a whole check goes: facts, each check, and inside the torchrun job.
+"""Where the time of a whole check goes: facts, each check, and inside the training job.
 
 Builds a lab cluster (root needed), runs ``preflight check`` with every check a few times
 and prints the median seconds of each phase with its share of the run, from the same run.
@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.lab import LabCluster
 from tests.test_check_lab import check_argv
 
-# The checks that share the torchrun job; the first to run launches it.
+# The checks that share the training job; the first to run launches it.
 JOB_CHECKS = ("compute", "intranode", "allreduce", "ddp")
 
 
@@ -38,8 +38,8 @@ def one_run(lab: LabCluster, workdir: Path) -> dict[str, Any]:
 
 
 def job_phases(data: dict[str, Any]) -> dict[str, float]:
-    """The torchrun job from inside: each phase's own seconds, and the rest (launch, imports,
-    rendezvous), from the durations the job reported."""
+    """The training job from inside: each phase's own seconds, and the rest (the start: what is
+    left of DDP's imports, the join; the end), from the durations the job reported."""
     inside = {
         r["check"]: float(r["details"]["duration_s"])
         for r in data["results"]
@@ -47,7 +47,7 @@ def job_phases(data: dict[str, Any]) -> dict[str, float]:
     }
     job = sum(data["timings"].get(c, 0.0) for c in JOB_CHECKS)
     found = {f"  job: {name} phase": seconds for name, seconds in inside.items()}
-    found["  job: launch, imports"] = job - sum(inside.values())
+    found["  job: start, end"] = job - sum(inside.values())
     return found
 
 
