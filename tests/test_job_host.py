@@ -1,0 +1,134 @@
+"""Each node's host for the job, run for real on this machine: the facts probe that stays after its
+facts (torch imported once, in a TMPDIR of its own), and the job script it runs, which forks the
+node's ranks and ends them all when one dies or when the controller goes away.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from checks.job import launch
+from checks.job.failures import explain_failures
+from checks.job.node import RANK_COMM
+from checks.job.outcome import JobOutcome, NodeOutcome
+from preflight.probes import STREAM_BOOTSTRAP, node_script
+from tests.test_distributed_job import PYTHON, free_port, host_request, job_args
+
+
+def start_host(options: dict[str, Any]) -> subprocess.Popen[bytes]:
+    """The facts script as the launcher starts it: its source on stdin, stdin left open."""
+    source = node_script(launch.HOST_SCRIPT)
+    proc = subprocess.Popen(
+        [PYTHON, "-c", STREAM_BOOTSTRAP, str(len(source)), "preflight-facts", json.dumps(options)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    assert proc.stdin is not None
+    proc.stdin.write(source)
+    proc.stdin.flush()
+    return proc
+
+
+def ranks_of(host_pid: int) -> list[int]:
+    """Pids of the ranks the host forked (they name themselves in /proc/PID/comm)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            comm = (entry / "comm").read_text().strip()
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == host_pid and comm.startswith(RANK_COMM):
+            found.append(int(entry.name))
+    return found
+
+
+def wait_for(condition: Any, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "gave up waiting"
+        time.sleep(0.05)
+
+
+def long_job() -> dict[str, Any]:
+    """A job that trains until it is ended."""
+    args = job_args(1)
+    args.update(phases=["ddp"], ddp={"steps": 10**7})
+    return args
+
+
+def tmpdir_of(stderr: bytes) -> Path:
+    line = next(ln for ln in stderr.decode().splitlines() if ln.startswith("preflight-tmpdir="))
+    return Path(line.partition("=")[2])
+
+
+def test_the_staying_probe_prints_its_facts_then_runs_what_it_is_sent_and_leaves_nothing() -> None:
+    proc = start_host({"stay": {"imports": ["torch.distributed"]}})
+    assert proc.stdout is not None and proc.stdin is not None
+    facts = json.loads(proc.stdout.readline())["facts"]
+    assert facts["torch"]["version"].startswith("2.")  # torch's facts, from this process's import
+    assert facts["hostname"] and facts["python"]["executable"]
+    script = b"import os, sys\nprint(os.environ['TMPDIR'], 'torch.distributed' in sys.modules, flush=True)\n"
+    header = {"length": len(script), "name": "probe-script", "args": []}
+    proc.stdin.write(json.dumps(header).encode() + b"\n" + script)
+    proc.stdin.flush()
+    tmpdir, warm = proc.stdout.readline().decode().split()
+    assert warm == "True"
+    assert Path(tmpdir).is_dir() and Path(tmpdir).name.startswith("preflight.")
+    proc.stdin.close()  # the controller is done with it
+    assert proc.wait(timeout=30) == 0
+    assert not Path(tmpdir).exists()
+
+
+def test_a_rank_that_dies_ends_its_node_and_the_host_names_it() -> None:
+    proc = start_host({"serve": True})
+    assert proc.stdin is not None
+    args = long_job()
+    proc.stdin.write(host_request(1, 3, 0, free_port(), args))
+    proc.stdin.flush()
+    wait_for(lambda: len(ranks_of(proc.pid)) == 3)
+    victim = sorted(ranks_of(proc.pid))[1]
+    time.sleep(1)  # into the job
+    os.kill(victim, signal.SIGKILL)
+    assert proc.wait(timeout=60) == 1  # its stdin still open: the controller is still there
+    assert proc.stderr is not None
+    stderr = proc.stderr.read()
+    assert ranks_of(proc.pid) == []
+    text = stderr.decode()
+    assert f"pid {victim}) was ended by signal 9 (SIGKILL)" in text
+    node = NodeOutcome("node1", 0, proc.returncode, False, False, False, text)
+    outcome = JobOutcome(
+        phases=("allreduce",), backend="gloo", master="127.0.0.1", port=0, nodes=(node,),
+        duration_s=1.0, document=None,
+    )  # fmt: skip
+    (failure,) = explain_failures(outcome)
+    assert failure.culprit and failure.kind == "crashed"
+    assert "was ended by SIGKILL" in failure.reason and "out-of-memory killer" in failure.reason
+    assert not tmpdir_of(stderr).exists()
+
+
+def test_the_end_of_stdin_ends_every_rank_and_the_host() -> None:
+    proc = start_host({"serve": True})
+    assert proc.stdin is not None
+    args = long_job()
+    proc.stdin.write(host_request(1, 2, 0, free_port(), args))
+    proc.stdin.flush()
+    wait_for(lambda: len(ranks_of(proc.pid)) == 2)
+    ranks = ranks_of(proc.pid)
+    proc.stdin.close()  # the controller went away
+    assert proc.wait(timeout=30) == 143
+    assert proc.stderr is not None
+    stderr = proc.stderr.read()
+    for pid in ranks:
+        assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
+    assert not tmpdir_of(stderr).exists()
