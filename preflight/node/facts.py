@@ -1666,8 +1666,9 @@ def _raise_exit(number: int, frame: Any) -> None:
 
 
 def stay(options: Mapping[str, Any]) -> int:
-    """The facts document, then host the scripts the controller sends on stdin, in this process,
-    in a TMPDIR of its own that is removed however it ends (TERM, HUP, the end of stdin)."""
+    """The facts document (none with the option ``serve``), then host the scripts the controller
+    sends on stdin, in this process, in a TMPDIR of its own that is removed however it ends (TERM,
+    HUP, the end of stdin)."""
     others = None if options.get("serve") else _in_child(lambda: collect(options, skip=("torch",)))
     for number in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(number, _raise_exit)
