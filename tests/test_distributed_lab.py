@@ -6,7 +6,6 @@ Faults are injected with tc (a slow node), iptables (a dropped rendezvous port) 
 
 from __future__ import annotations
 
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -90,17 +89,7 @@ def test_a_link_cut_during_the_job_names_the_node_and_leaves_nothing_running(
     lab = make_lab(3)
     victim = lab.nodes[2]
 
-    def cut_when_the_job_runs() -> None:
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
-            if lab.job_ranks(victim):
-                time.sleep(1)  # well into the job: the group formed, the sweep running
-                lab.cut(victim)
-                return
-            time.sleep(0.2)
-
-    cutter = threading.Thread(target=cut_when_the_job_runs, daemon=True)
-    cutter.start()
+    cutter = lab.when_the_job_runs(victim, lambda: lab.cut(victim))
     started = time.monotonic()
     run, data = run_check(lab, tmp_path, "--only", "allreduce,ddp", "--timeout", "150")
     elapsed = time.monotonic() - started

@@ -179,17 +179,7 @@ def test_a_node_cut_during_the_job_is_named_and_its_stuck_step_does_not_hang_the
     slurm = slurm_on(lab)
     victim = lab.nodes[2]
 
-    def cut_when_the_job_runs() -> None:
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
-            if lab.job_ranks(victim):
-                time.sleep(1)  # well into the job: the group formed, the sweep running
-                lab.cut(victim)
-                return
-            time.sleep(0.2)
-
-    cutter = threading.Thread(target=cut_when_the_job_runs, daemon=True)
-    cutter.start()
+    cutter = lab.when_the_job_runs(victim, lambda: lab.cut(victim))
     run, data = salloc_check(slurm, 3, tmp_path / "run.json", "--only", "allreduce,ddp", "--timeout", "150")
     cutter.join(5)
     assert run.returncode == 1, run.stdout + run.stderr

@@ -18,8 +18,9 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -842,6 +843,25 @@ class LabCluster:
             if comm.startswith(RANK_COMM):
                 ranks.append(pid)
         return ranks
+
+    def when_the_job_runs(
+        self, node: NodeRef, fault: Callable[[], None], *, after_s: float = 1.0, timeout_s: float = 90
+    ) -> threading.Thread:
+        """Start a thread that waits for the job's ranks on ``node``, lets them run ``after_s``
+        (well into the job: the group formed, the sweep running), then runs ``fault``."""
+
+        def wait_then_fault() -> None:
+            deadline = time.monotonic() + timeout_s
+            while time.monotonic() < deadline:
+                if self.job_ranks(node):
+                    time.sleep(after_s)
+                    fault()
+                    return
+                time.sleep(0.2)
+
+        thread = threading.Thread(target=wait_then_fault, daemon=True)
+        thread.start()
+        return thread
 
     def lingering_processes(self, node: NodeRef, *, grace_s: float = 5.0) -> list[tuple[int, str]]:
         """processes(node), once it is empty or grace_s has passed: an SSH session's processes
