@@ -6,13 +6,16 @@ torch at once; the distributed job at this size is left to the benchmarks.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from tests.lab import MakeLab, derive_env
-from tests.test_check_lab import results, run_check
+from tests.test_check_lab import assert_nothing_left_behind, check_argv, results, run_check
 
 pytestmark = pytest.mark.lab
 
@@ -33,3 +36,36 @@ def test_thirty_two_nodes_are_checked_and_the_odd_one_named(make_lab: MakeLab, t
     assert blocked["hosts"] == [lab.nodes[24].address]
     assert blocked["details"]["sources"] == [lab.nodes[3].address]
     assert len([p for p in results(data, "ports")[0]["details"]["blocked"]]) == 1
+
+
+# The controller as it is at a few hundred hosts: more than 1,024 files open (a socket per host,
+# a pipe per channel), past the numbers select() can wait on.
+CROWDED_CONTROLLER = """
+import os, resource, sys
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 4096), max(hard, 4096)))
+held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+from preflight.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_controller_holding_a_thousand_files_still_reaches_and_checks_every_node(
+    make_lab: MakeLab, tmp_path: Path
+) -> None:
+    lab = make_lab(2)
+    report = tmp_path / "run.json"
+    argv = check_argv(lab, lab.hosts_file(tmp_path / "hosts.txt"), report)
+    assert argv[1:3] == ["-m", "preflight"]
+    run = subprocess.run(
+        [sys.executable, "-c", CROWDED_CONTROLLER, *argv[3:]],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env={**os.environ, "NO_COLOR": "1", "COLUMNS": "200"},
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    data = json.loads(report.read_text())
+    assert all(h["reachable"] for h in data["hosts"])
+    assert [r["status"] for r in results(data, "ddp")] == ["pass"]
+    assert_nothing_left_behind(lab)

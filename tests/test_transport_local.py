@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import resource
 import shlex
 import subprocess
 import sys
@@ -9,8 +11,16 @@ import time
 
 import psutil
 
+from preflight.deadline import Deadline
 from preflight.inventory import local_host
-from preflight.transport import KEEP_HEAD_BYTES, KEEP_TAIL_BYTES, KeptOutput, split_pgid, wrap_command
+from preflight.transport import (
+    KEEP_HEAD_BYTES,
+    KEEP_TAIL_BYTES,
+    KeptOutput,
+    split_pgid,
+    wait_for_any,
+    wrap_command,
+)
 from preflight.transport.local import LocalTransport
 
 
@@ -77,3 +87,32 @@ def test_kept_output_is_whole_below_its_limits() -> None:
     assert (kept.data(), kept.cut) == (b"abcde", 0)
     kept.add(b"fghij")
     assert kept.cut == 3 and kept.data().startswith(b"abcd") and kept.data().endswith(b"hij")
+
+
+def test_waiting_on_many_processes_works_past_the_select_limit() -> None:
+    """A controller of a few hundred hosts holds more than 1,024 file descriptors, where select()
+    refuses to wait: the controller's wait wakes when one of its processes speaks, whatever the
+    descriptors' numbers."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = 1400
+    if soft < wanted:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(wanted, hard) if hard >= 0 else wanted, hard))
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        with LocalTransport(local_host()) as transport:
+            quiet = transport.start(["sleep", "30"], timeout_s=60)
+            talker = transport.start(["sh", "-c", "sleep 0.3; echo ready; sleep 30"], timeout_s=60)
+            assert min(quiet.waitables() + talker.waitables()) > 1024
+            deadline = Deadline.after(20)
+            line = None
+            while line is None and not deadline.expired:
+                wait_for_any([quiet, talker], 5.0)
+                talker.running()  # takes in what has arrived
+                line = talker.readline(Deadline.after(0))
+            assert line == b"ready"
+            quiet.kill()
+            talker.kill()
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

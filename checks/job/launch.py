@@ -30,7 +30,7 @@ from preflight.model import CheckResult
 from preflight.nodeset import fold
 from preflight.probes import node_script, start_node_script
 from preflight.redact import MASK, is_secret_name
-from preflight.transport import HostUnavailable, RemoteProcess
+from preflight.transport import HostUnavailable, RemoteProcess, wait_for_any
 
 # The script every node's host runs (it starts the node's ranks, which run it too): a module of this
 # package, read as a file and never imported here.
@@ -53,6 +53,10 @@ INTRANODE_S = 15.0  # the all-reduce inside each node and the GPUs' copies
 FAILURE_GRACE_S = 3.0
 # A node that sent nothing for this long (heartbeats come every BEAT_INTERVAL_S) is silent.
 SILENCE_S = 5 * BEAT_INTERVAL_S
+# The watch loop looks at the nodes when one has news, at most every WATCH_MIN_S and at least
+# every WATCH_MAX_S.
+WATCH_MIN_S = 0.02
+WATCH_MAX_S = 0.1
 _BEAT_LINE_RE = re.compile(rb"^[^\n]*" + re.escape(BEAT_MARKER.encode()) + rb"[^\n]*\n", re.MULTILINE)
 STDERR_HEAD = 48_000
 STDERR_TAIL = 16_000
@@ -310,7 +314,7 @@ def _watch(
     silent: dict[str, tuple[float, str | None]] = {}
     while running and not deadline.expired:
         for name, process in list(running.items()):
-            if not process.running(0.02):
+            if not process.running():
                 result = process.wait(Deadline.after(5))
                 finished[name] = result
                 del running[name]
@@ -321,7 +325,11 @@ def _watch(
         silent = listening.silent(running)
         if silent:
             break  # no grace: the silent node cannot say more, and the others only wait for it
-        time.sleep(0.05)
+        # Wake on any node's news; not more often than WATCH_MIN_S, so that the heartbeats of a
+        # thousand nodes do not keep the controller busy.
+        woke = time.monotonic()
+        wait_for_any(running.values(), WATCH_MAX_S)
+        time.sleep(max(0.0, WATCH_MIN_S - (time.monotonic() - woke)))
     timed_out = deadline.expired and not silent
     # End what is still running, all at once: a lost node's kill may take a while to give up.
     transports = {s.spec.name: s.transport for s in sessions}

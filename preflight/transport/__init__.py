@@ -8,10 +8,11 @@ to line by line; :meth:`Transport.run` is start, feed stdin, wait.
 
 from __future__ import annotations
 
+import select
 import shlex
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from preflight.deadline import Deadline
@@ -166,6 +167,11 @@ class RemoteProcess(ABC):
         """Whether ``marker`` is in what is kept of stderr (no copy of it is made)."""
         return marker in self._stderr.head or marker in self._stderr.tail
 
+    def waitables(self) -> list[int]:
+        """File descriptors that become readable when the process has news (output, or its
+        end); empty when it can only be polled."""
+        return []
+
     def running(self, wait_s: float = 0.0) -> bool:
         """Collect output that is ready (waiting up to ``wait_s``); False once the process is over."""
         return self._pump(wait_s)
@@ -254,3 +260,24 @@ class Transport(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def wait_for_any(processes: Iterable[RemoteProcess], timeout_s: float, poll_s: float = 0.05) -> None:
+    """Return once any of ``processes`` may have news (output, or its end), or after ``timeout_s``
+    (``poll_s`` at most when one of them can only be polled).
+
+    poll(), not select(): a controller talking to hundreds of hosts holds file descriptors past
+    select()'s limit of 1,024."""
+    poller = select.poll()
+    watched = False
+    for process in processes:
+        fds = process.waitables()
+        if not fds:
+            timeout_s = min(timeout_s, poll_s)
+        for fd in fds:
+            poller.register(fd, select.POLLIN)
+            watched = True
+    if watched:
+        poller.poll(max(0, int(timeout_s * 1000)))
+    elif timeout_s > 0:
+        time.sleep(timeout_s)

@@ -70,6 +70,11 @@ class LocalProcess(RemoteProcess):
                 self._selector.unregister(key.fileobj)
         return True
 
+    def waitables(self) -> list[int]:
+        if self._proc is None:
+            return []
+        return [key.fd for key in self._selector.get_map().values()]
+
     def _exit_status(self) -> int | None:
         if self._proc is None:
             return self._status

@@ -12,7 +12,6 @@ import contextlib
 import errno
 import hashlib
 import random
-import select
 import socket
 import threading
 import time
@@ -31,6 +30,7 @@ from preflight.transport import (
     RemoteProcess,
     Transport,
     split_pgid,
+    wait_for_any,
     wrap_command,
 )
 
@@ -360,8 +360,13 @@ class SshProcess(RemoteProcess):
         transport = self._channel.get_transport()
         if transport is None or not transport.is_active():
             return False
-        select.select([self._channel], [], [], min(wait_s, _POLL_S))
+        if wait_s > 0:
+            wait_for_any([self], min(wait_s, _POLL_S))
         return True
+
+    def waitables(self) -> list[int]:
+        # paramiko makes the channel a pipe that turns readable when data or its end arrives.
+        return [] if self._channel.closed else [self._channel.fileno()]
 
     def _exit_status(self) -> int | None:
         if not self._channel.exit_status_ready():
