@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -27,12 +28,15 @@ from checks.job.node import (
     RANK_MARKER,
     Job,
     bus_bandwidth,
+    count_unlike,
     expected_sums,
+    fill_periodic,
     pair_size,
     parse_result_line,
     pattern_values,
     plan_iterations,
     sweep_sizes,
+    wait_for_master,
 )
 from checks.job.pairs import plan_rounds
 from preflight.probes import STREAM_BOOTSTRAP, node_script
@@ -319,6 +323,47 @@ def test_the_correctness_pattern_sums_exactly() -> None:
         sums = expected_sums(world)
         assert sums == [sum(pattern_values(k, r) for r in range(world)) for k in range(len(sums))]
         assert max(sums) < 2**24  # exact in float32
+
+
+@pytest.mark.parametrize("count", [1, 10, 11, 12, 4096, 100_003])
+def test_the_sums_check_passes_an_exact_sum_and_counts_every_wrong_element(count: int) -> None:
+    """What the sweep's correctness op does, on real tensors: each rank's pattern, their sum as
+    the all-reduce makes it, then the count of elements that are not the exact sum."""
+    import torch
+
+    world = 3
+    total = torch.zeros(count, dtype=torch.float32)
+    for rank in range(world):
+        mine = torch.full((count,), -1.0)
+        fill_periodic(torch, mine, [pattern_values(k, rank) for k in range(len(expected_sums(world)))])
+        total += mine
+    assert count_unlike(torch, total, expected_sums(world)) == 0
+    total[count // 2] += 1.0  # one element off
+    assert count_unlike(torch, total, expected_sums(world)) == 1
+    if count >= 4096:
+        # A chunk delivered at the wrong offset (a power of two away): most of it is wrong.
+        total[:1024] = total[512:1536].clone()
+        assert count_unlike(torch, total, expected_sums(world)) > 900
+
+
+def test_a_rank_waits_for_a_master_that_starts_late_and_gives_up_on_one_that_never_does() -> None:
+    port = free_port()
+    listener = socket.socket()
+
+    def listen_later() -> None:
+        time.sleep(0.3)
+        listener.bind(("127.0.0.1", port))
+        listener.listen()
+
+    late = threading.Thread(target=listen_later)
+    late.start()
+    try:
+        assert wait_for_master("127.0.0.1", port, 20.0)
+    finally:
+        late.join()
+        listener.close()
+    assert not wait_for_master("127.0.0.1", free_port(), 0.2)  # nobody listens there
+    assert not wait_for_master("no-such-host.invalid", port, 5.0)  # a name that does not resolve
 
 
 class _SlowLink:

@@ -15,6 +15,7 @@ import gc
 import hashlib
 import json
 import os
+import random
 import select
 import signal
 import socket
@@ -46,6 +47,12 @@ PHASE_MARKER = "PREFLIGHT-JOB-PHASE "
 # stop arriving (its link cut, its processes stopped) is named by the controller within seconds.
 BEAT_MARKER = "PREFLIGHT-JOB-BEAT "
 BEAT_INTERVAL_S = 2.0
+# Before it joins, a rank asks every MASTER_POLL_S (longer past MASTER_POLL_RANKS ranks) whether
+# rank 0's store listens yet, for MASTER_WAIT_S at most (then torch's own retries take over).
+MASTER_POLL_S = 0.02
+MASTER_POLL_RANKS = 256
+MASTER_POLL_MAX_S = 0.5
+MASTER_WAIT_S = 10.0
 PHASES = ("compute", "intranode", "allreduce", "ddp")
 
 GB = 1e9
@@ -373,6 +380,27 @@ def expected_sums(world_size: int) -> list[int]:
     return [sum(pattern_values(k, r) for r in range(world_size)) for k in range(PATTERN_PERIOD)]
 
 
+def _by_period(buffer: Any, period: int) -> tuple[Any, Any]:
+    """``buffer`` as rows of ``period`` elements, and the elements left over (views, no copy)."""
+    whole = buffer.numel() - buffer.numel() % period
+    return buffer[:whole].view(-1, period), buffer[whole:]
+
+
+def fill_periodic(torch: Any, buffer: Any, values: Sequence[float]) -> None:
+    """Write ``values`` over ``buffer`` again and again, in place."""
+    period = torch.tensor(list(values), dtype=buffer.dtype, device=buffer.device)
+    rows, rest = _by_period(buffer, len(values))
+    rows.copy_(period.expand_as(rows))
+    rest.copy_(period[: rest.numel()])
+
+
+def count_unlike(torch: Any, buffer: Any, values: Sequence[float]) -> int:
+    """Elements of ``buffer`` that differ from ``values`` repeated over it (as fill_periodic writes)."""
+    period = torch.tensor(list(values), dtype=buffer.dtype, device=buffer.device)
+    rows, rest = _by_period(buffer, len(values))
+    return int((rows != period).sum().item()) + int((rest != period[: rest.numel()]).sum().item())
+
+
 def nccl_version_text(code: int) -> str:
     """NCCL's version code as text: NCCL_VERSION(X,Y,Z) is X*1000+Y*100+Z up to 2.8, X*10000+Y*100+Z after."""
     if code >= 10000:
@@ -417,6 +445,36 @@ def loaded_nccl(torch: Any) -> JsonDict:
         return {"version": text, "library": None, "source": "torch build (NCCL linked into torch)"}
     except Exception as exc:
         return {"version": None, "library": None, "source": f"unknown: {_error_text(exc)}"}
+
+
+def wait_for_master(address: str, port: int, timeout_s: float, world: int = 1) -> bool:
+    """Wait until rank 0's store accepts connections; False when it did not within ``timeout_s``
+    (the join then goes on as it would have, and names the master if it never answers).
+
+    torch's own client retries a refused connection only after a growing pause of about half a
+    second: a master that starts listening a moment after the others asked would cost every
+    rank that pause. A connection opened and closed at once is harmless to the store. The name
+    is resolved once; the tries come every MASTER_POLL_S (jittered), less often in a large
+    world, so that the master's port gets at most about MASTER_POLL_RANKS / MASTER_POLL_S
+    tries a second whatever the number of ranks."""
+    deadline = time.monotonic() + timeout_s
+    try:
+        family, kind, proto, _, where = socket.getaddrinfo(address, port, type=socket.SOCK_STREAM)[0]
+    except (OSError, IndexError):
+        return False
+    interval = min(MASTER_POLL_MAX_S, MASTER_POLL_S * max(1.0, world / MASTER_POLL_RANKS))
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            with socket.socket(family, kind, proto) as probe:
+                probe.settimeout(max(0.05, min(1.0, left)))
+                probe.connect(where)
+                return True
+        except OSError:
+            pause = interval * random.uniform(0.5, 1.5)
+            if time.monotonic() + pause >= deadline:
+                return False
+            time.sleep(pause)
 
 
 def _error_text(exc: BaseException) -> str:
@@ -560,7 +618,8 @@ class Job:
 
     def memory_cap(self, max_bytes: int) -> int:
         """The largest message every rank can hold: a quarter of the least free GPU memory (the
-        sweep holds a buffer and, in its correctness check, the pattern and the expected sums)."""
+        sweep holds a buffer and, while it checks the sums, a byte per element; the rest is left
+        to the communicator's own buffers and to whatever else shares the GPU)."""
         if not self.cuda:
             return max_bytes
         free, _ = self.torch.cuda.mem_get_info(self.device)
@@ -621,7 +680,14 @@ class Job:
         if self.cuda:
             self.torch.cuda.set_device(self.local_rank)
         enter_phase("join")
-        self.dist.init_process_group(self.backend, timeout=timedelta(seconds=self.join_timeout_s))
+        join_s = self.join_timeout_s
+        if self.rank != 0:
+            # The time spent waiting for the master counts against the join's deadline.
+            began = time.monotonic()
+            master = (os.environ.get("MASTER_ADDR", ""), int(os.environ.get("MASTER_PORT", "0")))
+            wait_for_master(*master, min(MASTER_WAIT_S, join_s / 2), self.world)
+            join_s -= time.monotonic() - began
+        self.dist.init_process_group(self.backend, timeout=timedelta(seconds=join_s))
         self.world = self.dist.get_world_size()
         self.rank = self.dist.get_rank()
         # Every rank creates the same groups in the same order, as new_group requires.
@@ -647,28 +713,6 @@ class Job:
 
     # ---- all-reduce
 
-    def fill_pattern(self, count: int) -> Any:
-        torch = self.torch
-        period = torch.tensor(
-            [float(pattern_values(k, self.rank)) for k in range(PATTERN_PERIOD)],
-            dtype=torch.float32,
-            device=self.device,
-        )
-        return period.repeat((count + PATTERN_PERIOD - 1) // PATTERN_PERIOD)[:count].contiguous()
-
-    def count_wrong(self, count: int) -> int:
-        """Elements that differ from the exact sum after one untimed all-reduce of rank-dependent values."""
-        torch = self.torch
-        buffer = self.fill_pattern(count)
-        self.dist.all_reduce(buffer, group=self.group)
-        period = torch.tensor(
-            [float(v) for v in expected_sums(self.world)], dtype=torch.float32, device=self.device
-        )
-        expected = period.repeat((count + PATTERN_PERIOD - 1) // PATTERN_PERIOD)[:count]
-        wrong = int((buffer != expected).sum().item())
-        # Every rank checks its own copy; a wrong element anywhere counts.
-        return int(self.agree_max([float(wrong)])[0])
-
     def sweep(self, settings: Mapping[str, Any]) -> JsonDict:
         budget = float(settings["sweep_budget_s"])
         warmup = int(settings["warmup_iters"])
@@ -691,7 +735,12 @@ class Job:
                     break
             count = size // FLOAT32_BYTES
             buffer = self.allocate(count, f"the {size}-byte sweep message")
+            # The probe op is also the correctness check: every rank puts in its own values, and
+            # every element must come back as their exact sum. A wrong element anywhere counts.
+            fill_periodic(self.torch, buffer, [pattern_values(k, self.rank) for k in range(PATTERN_PERIOD)])
             probe_local = self.time_ops(buffer, 1)
+            wrong_local = count_unlike(self.torch, buffer, expected_sums(self.world))
+            buffer.zero_()  # the timed ops add zeros, which no number of ops can overflow
             probe, elapsed = self.agree_max([probe_local, time.perf_counter() - start])
             remaining = budget - elapsed
             if rows and remaining < 2.0 * probe:
@@ -704,8 +753,9 @@ class Job:
                 self.dist.all_reduce(buffer, group=self.group)
             per_op_local = self.time_ops(buffer, timed)
             del buffer
-            wrong = self.count_wrong(count)
-            per_op, elapsed = self.agree_max([per_op_local, time.perf_counter() - start])
+            per_op, elapsed, wrong = self.agree_max(
+                [per_op_local, time.perf_counter() - start, float(wrong_local)]
+            )
             last_per_op = per_op
             algbw, busbw = bus_bandwidth(size, per_op, self.world)
             rows.append(
@@ -717,7 +767,7 @@ class Job:
                     "time_s": per_op,
                     "algbw_gbps": algbw,
                     "busbw_gbps": busbw,
-                    "wrong": wrong,
+                    "wrong": int(wrong),
                 }
             )
         return {
