@@ -413,6 +413,36 @@ def test_packages_first_on_sys_path_wins(tmp_path: Path, monkeypatch: pytest.Mon
     assert sink.facts["packages"] == {"foo-bar": "1.0"}
 
 
+def test_packages_are_read_as_importlib_reads_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the head of each METADATA is read: the same names and versions as importlib's full
+    reading, for every distribution installed here, and for metadata whose description (after
+    the blank line) holds Name: and Version: lines of its own, or that is an egg's PKG-INFO."""
+    sink = facts.Sink()
+    facts._gather_packages(sink)
+    expected: dict[str, str] = {}
+    for dist in metadata.distributions():
+        expected.setdefault(facts.normalize_package_name(dist.metadata["Name"]), dist.version)
+    assert sink.facts["packages"] == expected and len(expected) > 10
+
+    wheel = tmp_path / "site" / "tricky-3.1.dist-info"
+    wheel.mkdir(parents=True)
+    (wheel / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: tricky\nSummary: a: b\nVersion: 3.1\n"
+        "Description-Content-Type: text/markdown\n\nName: wrong\nVersion: 9.9\n",
+        encoding="utf-8",
+    )
+    egg = tmp_path / "site" / "old_style.egg-info"
+    egg.mkdir()
+    (egg / "PKG-INFO").write_text(
+        "Metadata-Version: 1.0\nName: old_style\nVersion: 0.4\nDescription: one\n        Version: 8\n",
+        encoding="utf-8",
+    )
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "site")])
+    sink = facts.Sink()
+    facts._gather_packages(sink)
+    assert sink.facts["packages"] == {"old-style": "0.4", "tricky": "3.1"}
+
+
 def _write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")

@@ -798,14 +798,30 @@ def _gather_packages(sink: Sink) -> None:
     # distributions() walks sys.path in order: the first of a name is what import loads.
     for dist in metadata.distributions():
         try:
-            name = dist.metadata["Name"]
-            version = dist.version
+            name, version = _name_and_version(dist)
         except Exception:
             continue
         if not name or not version:
             continue
         packages.setdefault(normalize_package_name(name), version)
     sink.facts["packages"] = dict(sorted(packages.items()))
+
+
+def _name_and_version(dist: Any) -> tuple[str | None, str | None]:
+    """A distribution's Name and Version, read from the head of its metadata: both are single-line
+    fields of the header, which ends at the first blank line (importlib's own reading parses the
+    whole file, descriptions and all, as an e-mail: most of the time of listing the packages)."""
+    text = dist.read_text("METADATA") or dist.read_text("PKG-INFO")
+    if text is None:
+        return dist.metadata["Name"], dist.version
+    found: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            break
+        field, colon, value = line.partition(":")
+        if colon and field in ("Name", "Version") and field not in found:
+            found[field] = value.strip()
+    return found.get("Name"), found.get("Version")
 
 
 def _gather_env(sink: Sink) -> None:
