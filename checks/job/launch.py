@@ -322,6 +322,8 @@ def _watch(
                     first_failure = time.monotonic()
         if first_failure is not None and time.monotonic() - first_failure > FAILURE_GRACE_S:
             break
+        if not running:
+            break
         silent = listening.silent(running)
         if silent:
             break  # no grace: the silent node cannot say more, and the others only wait for it
