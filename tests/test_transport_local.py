@@ -12,7 +12,9 @@ import time
 import psutil
 
 from preflight.deadline import Deadline
+from preflight.gather import close_all, facts_probe_args, gather
 from preflight.inventory import local_host
+from preflight.progress import NoProgress
 from preflight.transport import (
     KEEP_HEAD_BYTES,
     KEEP_TAIL_BYTES,
@@ -116,3 +118,26 @@ def test_waiting_on_many_processes_works_past_the_select_limit() -> None:
         for fd in held:
             os.close(fd)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_an_interpreter_that_ends_before_reading_the_probe_is_named_by_its_status() -> None:
+    """The facts probe's source (over 64 KiB) is written to a process that has already ended
+    (a wrapper that exits, an interpreter that cannot start): its exit status says why, and the
+    write that found no reader is not an internal error."""
+    sessions = gather(
+        [local_host()],
+        LocalTransport,
+        python="/bin/false",
+        probe_timeout_s=20,
+        fanout=1,
+        deadline=Deadline.after(60),
+        progress=NoProgress(),
+        args=facts_probe_args({}, ("torch.distributed",)),
+        stay=True,
+    )
+    try:
+        error = sessions[0].report.error
+        assert error is not None and error.kind == "probe_failed"
+        assert "exited with status 1" in error.message and "internal error" not in error.message
+    finally:
+        close_all(sessions)
