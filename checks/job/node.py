@@ -726,6 +726,9 @@ class Job:
         asked = int(settings["max_bytes"])
         capped = self.memory_cap(asked)
         sizes = sweep_sizes(capped, factor=int(settings.get("sweep_factor", 2)))
+        # What this rank puts in for the correctness check, and the sums every element must reach.
+        pattern = [pattern_values(k, self.rank) for k in range(PATTERN_PERIOD)]
+        sums = expected_sums(self.world)
         rows: list[JsonDict] = []
         stopped: str | None = None
         start = time.perf_counter()
@@ -743,9 +746,9 @@ class Job:
             buffer = self.allocate(count, f"the {size}-byte sweep message")
             # The probe op is also the correctness check: every rank puts in its own values, and
             # every element must come back as their exact sum. A wrong element anywhere counts.
-            fill_periodic(self.torch, buffer, [pattern_values(k, self.rank) for k in range(PATTERN_PERIOD)])
+            fill_periodic(self.torch, buffer, pattern)
             probe_local = self.time_ops(buffer, 1, aligned=True)  # allocate() agreed
-            wrong_local = count_unlike(self.torch, buffer, expected_sums(self.world))
+            wrong_local = count_unlike(self.torch, buffer, sums)
             buffer.zero_()  # the timed ops add zeros, which no number of ops can overflow
             probe, elapsed = self.agree_max([probe_local, time.perf_counter() - start])
             remaining = budget - elapsed
@@ -1277,12 +1280,13 @@ def _exit_code(status: int) -> int:
 
 def _exit_fds(pids: Iterable[int]) -> dict[int, int]:
     """A descriptor per process that turns readable when it ends, for those the system gives one."""
-    fds: dict[int, int] = {}
     opener = getattr(os, "pidfd_open", None)
+    if opener is None:
+        return {}
+    fds: dict[int, int] = {}
     for pid in pids:
-        if opener is not None:
-            with contextlib.suppress(OSError):
-                fds[pid] = opener(pid)
+        with contextlib.suppress(OSError):
+            fds[pid] = opener(pid)
     return fds
 
 
