@@ -916,8 +916,9 @@ def test_script_with_other_interpreters(which: str) -> None:
         assert found["python"]["version"].startswith("3.8.")
 
 
-def test_script_keeps_stray_output_off_stdout(tmp_path: Path) -> None:
-    # A torch that prints, from Python and straight to fd 1, while it is imported.
+def fake_torch_package(tmp_path: Path, extra: str = "") -> dict[str, str]:
+    """A torch on PYTHONPATH that prints, from Python and straight to fd 1, while it is imported
+    (and runs ``extra`` too); the environment that finds it."""
     package = tmp_path / "torch"
     package.mkdir()
     (package / "__init__.py").write_text(
@@ -928,11 +929,14 @@ def test_script_keeps_stray_output_off_stdout(tmp_path: Path) -> None:
         "version = types.SimpleNamespace(cuda=None, hip=None)\n"
         "backends = types.SimpleNamespace(cudnn=types.SimpleNamespace(version=lambda: None))\n"
         "cuda = types.SimpleNamespace(is_available=lambda: False, device_count=lambda: 0)\n"
-        "distributed = types.SimpleNamespace(is_available=lambda: False)\n",
+        "distributed = types.SimpleNamespace(is_available=lambda: False)\n" + extra,
         encoding="utf-8",
     )
-    env = dict(os.environ, PYTHONPATH=str(tmp_path))
-    document, _ = run_probe([sys.executable, "-S"], env=env)
+    return dict(os.environ, PYTHONPATH=str(tmp_path))
+
+
+def test_script_keeps_stray_output_off_stdout(tmp_path: Path) -> None:
+    document, _ = run_probe([sys.executable, "-S"], env=fake_torch_package(tmp_path))
     assert document["facts"]["torch"] == {
         "version": "9.9.9+fake",
         "cuda": None,
@@ -944,6 +948,25 @@ def test_script_keeps_stray_output_off_stdout(tmp_path: Path) -> None:
         "nccl_available": False,
         "gloo_available": False,
     }
+
+
+def test_script_ends_without_tearing_torch_down(tmp_path: Path) -> None:
+    """Tearing down an interpreter that has torch loaded takes about half a second of CPU: once its
+    document is out, the probe ends at once, and what was written to stderr still arrives."""
+    torn_down = tmp_path / "torn-down"
+    env = fake_torch_package(
+        tmp_path,
+        "import atexit\n"
+        f"atexit.register(lambda: open({str(torn_down)!r}, 'w').close())\n"
+        "sys.stderr.write('a warning without its newline')\n",
+    )
+    proc = subprocess.run(
+        [sys.executable, "-S", "-"], input=SCRIPT.read_bytes(), capture_output=True, env=env, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")
+    assert json.loads(proc.stdout)["facts"]["torch"]["version"] == "9.9.9+fake"
+    assert b"a warning without its newline" in proc.stderr
+    assert not torn_down.exists()
 
 
 def test_script_masks_secrets_in_env() -> None:

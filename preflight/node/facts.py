@@ -1700,9 +1700,9 @@ def _remove(path: str | None) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def _stay(options: Mapping[str, Any], others: tuple[int, int] | None, cleanup: Callable[[], None]) -> int:
-    if others is None:
-        return serve(cleanup)  # a bare script host: no facts
+def _beside_torch(others: tuple[int, int]) -> tuple[JsonDict, bool]:
+    """The whole document: the other facts from the child ``others`` (started before this), torch's
+    own from a child forked once torch is imported here; and whether torch imported and answered."""
     torch_reason = None
     torch_child = None
     try:
@@ -1712,11 +1712,7 @@ def _stay(options: Mapping[str, Any], others: tuple[int, int] | None, cleanup: C
         torch_reason = f"torch not importable: {exc}"
     except Exception as exc:
         torch_reason = f"torch not importable: {_error_text(exc)}"
-    try:
-        document = _from_child(others)
-    except RuntimeError as exc:
-        sys.stderr.write(f"the facts gatherer failed: {exc}\n")
-        return 1
+    document = _from_child(others)
     facts = document["facts"]
     if torch_child is not None:
         try:
@@ -1725,12 +1721,37 @@ def _stay(options: Mapping[str, Any], others: tuple[int, int] | None, cleanup: C
             torch_reason = f"torch gatherer failed: {exc}"
     if torch_reason:
         facts["unavailable"]["torch"] = scrub(torch_reason)
+    return document, torch_reason is None
+
+
+def _stay(options: Mapping[str, Any], others: tuple[int, int] | None, cleanup: Callable[[], None]) -> int:
+    if others is None:
+        return serve(cleanup)  # a bare script host: no facts
+    try:
+        document, torch_answered = _beside_torch(others)
+    except RuntimeError as exc:
+        sys.stderr.write(f"the facts gatherer failed: {exc}\n")
+        return 1
     _write_line(document)
-    if torch_reason is None:
+    if torch_answered:
         for name in options.get("stay", {}).get("imports", ()):
             with contextlib.suppress(Exception):
                 _import_quietly(str(name))
     return serve(cleanup)
+
+
+def once(options: Mapping[str, Any]) -> int:
+    """The facts document, the other facts gathered while torch imports; then the process ends
+    without the interpreter's teardown, which with torch loaded costs about half a second of CPU
+    and delays the exit status the controller waits for."""
+    try:
+        document, _ = _beside_torch(_in_child(lambda: collect(options, skip=("torch",))))
+    except RuntimeError as exc:
+        sys.stderr.write(f"the facts gatherer failed: {exc}\n")
+        return 1
+    _write_line(document)
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def serve(cleanup: Callable[[], None] | None = None) -> int:
@@ -1760,6 +1781,8 @@ def main(argv: Sequence[str] = ()) -> int:
         return stay(options)
     if isinstance(options, dict) and options.get("stay") and hasattr(os, "fork"):
         return stay(options)
+    if isinstance(options, dict) and hasattr(os, "fork"):
+        return once(options)
     redirect = _StdoutToStderr()
     try:
         redirect.__enter__()
