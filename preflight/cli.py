@@ -224,7 +224,7 @@ def _consoles(json_to_stdout: bool) -> tuple[Console, Console]:
 
 
 def _write_outputs(report: RunReport, args: argparse.Namespace, summary: Console) -> None:
-    from reports import FILE_FORMATS
+    from reports import FILE_FORMATS, renderer
     from reports.terminal import print_report
 
     if getattr(args, "local", False):
@@ -240,13 +240,13 @@ def _write_outputs(report: RunReport, args: argparse.Namespace, summary: Console
         for line in handback_lines(report) if len(report.hosts) > 1 else []:
             summary.print(line, markup=False, highlight=False, soft_wrap=True)
     _write_handback(report, args)
-    for name, render in FILE_FORMATS.items():
+    for name in FILE_FORMATS:
         target = getattr(args, name, None)
         if target == "-":
-            sys.stdout.write(render(report))
+            sys.stdout.write(renderer(name)(report))
             sys.stdout.flush()
         elif target:
-            write_atomic(Path(target), render(report))
+            write_atomic(Path(target), renderer(name)(report))
 
 
 def _write_handback(report: RunReport, args: argparse.Namespace) -> None:
