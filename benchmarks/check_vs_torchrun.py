@@ -8,6 +8,7 @@ all at once, timed until the last one exits.
 
     sudo .venv/bin/python benchmarks/check_vs_torchrun.py --nodes 3 --runs 5
     sudo .venv/bin/python benchmarks/check_vs_torchrun.py --check-args=--quick
+    sudo .venv/bin/python benchmarks/check_vs_torchrun.py --check-args= --check-args=--skip=ddp
 """
 
 from __future__ import annotations
@@ -73,35 +74,46 @@ def whole_check(lab: LabCluster, workdir: Path, extra: list[str]) -> float:
     return elapsed
 
 
+def _print_row(label: str, times: list[float]) -> None:
+    print(f"{label:<34}{statistics.median(times):>7.2f}  ({min(times):.2f}-{max(times):.2f})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--nodes", type=int, default=3)
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--check-args", default="", help="more arguments for preflight check")
+    parser.add_argument(
+        "--check-args",
+        action="append",
+        help="more arguments for preflight check; repeat it to time several checks in the same "
+        "rounds, each against the same bare jobs (default: one check, with no more arguments)",
+    )
     args = parser.parse_args()
-    extra = shlex.split(args.check_args)
-    checks: list[float] = []
+    variants = [shlex.split(extra) for extra in args.check_args or [""]]
+    checks: list[list[float]] = [[] for _ in variants]
     bares: list[float] = []
     with LabCluster(args.nodes, env=Path(sys.prefix)) as lab, tempfile.TemporaryDirectory() as tmp:
         bare_job(lab)  # warm the page cache for both
         for _ in range(args.runs):
-            checks.append(whole_check(lab, Path(tmp), extra))
+            for times, extra in zip(checks, variants, strict=True):
+                times.append(whole_check(lab, Path(tmp), extra))
             bares.append(bare_job(lab))
-    check_s, bare_s = statistics.median(checks), statistics.median(bares)
-    label = " ".join(["preflight check", *extra])
+    bare_s = statistics.median(bares)
     print(f"{args.nodes} lab nodes, {args.runs} interleaved runs (median seconds, min-max)")
-    print(f"{label:<34}{check_s:>7.2f}  ({min(checks):.2f}-{max(checks):.2f})")
-    print(f"{'bare torchrun job':<34}{bare_s:>7.2f}  ({min(bares):.2f}-{max(bares):.2f})")
-    print(f"{'ratio of the medians':<34}{check_s / bare_s:>7.2f}x")
-    # Each check against the bare job run right after it: a slow spell on the shared machine
-    # then spoils one pair, not both medians.
-    paired = sorted(c / b for c, b in zip(checks, bares, strict=True))
-    print(
-        f"{'median of the paired ratios':<34}{statistics.median(paired):>7.2f}x"
-        f"  ({paired[0]:.2f}-{paired[-1]:.2f})"
-    )
+    _print_row("bare torchrun job", bares)
+    for times, extra in zip(checks, variants, strict=True):
+        print()
+        _print_row(" ".join(["preflight check", *extra]), times)
+        print(f"{'  ratio of the medians':<34}{statistics.median(times) / bare_s:>7.2f}x")
+        # Each check against the bare job of its round: a slow spell on the shared machine
+        # then spoils one pair, not both medians.
+        paired = sorted(c / b for c, b in zip(times, bares, strict=True))
+        print(
+            f"{'  median of the paired ratios':<34}{statistics.median(paired):>7.2f}x"
+            f"  ({paired[0]:.2f}-{paired[-1]:.2f})"
+        )
 
 
 if __name__ == "__main__":
