@@ -122,6 +122,17 @@ class GpuFacts:
         return _int(self.raw.get("memory_free_bytes"))
 
     @property
+    def fabric_state(self) -> str | None:
+        """Registration with the NVSwitch fabric: not_started, in_progress, completed; None where the
+        GPU has no such fabric or its driver does not say."""
+        return _str(_map(self.raw.get("fabric")).get("state"))
+
+    @property
+    def fabric_status(self) -> str | None:
+        """ "Success" or the error of a completed fabric registration."""
+        return _str(_map(self.raw.get("fabric")).get("status"))
+
+    @property
     def ecc_mode(self) -> str | None:
         return _str(self.raw.get("ecc_mode"))
 

@@ -118,8 +118,9 @@ def test_alike_healthy_nodes_pass(tmp_path: Path) -> None:
     (result,) = judge_hardware(nodes, CONFIG)
     assert result.status == "pass"
     assert result.summary == (
-        "3 nodes: 12 GPUs with their PCIe links at full width and none slowing itself down; "
-        "12 InfiniBand/RoCE ports ACTIVE; no XID error in the kernel log of gpu[1-3]"
+        "3 nodes: 12 GPUs with their PCIe links at full width and none slowing itself down, all "
+        "registered with their NVSwitch fabric; 12 InfiniBand/RoCE ports ACTIVE; no XID error in the "
+        "kernel log of gpu[1-3]"
     )
 
 
@@ -177,6 +178,79 @@ def test_nvswitches_without_the_fabric_manager_fail(tmp_path: Path) -> None:
     (result,) = judge_hardware(nodes, CONFIG)
     assert (result.status, result.hosts) == ("fail", ("gpu2",))
     assert "4 NVSwitches but the fabric manager (nv-fabricmanager) is not running" in result.summary
+
+
+def test_the_recorded_h100_registered_with_its_fabric() -> None:
+    assert H100["fabric"] == {"state": "completed", "status": "Success"}
+    assert NodeFacts({"gpus": [H100]}).gpus[0].fabric_state == "completed"
+
+
+FM_RUNNING = {"nvswitches": 4, "fabric_manager_running": True, "xid": {"readable": True, "events": []}}
+
+
+def _fabric(state: str, status: str | None = None) -> dict[str, Any]:
+    return {"fabric": {"state": state, "status": status}}
+
+
+def test_gpus_not_registered_with_the_fabric_fail_on_their_node(tmp_path: Path) -> None:
+    waiting = {i: _fabric("in_progress") for i in range(4)}
+    nodes = {
+        "gpu1": node(tmp_path, "gpu1", hardware=FM_RUNNING),
+        "gpu2": node(tmp_path, "gpu2", gpu_changes=waiting, hardware=FM_RUNNING),
+        "gpu3": node(tmp_path, "gpu3", gpu_changes={2: _fabric("not_started")}, hardware=FM_RUNNING),
+    }
+    results = judge_hardware(nodes, CONFIG)
+    assert [(r.status, r.details["item"], r.hosts) for r in results] == [
+        ("fail", "gpu_fabric", ("gpu2",)),
+        ("fail", "gpu_fabric", ("gpu3",)),
+    ]
+    assert results[0].summary == (
+        "gpu2: all 4 GPUs not registered with the NVSwitch fabric (registration in progress): "
+        "CUDA cannot start on them"
+    )
+    assert results[1].summary.startswith("gpu3: GPU 2 (serial gpu3-2) not registered")
+    assert results[1].details["gpus"] == [2]
+
+
+def test_a_stopped_fabric_manager_and_its_unregistered_gpus_are_one_finding(tmp_path: Path) -> None:
+    stopped = {**FM_RUNNING, "fabric_manager_running": False}
+    waiting = {i: _fabric("not_started") for i in range(4)}
+    nodes = {
+        "gpu1": node(tmp_path, "gpu1", hardware=FM_RUNNING),
+        "gpu2": node(tmp_path, "gpu2", gpu_changes=waiting, hardware=stopped),
+    }
+    (result,) = judge_hardware(nodes, CONFIG)
+    assert (result.status, result.details["item"], result.hosts) == ("fail", "fabric_manager", ("gpu2",))
+    assert result.summary == (
+        "gpu2: 4 NVSwitches but the fabric manager (nv-fabricmanager) is not running; "
+        "all 4 GPUs not registered with the fabric"
+    )
+
+
+def test_a_registration_completed_with_an_error_is_judged_against_the_same_gpus_elsewhere(
+    tmp_path: Path,
+) -> None:
+    erred = _fabric("completed", "Insufficient Resources")
+    nodes = {
+        "gpu1": node(tmp_path, "gpu1", hardware=FM_RUNNING),
+        "gpu2": node(tmp_path, "gpu2", gpu_changes={1: erred}, hardware=FM_RUNNING),
+    }
+    (result,) = judge_hardware(nodes, CONFIG)
+    assert (result.status, result.hosts) == ("fail", ("gpu2",))
+    assert "GPU 1 (serial gpu2-1) completed fabric registration with an error (Insufficient Resources)" in (
+        result.summary
+    )
+    # Where no GPU of that model registered cleanly (some systems report an error and run), nothing.
+    everywhere = {i: erred for i in range(4)}
+    alike = {name: node(tmp_path / "alike", name, gpu_changes=everywhere) for name in ("gpu1", "gpu2")}
+    assert [r.status for r in judge_hardware(alike, CONFIG)] == ["pass"]
+
+
+def test_gpus_without_a_fabric_are_not_judged_on_it(tmp_path: Path) -> None:
+    """PCIe GPUs and A100 systems report no registration ("N/A"): nothing to judge."""
+    none = {i: {"fabric": None} for i in range(4)}
+    nodes = {name: node(tmp_path, name, gpu_changes=none) for name in ("gpu1", "gpu2")}
+    assert [r.status for r in judge_hardware(nodes, CONFIG)] == ["pass"]
 
 
 def test_xids_are_classified_ignored_on_request_and_an_unreadable_log_is_said(tmp_path: Path) -> None:

@@ -51,3 +51,28 @@ def test_a_narrow_gpu_link_a_gpu_in_slowdown_and_a_port_down_are_each_named(
     facts = {h["name"]: h["facts"] for h in data["hosts"]}
     assert [p["state"] for p in facts[node4]["net"]["ib_devices"]] == ["ACTIVE"] * 4
     assert facts[node4]["hardware"]["xid"]["readable"] in (True, False)
+
+
+def test_gpus_that_never_registered_with_their_fabric_are_named_and_the_alike_node_is_not(
+    make_lab: MakeLab, tmp_path: Path
+) -> None:
+    """The fabric manager of an NVSwitch node that runs but has not registered the GPUs (a version
+    that does not match the driver's, a registration stuck after an upgrade): nvidia-smi says
+    "In Progress" for each GPU, and CUDA will not start on them."""
+    lab = make_lab(2)
+    stuck = {"fabric.state": "In Progress", "fabric.status": "N/A"}
+    lab.make_gpu_node(1, GpuNode(changes=dict.fromkeys(range(8), stuck)))
+    lab.make_gpu_node(2, GpuNode())
+
+    run, data = run_check(lab, tmp_path, "--only", "hardware")
+
+    assert run.returncode == 1, run.stdout + run.stderr
+    node1, node2 = (n.address for n in lab.nodes)
+    (found,) = [r for r in results(data, "hardware") if r["status"] != "pass"]
+    assert (found["details"]["item"], found["hosts"]) == ("gpu_fabric", [node1])
+    assert found["summary"] == (
+        f"{node1}: all 8 GPUs not registered with the NVSwitch fabric (registration in progress): "
+        "CUDA cannot start on them"
+    )
+    facts = {h["name"]: h["facts"] for h in data["hosts"]}
+    assert {g["fabric"]["state"] for g in facts[node2]["gpus"]} == {"completed"}

@@ -185,6 +185,7 @@ def test_smi_h100_idle() -> None:
             "pcie_link": {"gen_current": 5, "gen_max": 5, "width_current": 16, "width_max": 16},
             "persistence_mode": "enabled",
             "clock_event_reasons": 0x1,  # GPU idle
+            "fabric": {"state": "completed", "status": "Success"},
         }
     ]
 
@@ -643,6 +644,7 @@ def test_nvml_snapshot() -> None:
         "pcie_link": None,
         "persistence_mode": None,
         "clock_event_reasons": None,
+        "fabric": None,
     }
     assert volta["pci_bus_id"] == "00000000:86:00.0"
     assert volta["ecc_mode"] == "disabled"
@@ -653,6 +655,52 @@ def test_nvml_snapshot() -> None:
     assert volta["mig_mode"] is None
     assert problems == {"gpus[1].power_w": "NVML: Unknown Error"}
     assert nv.calls == ["init", "shutdown"]
+
+
+@pytest.mark.parametrize(
+    ("state", "status", "expected"),
+    [
+        (3, 0, {"state": "completed", "status": "Success"}),
+        (2, 0, {"state": "in_progress", "status": "Success"}),
+        (1, 0, {"state": "not_started", "status": "Success"}),
+        (3, 999, {"state": "completed", "status": "Unknown Error"}),
+        (0, 0, None),  # NVML_GPU_FABRIC_STATE_NOT_SUPPORTED: no fabric to register with
+    ],
+)
+def test_nvml_fabric_registration(state: int, status: int, expected: Any) -> None:
+    """nvmlDeviceGetGpuFabricInfo fills the struct of the real pynvml; a GPU without the probe
+    (the Volta here) has no fabric fact and no problem."""
+    import pynvml
+
+    def fabric_info(handle: dict[str, Any], ref: Any) -> int:
+        if handle["arch"] < 9:
+            raise FakeNotSupported()
+        info = ref._obj  # the structure behind ctypes.byref
+        info.state, info.status = state, status
+        return 0
+
+    nv = fake_pynvml()
+    nv.c_nvmlGpuFabricInfo_t = pynvml.c_nvmlGpuFabricInfo_t
+    nv.nvmlDeviceGetGpuFabricInfo = fabric_info
+    nv.nvmlErrorString = lambda code: {999: "Unknown Error"}[code]
+    _, (hopper, volta), problems = facts.nvml_snapshot(nv)
+    assert hopper["fabric"] == expected
+    assert volta["fabric"] is None
+    assert "gpus[0].fabric" not in problems and "gpus[1].fabric" not in problems
+
+
+@pytest.mark.parametrize(
+    ("state", "status", "expected"),
+    [
+        ("Completed", "Success", {"state": "completed", "status": "Success"}),
+        ("In Progress", "N/A", {"state": "in_progress", "status": None}),
+        ("N/A", "N/A", None),  # A100 systems: the driver does not probe the fabric
+        ("[Not Supported]", "[Not Supported]", None),
+    ],
+)
+def test_smi_fabric_registration(state: str, status: str, expected: Any) -> None:
+    row = {"index": "0", "uuid": "GPU-1", "fabric.state": state, "fabric.status": status}
+    assert facts.gpu_from_smi_row(row)["fabric"] == expected
 
 
 def test_a_failed_nvml_process_query_is_not_reported_rather_than_no_process() -> None:

@@ -2,7 +2,8 @@
 with each other: PCIe links narrower than the device can train (GPUs, NICs, HCAs), a GPU slowing
 itself down (hardware slowdown, thermal, power brake), persistence mode off where the others have
 it on, InfiniBand ports down or slower than the others, HCAs missing, error counters, NVSwitches
-without the fabric manager, XID errors in the kernel log. Pure: facts in, findings out.
+without the fabric manager or GPUs not registered with their fabric, XID errors in the kernel log.
+Pure: facts in, findings out.
 """
 
 from __future__ import annotations
@@ -159,21 +160,60 @@ def _nic_findings(nodes: Mapping[str, NodeFacts]) -> list[CheckResult]:
     return results
 
 
+# Fabric registration states in which CUDA cannot start on the GPU ("system not yet initialized").
+UNREGISTERED = {"not_started": "not started", "in_progress": "in progress"}
+
+
+def _gpus_text(gpus: Sequence[GpuFacts], of: int) -> str:
+    if len(gpus) == of and of > 1:
+        return f"all {of} GPUs"
+    return ", ".join(_gpu_label(g) for g in gpus)
+
+
 def _fabric_findings(nodes: Mapping[str, NodeFacts]) -> list[CheckResult]:
+    """NVSwitch systems: the fabric manager must run, and every GPU must have registered with the
+    fabric. One finding a node: a stopped fabric manager explains its GPUs' registration. A
+    registration that completed with an error counts only where GPUs of the same model elsewhere
+    in the run completed without one (some systems report an error there and run)."""
     results: list[CheckResult] = []
+    registered_models = {
+        gpu.name
+        for node in nodes.values()
+        for gpu in node.gpus or []
+        if gpu.fabric_state == "completed" and gpu.fabric_status == "Success"
+    }
     for host, node in nodes.items():
+        gpus = node.gpus or []
+        waiting = [g for g in gpus if g.fabric_state in UNREGISTERED]
+        failed = [
+            g for g in gpus
+            if g.fabric_state == "completed" and g.fabric_status not in (None, "Success")
+            and g.name in registered_models
+        ]  # fmt: skip
+        states = sorted({UNREGISTERED[str(g.fabric_state)] for g in waiting})
         switches = node.hardware.get("nvswitches")
-        if (
-            isinstance(switches, int)
-            and switches > 0
-            and node.hardware.get("fabric_manager_running") is False
-        ):
+        stopped = node.hardware.get("fabric_manager_running") is False
+        details: dict[str, Any] = {"node": host, "gpus": [g.index for g in waiting + failed]}
+        if isinstance(switches, int) and switches > 0 and stopped:
             summary = (
                 f"{host}: {switches} NVSwitches but the fabric manager (nv-fabricmanager) is not running"
             )
-            results.append(
-                CheckResult(NAME, "fail", summary, (host,), {"item": "fabric_manager", "node": host})
+            if waiting:
+                summary += f"; {_gpus_text(waiting, len(gpus))} not registered with the fabric"
+            results.append(CheckResult(NAME, "fail", summary, (host,), {"item": "fabric_manager", **details}))
+        elif waiting:
+            summary = (
+                f"{host}: {_gpus_text(waiting, len(gpus))} not registered with the NVSwitch fabric "
+                f"(registration {' or '.join(states)}): CUDA cannot start on them"
             )
+            results.append(CheckResult(NAME, "fail", summary, (host,), {"item": "gpu_fabric", **details}))
+        elif failed:
+            errors = sorted({str(g.fabric_status) for g in failed})
+            summary = (
+                f"{host}: {_gpus_text(failed, len(gpus))} completed fabric registration with an error "
+                f"({'; '.join(errors)}), where the other {failed[0].name} GPUs succeeded"
+            )
+            results.append(CheckResult(NAME, "fail", summary, (host,), {"item": "gpu_fabric", **details}))
     return results
 
 
@@ -232,6 +272,9 @@ def judge_hardware(nodes: Mapping[str, NodeFacts], config: Config) -> list[Check
         )
         return results
     seen = [f"{gpus} GPUs with their PCIe links at full width and none slowing itself down"] if gpus else []
+    registered = sum(1 for n in nodes.values() for g in n.gpus or [] if g.fabric_state == "completed")
+    if registered:
+        seen[0] += f", {'all' if registered == gpus else registered} registered with their NVSwitch fabric"
     if ports:
         seen.append(f"{len(ports)} InfiniBand/RoCE ports ACTIVE")
     readable = [h for h in nodes if h not in unreadable and nodes[h].hardware.get("xid")]

@@ -75,6 +75,9 @@ ADVICE = {
     "nic_pcie_width": "Reseat the NIC and check its slot: a narrow PCIe link caps its bandwidth.",
     "fabric_manager": "Start nvidia-fabricmanager (systemctl start nvidia-fabricmanager): "
     "without it NVSwitch systems cannot run multi-GPU jobs.",
+    "gpu_fabric": "Check the fabric manager (systemctl status nvidia-fabricmanager and its log): its "
+    "version must match the driver's. nvidia-smi -q shows each GPU's Fabric State; restart the fabric "
+    "manager, and reset or reboot the node if the GPUs stay unregistered.",
     "xid": "Follow the action given for the XID; ignore known noise with [hardware] ignore_xids.",
 }
 

@@ -134,7 +134,12 @@ SMI_HEALTH_GROUPS = (
     # Renamed from clocks_throttle_reasons in driver 535; older drivers know only the old name.
     ("clocks_event_reasons.active",),
     ("clocks_throttle_reasons.active",),
+    # The GPU's registration with the NVSwitch fabric (drivers from 525 on; "N/A" where the GPU
+    # has no such fabric or the driver does not probe it, as on A100 systems).
+    ("fabric.state", "fabric.status"),
 )
+# nvmlGpuFabricState_t (nvml.h): NOT_SUPPORTED is left out, as nvidia-smi's "Not Supported" is.
+NVML_FABRIC_STATES = {1: "not_started", 2: "in_progress", 3: "completed"}
 SMI_APP_FIELDS = ("gpu_uuid", "pid", "used_memory", "process_name")
 # Free-text columns: a value with commas in it is folded back into these.
 _SMI_TEXT_FIELDS = ("process_name", "name", "gpu_name")
@@ -380,6 +385,15 @@ def _smi_hex(raw: str | None) -> int | None:
         return None
 
 
+def gpu_fabric(state: str | None, status: str | None) -> JsonDict | None:
+    """A GPU's registration with the NVSwitch fabric: ``state`` (not_started, in_progress or
+    completed) and ``status`` ("Success" or the error; it means something only once completed).
+    None where the GPU does not report one."""
+    if not state:
+        return None
+    return {"state": state.strip().lower().replace(" ", "_"), "status": status}
+
+
 def gpu_from_smi_row(row: Mapping[str, str]) -> JsonDict:
     """One ``--query-gpu`` row as a GPU fact (the same keys as the NVML path)."""
     ecc_mode = smi_value(row.get("ecc.mode.current"))
@@ -422,6 +436,7 @@ def gpu_from_smi_row(row: Mapping[str, str]) -> JsonDict:
         "power_w": None if power is None else round(power, 2),
         "serial": smi_value(row.get("serial")),
         "pcie_link": link if any(v is not None for v in link.values()) else None,
+        "fabric": gpu_fabric(smi_value(row.get("fabric.state")), smi_value(row.get("fabric.status"))),
         "persistence_mode": persistence.lower() if persistence else None,
         "clock_event_reasons": _smi_hex(reasons),
     }
@@ -1279,6 +1294,7 @@ def _nvml_gpu(nv: Any, index: int, problems: dict[str, str]) -> JsonDict:
     return {
         "serial": _text(serial) if serial is not None else None,
         "pcie_link": {k: int(v) for k, v in link.items() if v is not None} or None,
+        "fabric": _nvml_fabric(nv, handle),
         # NVML_FEATURE_ENABLED = 1
         "persistence_mode": None
         if persistence is None
@@ -1309,6 +1325,26 @@ def _nvml_gpu(nv: Any, index: int, problems: dict[str, str]) -> JsonDict:
         "temperature_c": int(temperature) if temperature is not None else None,
         "power_w": round(power_mw / 1000.0, 2) if power_mw is not None else None,
     }
+
+
+def _nvml_fabric(nv: Any, handle: Any) -> JsonDict | None:
+    """nvmlDeviceGetGpuFabricInfo, as :func:`gpu_fabric` gives it; None where the GPU or this NVML
+    has no fabric probe (not a problem: most GPUs have no NVSwitch)."""
+    info_type = getattr(nv, "c_nvmlGpuFabricInfo_t", None)
+    if info_type is None or not hasattr(nv, "nvmlDeviceGetGpuFabricInfo"):
+        return None
+    info = info_type()
+    try:
+        if _nvml_call(nv, {}, "", "nvmlDeviceGetGpuFabricInfo", handle, ctypes.byref(info)) is None:
+            return None
+    except (TypeError, ValueError, ctypes.ArgumentError):  # a pynvml whose struct does not fit
+        return None
+    state = NVML_FABRIC_STATES.get(int(info.state))
+    if state is None:
+        return None
+    code = int(info.status)
+    status = "Success" if code == 0 else _nvml_call(nv, {}, "", "nvmlErrorString", code)
+    return gpu_fabric(state, _text(status) if status is not None else f"NVML error {code}")
 
 
 def nvml_snapshot(nv: Any) -> tuple[JsonDict, list[JsonDict], dict[str, str]]:
