@@ -134,8 +134,8 @@ SMI_HEALTH_GROUPS = (
     # Renamed from clocks_throttle_reasons in driver 535; older drivers know only the old name.
     ("clocks_event_reasons.active",),
     ("clocks_throttle_reasons.active",),
-    # The GPU's registration with the NVSwitch fabric (drivers from 525 on; "N/A" where the GPU
-    # has no such fabric or the driver does not probe it, as on A100 systems).
+    # The GPU's registration with the NVSwitch fabric (Hopper-era drivers; "N/A" where the GPU has
+    # no such fabric or the driver does not probe it, as on A100 systems).
     ("fabric.state", "fabric.status"),
 )
 # nvmlGpuFabricState_t (nvml.h): NOT_SUPPORTED is left out, as nvidia-smi's "Not Supported" is.
