@@ -129,8 +129,14 @@ class GpuFacts:
 
     @property
     def fabric_status(self) -> str | None:
-        """ "Success" or the error of a completed fabric registration."""
+        """The error of a completed fabric registration, or "Success"."""
         return _str(_map(self.raw.get("fabric")).get("status"))
+
+    @property
+    def unregistered(self) -> bool:
+        """Not (yet) registered with its NVSwitch fabric: CUDA cannot start on this GPU
+        (cudaErrorSystemNotReady) until the fabric manager has registered it."""
+        return self.fabric_state in ("not_started", "in_progress")
 
     @property
     def ecc_mode(self) -> str | None:

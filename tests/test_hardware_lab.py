@@ -76,3 +76,36 @@ def test_gpus_that_never_registered_with_their_fabric_are_named_and_the_alike_no
     )
     facts = {h["name"]: h["facts"] for h in data["hosts"]}
     assert {g["fabric"]["state"] for g in facts[node2]["gpus"]} == {"completed"}
+
+
+def test_the_job_is_not_launched_where_cuda_cannot_start_and_says_why_once(
+    make_lab: MakeLab, tmp_path: Path
+) -> None:
+    """One root cause, one finding: the hardware check names the unregistered GPUs; the job, which
+    would only fail on them, is not launched and points there."""
+    lab = make_lab(2)
+    lab.make_gpu_node(1, GpuNode(changes={3: {"fabric.state": "Not Started", "fabric.status": "N/A"}}))
+    lab.make_gpu_node(2, GpuNode())
+
+    run, data = run_check(lab, tmp_path, "--only", "hardware,compute,allreduce")
+
+    assert run.returncode == 1, run.stdout + run.stderr
+    node1 = lab.nodes[0].address
+    failed = [r for r in data["results"] if r["status"] == "fail"]
+    assert [(r["check"], r["details"]["item"], r["hosts"]) for r in failed] == [
+        ("hardware", "gpu_fabric", [node1])
+    ]
+    (compute,) = results(data, "compute")
+    assert (compute["status"], compute["summary"]) == (
+        "skip",
+        f"not launched: {node1}: GPUs not registered with the NVSwitch fabric, so CUDA cannot start "
+        "(see hardware)",
+    )
+    (allreduce,) = results(data, "allreduce")
+    assert allreduce["summary"] == "not run: the job did not start (see compute)"
+
+    # Without the hardware check, the job's own finding says it, and fails the run.
+    run, data = run_check(lab, tmp_path, "--only", "allreduce")
+    assert run.returncode == 1, run.stdout + run.stderr
+    (alone,) = results(data, "allreduce")
+    assert (alone["status"], alone["hosts"]) == ("fail", [node1])

@@ -160,7 +160,7 @@ def _nic_findings(nodes: Mapping[str, NodeFacts]) -> list[CheckResult]:
     return results
 
 
-# Fabric registration states in which CUDA cannot start on the GPU ("system not yet initialized").
+# The registration states of a GPU that CUDA cannot start on yet (GpuFacts.unregistered), as said.
 UNREGISTERED = {"not_started": "not started", "in_progress": "in progress"}
 
 
@@ -184,7 +184,7 @@ def _fabric_findings(nodes: Mapping[str, NodeFacts]) -> list[CheckResult]:
     }
     for host, node in nodes.items():
         gpus = node.gpus or []
-        waiting = [g for g in gpus if g.fabric_state in UNREGISTERED]
+        waiting = [g for g in gpus if g.unregistered]
         failed = [
             g for g in gpus
             if g.fabric_state == "completed" and g.fabric_status not in (None, "Success")

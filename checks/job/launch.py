@@ -197,6 +197,19 @@ def launch(ctx: CheckContext, phases: tuple[str, ...]) -> JobOutcome | JobNotRun
             hosts=tuple(no_torch),
             details={"item": "torch", "unavailable": no_torch},
         )
+    unregistered = {n: [g.index for g in node.gpus or [] if g.unregistered] for n, node in nodes.items()}
+    unregistered = {n: gpus for n, gpus in unregistered.items() if gpus}
+    if unregistered:
+        # CUDA cannot start there: the job would only fail on it, under the hardware finding's cause.
+        reason = f"{fold(unregistered)}: GPUs not registered with the NVSwitch fabric, so CUDA cannot start"
+        if "hardware" in ctx.selected:
+            return _skip(f"not launched: {reason} (see hardware)", blocked_by="hardware")
+        return JobNotRun(
+            status="fail",
+            summary=f"not launched: {reason}",
+            hosts=tuple(unregistered),
+            details={"item": "gpu_fabric", "unregistered": unregistered, "action": "drain"},
+        )
     master_name, master_address = ports.master_of(ctx)
     if master_name not in nodes:
         return _skip(f"not launched: the master {master_name or master_address} could not be checked")
