@@ -133,6 +133,21 @@ class GpuFacts:
         return _str(_map(self.raw.get("fabric")).get("status"))
 
     @property
+    def nvlinks_up(self) -> int | None:
+        """How many of its NVLinks are up; None where it has none or the node did not say."""
+        return _int(_map(self.raw.get("nvlink")).get("active"))
+
+    @property
+    def nvlinks_inactive(self) -> list[int]:
+        """The NVLinks (by number) that its driver lists as inactive."""
+        found = _map(self.raw.get("nvlink")).get("inactive")
+        return (
+            [n for n in found if isinstance(n, int) and not isinstance(n, bool)]
+            if isinstance(found, list)
+            else []
+        )
+
+    @property
     def unregistered(self) -> bool:
         """Not (yet) registered with its NVSwitch fabric: CUDA cannot start on this GPU
         (cudaErrorSystemNotReady) until the fabric manager has registered it."""

@@ -253,6 +253,37 @@ def test_gpus_without_a_fabric_are_not_judged_on_it(tmp_path: Path) -> None:
     assert [r.status for r in judge_hardware(nodes, CONFIG)] == ["pass"]
 
 
+def _links(up: int, inactive: list[int]) -> dict[str, Any]:
+    return {"nvlink": {"active": up, "inactive": inactive}}
+
+
+def test_a_gpu_with_nvlinks_down_is_named_against_the_same_gpus(tmp_path: Path) -> None:
+    healthy = {i: _links(18, []) for i in range(4)}
+    nodes = {
+        "gpu1": node(tmp_path, "gpu1", healthy),
+        "gpu2": node(tmp_path, "gpu2", {**healthy, 1: _links(16, [5, 11])}),
+        "gpu3": node(tmp_path, "gpu3", {**healthy, 0: _links(17, [3])}),
+    }
+    results = judge_hardware(nodes, CONFIG)
+    assert [(r.status, r.details["item"], r.hosts) for r in results] == [
+        ("fail", "gpu_nvlink", ("gpu2",)),
+        ("fail", "gpu_nvlink", ("gpu3",)),
+    ]
+    assert results[0].summary == (
+        "gpu2: GPU 1 (serial gpu2-1) NVLinks 5 and 11 inactive, 16 up "
+        "(the other NVIDIA H100 80GB HBM3 GPUs have 18 up)"
+    )
+    assert results[0].details["inactive"] == {"1": [5, 11]}
+    assert results[1].summary.startswith("gpu3: GPU 0 (serial gpu3-0) NVLink 3 inactive, 17 up")
+
+
+def test_links_inactive_alike_on_every_gpu_are_not_named(tmp_path: Path) -> None:
+    """Cards joined by NVLink bridges list their unconnected links as inactive, every one alike."""
+    bridged = {i: _links(12, list(range(12, 18))) for i in range(4)}
+    nodes = {name: node(tmp_path, name, bridged) for name in ("gpu1", "gpu2")}
+    assert [r.status for r in judge_hardware(nodes, CONFIG)] == ["pass"]
+
+
 def test_xids_are_classified_ignored_on_request_and_an_unreadable_log_is_said(tmp_path: Path) -> None:
     def log(name: str) -> dict[str, Any]:
         events = facts.parse_xid_lines((HARDWARE / name).read_text())

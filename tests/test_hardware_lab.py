@@ -109,3 +109,24 @@ def test_the_job_is_not_launched_where_cuda_cannot_start_and_says_why_once(
     assert run.returncode == 1, run.stdout + run.stderr
     (alone,) = results(data, "allreduce")
     assert (alone["status"], alone["hosts"]) == ("fail", [node1])
+
+
+def test_a_gpu_with_nvlinks_down_is_named_and_the_alike_node_is_not(
+    make_lab: MakeLab, tmp_path: Path
+) -> None:
+    lab = make_lab(2)
+    lab.make_gpu_node(1, GpuNode(inactive_links={5: (3, 7)}))
+    lab.make_gpu_node(2, GpuNode())
+
+    run, data = run_check(lab, tmp_path, "--only", "hardware")
+
+    assert run.returncode == 1, run.stdout + run.stderr
+    node1, node2 = (n.address for n in lab.nodes)
+    (found,) = [r for r in results(data, "hardware") if r["status"] != "pass"]
+    assert (found["details"]["item"], found["hosts"]) == ("gpu_nvlink", [node1])
+    assert found["summary"] == (
+        f"{node1}: GPU 5 (serial 0000001000005) NVLinks 3 and 7 inactive, 16 up "
+        "(the other NVIDIA H100 80GB HBM3 GPUs have 18 up)"
+    )
+    facts = {h["name"]: h["facts"] for h in data["hosts"]}
+    assert [g["nvlink"] for g in facts[node2]["gpus"]] == [{"active": 18, "inactive": []}] * 8

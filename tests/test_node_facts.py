@@ -186,6 +186,7 @@ def test_smi_h100_idle() -> None:
             "persistence_mode": "enabled",
             "clock_event_reasons": 0x1,  # GPU idle
             "fabric": {"state": "completed", "status": "Success"},
+            "nvlink": None,
         }
     ]
 
@@ -645,6 +646,7 @@ def test_nvml_snapshot() -> None:
         "persistence_mode": None,
         "clock_event_reasons": None,
         "fabric": None,
+        "nvlink": None,
     }
     assert volta["pci_bus_id"] == "00000000:86:00.0"
     assert volta["ecc_mode"] == "disabled"
@@ -809,6 +811,55 @@ def test_an_older_nvidia_smi_without_row_remapping_still_answers_the_other_healt
     assert gpu["remapped_rows"] is None  # not asked of a driver that does not know it
     assert gpu["mig_mode"] == "disabled"  # the other groups still answered
     assert gpu["processes"] == []
+
+
+def test_nvlink_status_recorded_with_two_links_down() -> None:
+    assert facts.nvlinks_from_smi(data("smi_nvlink_status_v100_inactive.txt")) == {
+        3: {"active": 4, "inactive": [3, 5]}
+    }
+
+
+def test_nvlink_status_of_a_gpu_without_nvlink_gives_nothing() -> None:
+    text = "GPU 0: NVIDIA L4 (UUID: GPU-0)\nGPU 1: NVIDIA L4 (UUID: GPU-1)\n"
+    assert facts.nvlinks_from_smi(text) == {}
+    assert facts.nvlinks_from_smi("") == {}
+
+
+def test_nvlink_status_is_merged_by_gpu_index(tmp_path: Path) -> None:
+    """Through the lab's stand-in: the status printed beside the capture lands on its GPU; the
+    query fields are untouched."""
+    capture = tmp_path / "query-gpu.csv"
+    capture.write_text(data("smi_query_gpu_h100_590.48.01_idle.csv"), encoding="utf-8")
+    links = "".join(f"\t Link {k}: {'<inactive>' if k == 7 else '26.562 GB/s'}\n" for k in range(18))
+    (tmp_path / "nvlink-status.txt").write_text(f"GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)\n{links}")
+    smi = _stand_in_smi(tmp_path, capture, DATA / "smi_compute_apps_h100_590.48.01_idle.csv")
+    (gpu,) = facts._smi_gpus(str(smi))
+    assert gpu["nvlink"] == {"active": 17, "inactive": [7]}
+    assert gpu["pcie_link"] == {"gen_current": 5, "gen_max": 5, "width_current": 16, "width_max": 16}
+
+
+def test_nvml_nvlink_states() -> None:
+    """Every link NVML can name is asked; a link the GPU lacks answers an error and is left out,
+    and a GPU without NVLink (NotSupported) has no NVLink fact and no problem."""
+    asked: list[int] = []
+
+    def state(handle: dict[str, Any], link: int) -> int:
+        if handle["arch"] < 9:
+            raise FakeNotSupported()
+        asked.append(link)
+        if link >= 12:
+            raise FakeNVMLError("Invalid Argument")  # a 12-link GPU
+        return 0 if link in (2, 9) else 1
+
+    nv = fake_pynvml()
+    nv.NVML_NVLINK_MAX_LINKS = 18
+    nv.NVML_FEATURE_ENABLED = 1
+    nv.nvmlDeviceGetNvLinkState = state
+    _, (hopper, volta), problems = facts.nvml_snapshot(nv)
+    assert hopper["nvlink"] == {"active": 10, "inactive": [2, 9]}
+    assert asked == list(range(18))
+    assert volta["nvlink"] is None
+    assert problems == {"gpus[1].power_w": "NVML: Unknown Error"}
 
 
 def test_gather_nvidia_no_driver_at_all(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,9 +1,9 @@
 """The ``hardware`` judge: GPU and fabric health from the facts every node reported, nodes compared
-with each other: PCIe links narrower than the device can train (GPUs, NICs, HCAs), a GPU slowing
-itself down (hardware slowdown, thermal, power brake), persistence mode off where the others have
-it on, InfiniBand ports down or slower than the others, HCAs missing, error counters, NVSwitches
-without the fabric manager or GPUs not registered with their fabric, XID errors in the kernel log.
-Pure: facts in, findings out.
+with each other: PCIe links narrower than the device can train (GPUs, NICs, HCAs), NVLinks down
+where the same GPUs elsewhere have them up, a GPU slowing itself down (hardware slowdown,
+thermal, power brake), persistence mode off where the others have it on, InfiniBand ports down
+or slower than the others, HCAs missing, error counters, NVSwitches without the fabric manager or
+GPUs not registered with their fabric, XID errors in the kernel log. Pure: facts in, findings out.
 """
 
 from __future__ import annotations
@@ -160,6 +160,43 @@ def _nic_findings(nodes: Mapping[str, NodeFacts]) -> list[CheckResult]:
     return results
 
 
+def _links_text(links: Sequence[int]) -> str:
+    numbers = [str(n) for n in links]
+    return (
+        f"NVLink {numbers[0]}"
+        if len(numbers) == 1
+        else f"NVLinks {', '.join(numbers[:-1])} and {numbers[-1]}"
+    )
+
+
+def _nvlink_findings(nodes: Mapping[str, NodeFacts]) -> list[CheckResult]:
+    """A GPU whose driver lists NVLinks as inactive, with fewer up than the most any GPU of its
+    model in the run has: a link that trained down (a board, cable or NVSwitch port). GPUs whose
+    unused links read inactive alike (an NVLink bridge across two cards) are not named."""
+    most: dict[str | None, int] = {}
+    for node in nodes.values():
+        for gpu in node.gpus or []:
+            if gpu.nvlinks_up is not None:
+                most[gpu.name] = max(most.get(gpu.name, 0), gpu.nvlinks_up)
+    results: list[CheckResult] = []
+    for host, node in nodes.items():
+        short = [
+            g for g in node.gpus or []
+            if g.nvlinks_inactive and g.nvlinks_up is not None and g.nvlinks_up < most[g.name]
+        ]  # fmt: skip
+        if not short:
+            continue
+        shown = "; ".join(
+            f"{_gpu_label(g)} {_links_text(g.nvlinks_inactive)} inactive, {g.nvlinks_up} up" for g in short
+        )
+        model = f"{short[0].name} GPUs" if short[0].name else "GPUs of this model"
+        summary = f"{host}: {shown} (the other {model} have {most[short[0].name]} up)"
+        details = {"item": "gpu_nvlink", "node": host, "gpus": [g.index for g in short],
+                   "inactive": {str(g.index): g.nvlinks_inactive for g in short}}  # fmt: skip
+        results.append(CheckResult(NAME, "fail", summary, (host,), details))
+    return results
+
+
 # The registration states of a GPU that CUDA cannot start on yet (GpuFacts.unregistered), as said.
 UNREGISTERED = {"not_started": "not started", "in_progress": "in progress"}
 
@@ -254,7 +291,13 @@ def _xid_findings(
 
 def judge_hardware(nodes: Mapping[str, NodeFacts], config: Config) -> list[CheckResult]:
     """Every hardware finding across the nodes; a pass saying what was seen when there is none."""
-    results = _gpu_findings(nodes) + _ib_findings(nodes) + _nic_findings(nodes) + _fabric_findings(nodes)
+    results = (
+        _gpu_findings(nodes)
+        + _nvlink_findings(nodes)
+        + _ib_findings(nodes)
+        + _nic_findings(nodes)
+        + _fabric_findings(nodes)
+    )
     xid_results, unreadable = _xid_findings(nodes, config.hardware.ignore_xids)
     results += xid_results
     gpus = sum(n.gpu_count for n in nodes.values())

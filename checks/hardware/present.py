@@ -61,6 +61,9 @@ def evidence(report: RunReport) -> Sequence[Block]:
 ADVICE = {
     "gpu_pcie_width": "Reseat the GPU (or its riser or retimer) and check the slot; "
     "nvidia-smi -q -d PCIE shows the link. A narrow link cuts host-device and peer bandwidth.",
+    "gpu_nvlink": "nvidia-smi nvlink -s lists the links and nvlink -e their error counters; reset the GPU "
+    "(nvidia-smi -r) or reboot, and if the link stays down have the board or NVSwitch tray looked at. "
+    "A GPU with links down slows every collective inside its node.",
     "gpu_pcie_gen": "Check the slot and the BIOS PCIe settings; an idle GPU may downshift, "
     "so check again under load.",
     "gpu_slowdown": "Check the GPU's cooling and power "

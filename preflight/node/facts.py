@@ -437,6 +437,7 @@ def gpu_from_smi_row(row: Mapping[str, str]) -> JsonDict:
         "serial": smi_value(row.get("serial")),
         "pcie_link": link if any(v is not None for v in link.values()) else None,
         "fabric": gpu_fabric(smi_value(row.get("fabric.state")), smi_value(row.get("fabric.status"))),
+        "nvlink": None,  # from nvidia-smi nvlink --status (nvlinks_from_smi)
         "persistence_mode": persistence.lower() if persistence else None,
         "clock_event_reasons": _smi_hex(reasons),
     }
@@ -483,6 +484,28 @@ def gpus_from_smi(
         for gpu in gpus:
             gpu["processes"] = by_gpu.get(gpu["uuid"], [])
     return gpus
+
+
+_NVLINK_GPU_RE = re.compile(r"^GPU (\d+): ")
+_NVLINK_LINK_RE = re.compile(r"^\s+Link (\d+): (.+?)\s*$")
+_NVLINK_SPEED_RE = re.compile(r"^\d+(?:\.\d+)? GB/s$")
+
+
+def nvlinks_from_smi(text: str) -> dict[int, JsonDict]:
+    """``nvidia-smi nvlink -s`` by GPU index: how many links are up (a speed) and which are
+    ``<inactive>``. A GPU that lists no link (no NVLink) has no entry."""
+    found: dict[int, JsonDict] = {}
+    current: JsonDict | None = None
+    for line in text.splitlines():
+        if gpu := _NVLINK_GPU_RE.match(line):
+            current = found.setdefault(int(gpu.group(1)), {"active": 0, "inactive": []})
+        elif current is not None and (link := _NVLINK_LINK_RE.match(line)):
+            value = link.group(2)
+            if value == "<inactive>":
+                current["inactive"].append(int(link.group(1)))
+            elif _NVLINK_SPEED_RE.match(value):
+                current["active"] += 1
+    return {index: links for index, links in found.items() if links["active"] or links["inactive"]}
 
 
 def parse_ip_addr_json(text: str) -> list[JsonDict]:
@@ -1295,6 +1318,7 @@ def _nvml_gpu(nv: Any, index: int, problems: dict[str, str]) -> JsonDict:
         "serial": _text(serial) if serial is not None else None,
         "pcie_link": {k: int(v) for k, v in link.items() if v is not None} or None,
         "fabric": _nvml_fabric(nv, handle),
+        "nvlink": _nvml_nvlinks(nv, handle),
         # NVML_FEATURE_ENABLED = 1
         "persistence_mode": None
         if persistence is None
@@ -1325,6 +1349,23 @@ def _nvml_gpu(nv: Any, index: int, problems: dict[str, str]) -> JsonDict:
         "temperature_c": int(temperature) if temperature is not None else None,
         "power_w": round(power_mw / 1000.0, 2) if power_mw is not None else None,
     }
+
+
+def _nvml_nvlinks(nv: Any, handle: Any) -> JsonDict | None:
+    """nvmlDeviceGetNvLinkState over every link NVML can name, as :func:`nvlinks_from_smi` gives
+    them; a link the GPU does not have answers an error and is left out. None: no NVLink."""
+    if not hasattr(nv, "nvmlDeviceGetNvLinkState"):
+        return None
+    active, inactive = 0, []
+    for link in range(int(getattr(nv, "NVML_NVLINK_MAX_LINKS", 18))):
+        state = _nvml_call(nv, {}, "", "nvmlDeviceGetNvLinkState", handle, link)
+        if state is None:
+            continue
+        if int(state) == getattr(nv, "NVML_FEATURE_ENABLED", 1):
+            active += 1
+        else:
+            inactive.append(link)
+    return {"active": active, "inactive": inactive} if active or inactive else None
 
 
 def _nvml_fabric(nv: Any, handle: Any) -> JsonDict | None:
@@ -1412,6 +1453,13 @@ def _smi_gpus(smi: str) -> list[JsonDict]:
     if apps_text is None:
         for gpu in gpus:
             gpu["processes"] = None
+    if gpus:
+        try:
+            links = nvlinks_from_smi(_run([smi, "nvlink", "--status"], NVIDIA_SMI_TIMEOUT_S))
+        except Unavailable:
+            links = {}
+        for gpu in gpus:
+            gpu["nvlink"] = links.get(gpu["index"]) if isinstance(gpu["index"], int) else None
     return gpus
 
 

@@ -14,7 +14,7 @@ import csv
 import io
 import shlex
 import shutil
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -54,6 +54,9 @@ class GpuNode:
 
     gpus: int = 8
     changes: Mapping[int, Mapping[str, str]] = field(default_factory=dict)
+    # NVLinks each GPU has, and those ``nvidia-smi nvlink --status`` lists as inactive, by GPU.
+    nvlinks: int = 18
+    inactive_links: Mapping[int, Sequence[int]] = field(default_factory=dict)
     driver_text: str | None = None
     infiniband: bool = False
     ib_changes: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
@@ -81,6 +84,17 @@ def gpu_capture(node: GpuNode, node_index: int) -> str:
         for name, value in own.items():
             row[names.index(name)] = value
         lines.append(", ".join(row))
+    return "\n".join(lines) + "\n"
+
+
+def nvlink_status(node: GpuNode, node_index: int) -> str:
+    """``nvidia-smi nvlink --status`` of the node's GPUs, laid out as the recorded V100 output
+    (tests/data/facts/smi_nvlink_status_v100_inactive.txt), at an H100's per-link rate."""
+    lines = []
+    for i in range(node.gpus):
+        lines.append(f"GPU {i}: NVIDIA H100 80GB HBM3 (UUID: GPU-{node_index:08d}-0000-0000-0000-{i:012d})")
+        down = set(node.inactive_links.get(i, ()))
+        lines += [f"\t Link {k}: {'<inactive>' if k in down else '26.562 GB/s'}" for k in range(node.nvlinks)]
     return "\n".join(lines) + "\n"
 
 
@@ -113,6 +127,7 @@ def install(root: Path, node: GpuNode, node_index: int, python: str) -> list[str
     """Write the node's captures under ``root``; the shell commands that mount them in the node."""
     root.mkdir(parents=True, exist_ok=True)
     (root / "query-gpu.csv").write_text(gpu_capture(node, node_index), encoding="utf-8")
+    (root / "nvlink-status.txt").write_text(nvlink_status(node, node_index), encoding="utf-8")
     shutil.copy(RECORDED_APPS, root / "query-compute-apps.csv")
     shutil.copy(STAND_IN, root / "nvidia_smi.py")
     wrapper = root / "nvidia-smi"

@@ -7,11 +7,14 @@ field to query."). Standard library only: it runs with a lab node's own Python.
 
 Usage: nvidia_smi.py GPU_CAPTURE APPS_CAPTURE [nvidia-smi arguments...]
 (each capture a ``--format=csv`` output with its header; a header alone: no GPU, no process).
+``nvlink --status`` prints ``nvlink-status.txt`` beside GPU_CAPTURE, or nothing where there is
+none (GPUs without NVLink).
 """
 
 from __future__ import annotations
 
 import csv
+import os
 import re
 import sys
 
@@ -69,6 +72,12 @@ def answer(capture: tuple[list[str], list[str], list[list[str]]], query: str, fm
 
 def main(argv: list[str]) -> int:
     gpu_path, apps_path, *args = argv
+    if args[:1] == ["nvlink"] and args[1:] in (["-s"], ["--status"]):
+        status = os.path.join(os.path.dirname(gpu_path), "nvlink-status.txt")
+        if os.path.exists(status):
+            with open(status, encoding="utf-8") as handle:
+                sys.stdout.write(handle.read())
+        return 0
     fmt: set[str] = set()
     query: tuple[str, str] | None = None
     for arg in args:
