@@ -60,3 +60,14 @@ def test_the_network_finding_about_that_node_refers_to_it() -> None:
     assert referred.details["refers_to"] == "intranode"
     assert "caused by node3 being slow inside itself at 0.0" in referred.summary
     assert "(see the intranode finding), not by the network" in referred.summary
+
+
+def test_nvlinks_down_on_that_node_explain_its_inside_path() -> None:
+    """intranode's own finding refers to hardware's NVLinks (what intranode's run passes), and says
+    nothing of the network, which it never blamed."""
+    (slow,) = failing(judge_intranode(slowed(2, 0.05), CONFIG))
+    item = {"item": "gpu_nvlink"}
+    links = CheckResult("hardware", "fail", "node3: GPU 1 NVLink 4 inactive", ("node3",), item)
+    (referred,) = [r for r in refer_to_compute([slow], [links], not_by=None) if r.hosts == ("node3",)]
+    assert referred.status == "warn" and referred.details["refers_to"] == "hardware"
+    assert referred.summary.endswith("; caused by node3 having NVLinks down (see the hardware finding)")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.lab import MakeLab
+from tests.lab import GpuNode, MakeLab
 from tests.test_check_lab import results, run_check
 from tests.test_distributed_lab import assert_no_job_left
 
@@ -38,4 +38,34 @@ def test_a_node_with_a_slow_loopback_is_named_for_its_inside_path_and_no_other_n
         for result in results(data, check):
             if slow.address in result["hosts"]:
                 assert result["details"].get("item") == "see_compute", result
+    assert_no_job_left(lab)
+
+
+def test_a_node_slow_inside_itself_with_nvlinks_down_is_one_hardware_finding(
+    make_lab: MakeLab, tmp_path: Path
+) -> None:
+    """One root cause, one finding: the node's GPU has NVLinks down (hardware names them), and its
+    slow inside path (intranode) and its slowness with partners (allreduce, ddp) point there."""
+    lab = make_lab(3)
+    slow = lab.nodes[1]
+    lab.make_gpu_node(slow, GpuNode(inactive_links={5: (3, 7)}))
+    lab.throttle_loopback(slow, rate_mbit=40)
+    hosts = lab.hosts_file(tmp_path / "hosts.txt", slots=2)
+    run, data = run_check(
+        lab, tmp_path, "--only", "hardware,intranode,allreduce,ddp", hosts=hosts, timeout_s=300
+    )
+    assert run.returncode == 1, run.stdout + run.stderr
+    failed = [
+        (r["check"], r["details"].get("item"), r["hosts"]) for r in data["results"] if r["status"] == "fail"
+    ]
+    assert failed == [("hardware", "gpu_nvlink", [slow.address])], failed
+    (inside,) = [r for r in results(data, "intranode") if slow.address in r["hosts"]]
+    assert inside["status"] == "warn" and inside["details"]["refers_to"] == "hardware"
+    assert inside["summary"].endswith(
+        f"; caused by {slow.address} having NVLinks down (see the hardware finding)"
+    )
+    for check in ("allreduce", "ddp"):
+        for result in results(data, check):
+            if slow.address in result["hosts"]:
+                assert (result["status"], result["details"].get("refers_to")) == ("warn", "hardware"), result
     assert_no_job_left(lab)

@@ -18,7 +18,12 @@ __all__ = ["CHECK", "NAME", "PRESENTATION", "judge_allreduce"]
 
 def _run(ctx: CheckContext) -> list[CheckResult]:
     found = launch.judge_job(ctx, NAME, lambda outcome: judge_allreduce(outcome, ctx.config, ctx.facts()))
-    return refer_to_compute(found, [*ctx.findings.get("compute", ()), *ctx.findings.get("intranode", ())])
+    causes = [
+        *ctx.findings.get("compute", ()),
+        *ctx.findings.get("hardware", ()),
+        *ctx.findings.get("intranode", ()),
+    ]
+    return refer_to_compute(found, causes)
 
 
 CHECK = Check(
@@ -27,5 +32,5 @@ CHECK = Check(
     run=_run,
     presentation=PRESENTATION,
     warm_imports=launch.JOB_IMPORTS,
-    reads=("ports", "compute", "intranode"),
+    reads=("ports", "hardware", "compute", "intranode"),
 )

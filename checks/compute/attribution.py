@@ -1,7 +1,8 @@
 """One root cause, one finding: a node that ``compute`` found slow is slow in every collective too,
 so the network checks' findings about that node's speed (a slow node or link, a pair under the
 floor, a DDP straggler) are turned into references to the compute finding instead of sending the
-user to the node's NIC. Pure: findings in, findings out.
+user to the node's NIC; so are they for a node slow inside itself (``intranode``) or with NVLinks
+down (``hardware``), and ``intranode``'s own for the latter. Pure: findings in, findings out.
 """
 
 from __future__ import annotations
@@ -16,15 +17,20 @@ from preflight.nodeset import fold
 
 ITEM = "see_compute"
 ADVICE = (
-    "Fix what the compute finding names for this node first (its GPU or CPU is slow), then rerun: "
-    "its network was not the cause."
+    "Fix what the finding it points to names for this node first (a slow GPU or CPU, NVLinks down), "
+    "then rerun: its network was not the cause."
 )
 # Keys by which a network finding says it is about speed (checks.allreduce, checks.ddp judges).
 _SPEED_KEYS = ("ratio", "link", "floor_gbps", "compute_step_s", "busbw_gbps")
 
 
-# Root-cause findings the network checks refer to: the item, and what it says of the node.
-ROOT_CAUSES = {"slow_compute": "being slow at compute", "slow_inside_node": "being slow inside itself"}
+# Root-cause findings the network checks refer to: the item, and what it says of the node
+# (compute's, intranode's, and hardware's NVLinks down, which slow every collective of the node).
+ROOT_CAUSES = {
+    "slow_compute": "being slow at compute",
+    "slow_inside_node": "being slow inside itself",
+    "gpu_nvlink": "having NVLinks down",
+}
 
 
 def slow_at_compute(compute: Sequence[CheckResult]) -> dict[str, CheckResult]:
@@ -41,9 +47,12 @@ def _about_speed(details: Mapping[str, Any]) -> bool:
     return any(key in details for key in _SPEED_KEYS)
 
 
-def refer_to_compute(results: Sequence[CheckResult], compute: Sequence[CheckResult]) -> list[CheckResult]:
+def refer_to_compute(
+    results: Sequence[CheckResult], compute: Sequence[CheckResult], not_by: str | None = "the network"
+) -> list[CheckResult]:
     """``results`` of a network check, each finding about the speed of a node that is slow at
-    compute turned into a warning that refers to the compute finding."""
+    compute (or has another root cause of ``compute``, the findings of the checks it reads)
+    turned into a warning that refers to that finding; ``not_by``: what it clears."""
     slow = slow_at_compute(compute)
     if not slow:
         return list(results)
@@ -58,10 +67,10 @@ def refer_to_compute(results: Sequence[CheckResult], compute: Sequence[CheckResu
         unit = "rank" if cause.check == COMPUTE else "node"
         how = f" at {ratio:.2g}x the median {unit}" if isinstance(ratio, float) else ""
         being = ROOT_CAUSES[str(cause.details.get("item"))]
-        summary = (
-            f"{result.summary.rstrip('.')}; caused by {fold(named)} {being}{how} "
-            f"(see the {cause.check} finding), not by the network"
-        )
+        summary = f"{result.summary.rstrip('.')}; caused by {fold(named)} {being}{how}"
+        summary += f" (see the {cause.check} finding)"
+        if not_by:
+            summary += f", not by {not_by}"
         details = {**result.details, "item": ITEM, "refers_to": cause.check, "slow_at_compute": named}
         referred.append(dataclasses.replace(result, status="warn", summary=summary, details=details))
     return referred

@@ -5,6 +5,8 @@ and the network checks refer to it. Skipped with a reason when every node runs o
 
 from __future__ import annotations
 
+from checks.compute import attribution
+from checks.compute.attribution import refer_to_compute
 from checks.intranode.judge import NAME, judge_intranode
 from checks.job import launch
 from preflight.check import Check, CheckContext
@@ -22,13 +24,16 @@ PRESENTATION = Presentation(
             "NVLinks), the fabric manager on NVSwitch systems, the GPUs' PCIe links; on CPU processes, "
             "the loopback.",
             "slow_copy": "Check the GPU's PCIe link (nvidia-smi -q -d PCIE) and its NUMA placement.",
+            attribution.ITEM: attribution.ADVICE,
         }
     ),
 )
 
 
 def _run(ctx: CheckContext) -> list[CheckResult]:
-    return launch.judge_job(ctx, NAME, lambda outcome: judge_intranode(outcome, ctx.config))
+    found = launch.judge_job(ctx, NAME, lambda outcome: judge_intranode(outcome, ctx.config))
+    # A node slow inside itself whose GPUs have NVLinks down: the hardware finding says why.
+    return refer_to_compute(found, ctx.findings.get("hardware", ()), not_by=None)
 
 
 CHECK = Check(
@@ -37,5 +42,5 @@ CHECK = Check(
     run=_run,
     presentation=PRESENTATION,
     warm_imports=launch.JOB_IMPORTS,
-    reads=("ports",),
+    reads=("ports", "hardware"),
 )
