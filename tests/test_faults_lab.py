@@ -102,9 +102,10 @@ def test_ctrl_c_ends_the_run_writes_the_report_and_leaves_nothing(
     lab = make_lab(2)
     hosts = lab.hosts_file(tmp_path / "hosts.txt")
     report = tmp_path / "run.json"
-    proc = subprocess.Popen(
-        check_argv(lab, hosts, report), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
+    # As from a terminal, whatever started the tests: a suite started in the background by a
+    # non-interactive shell passes SIGINT on ignored, and Python then leaves it ignored.
+    argv = ["env", "--default-signal=INT", *check_argv(lab, hosts, report)]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     # The facts probe runs the node's Python on stdin; the job's ranks name themselves.
     deadline = time.monotonic() + 90
     first = lab.nodes[0]
