@@ -197,10 +197,6 @@ def _nvlink_findings(nodes: Mapping[str, NodeFacts]) -> list[CheckResult]:
     return results
 
 
-# The registration states of a GPU that CUDA cannot start on yet (GpuFacts.unregistered), as said.
-UNREGISTERED = {"not_started": "not started", "in_progress": "in progress"}
-
-
 def _gpus_text(gpus: Sequence[GpuFacts], of: int) -> str:
     if len(gpus) == of and of > 1:
         return f"all {of} GPUs"
@@ -227,7 +223,7 @@ def _fabric_findings(nodes: Mapping[str, NodeFacts]) -> list[CheckResult]:
             if g.fabric_state == "completed" and g.fabric_status not in (None, "Success")
             and g.name in registered_models
         ]  # fmt: skip
-        states = sorted({UNREGISTERED[str(g.fabric_state)] for g in waiting})
+        states = sorted({str(g.fabric_state).replace("_", " ") for g in waiting})
         switches = node.hardware.get("nvswitches")
         stopped = node.hardware.get("fabric_manager_running") is False
         details: dict[str, Any] = {"node": host, "gpus": [g.index for g in waiting + failed]}
