@@ -8,7 +8,7 @@ from __future__ import annotations
 from checks.allreduce.details import NAME
 from checks.allreduce.judge import judge_allreduce
 from checks.allreduce.present import PRESENTATION
-from checks.compute.attribution import refer_to_compute
+from checks.compute.attribution import CAUSE_CHECKS, causes_in, refer_to_compute
 from checks.job import launch
 from preflight.check import Check, CheckContext
 from preflight.model import CheckResult
@@ -18,12 +18,7 @@ __all__ = ["CHECK", "NAME", "PRESENTATION", "judge_allreduce"]
 
 def _run(ctx: CheckContext) -> list[CheckResult]:
     found = launch.judge_job(ctx, NAME, lambda outcome: judge_allreduce(outcome, ctx.config, ctx.facts()))
-    causes = [
-        *ctx.findings.get("compute", ()),
-        *ctx.findings.get("hardware", ()),
-        *ctx.findings.get("intranode", ()),
-    ]
-    return refer_to_compute(found, causes)
+    return refer_to_compute(found, causes_in(ctx.findings))
 
 
 CHECK = Check(
@@ -32,5 +27,5 @@ CHECK = Check(
     run=_run,
     presentation=PRESENTATION,
     warm_imports=launch.JOB_IMPORTS,
-    reads=("ports", "hardware", "compute", "intranode"),
+    reads=("ports", *CAUSE_CHECKS),
 )

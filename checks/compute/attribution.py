@@ -33,6 +33,15 @@ ROOT_CAUSES = {
 }
 
 
+# The checks whose findings can be a node's root cause, in the order they take precedence.
+CAUSE_CHECKS = ("compute", "hardware", "intranode")
+
+
+def causes_in(findings: Mapping[str, Sequence[CheckResult]]) -> list[CheckResult]:
+    """The findings of ``CAUSE_CHECKS`` among a check's ``findings``, compute's first."""
+    return [result for name in CAUSE_CHECKS for result in findings.get(name, ())]
+
+
 def slow_at_compute(compute: Sequence[CheckResult]) -> dict[str, CheckResult]:
     """Host -> the finding (compute, or inside the node) that names it slow."""
     found: dict[str, CheckResult] = {}

@@ -5,7 +5,7 @@ and gradients agree, no straggler in its own compute time. Its phase runs in the
 
 from __future__ import annotations
 
-from checks.compute.attribution import refer_to_compute
+from checks.compute.attribution import CAUSE_CHECKS, causes_in, refer_to_compute
 from checks.ddp.details import NAME
 from checks.ddp.judge import judge_ddp
 from checks.ddp.present import PRESENTATION
@@ -18,12 +18,7 @@ __all__ = ["CHECK", "NAME", "PRESENTATION", "judge_ddp"]
 
 def _run(ctx: CheckContext) -> list[CheckResult]:
     found = launch.judge_job(ctx, NAME, lambda outcome: judge_ddp(outcome, ctx.config))
-    causes = [
-        *ctx.findings.get("compute", ()),
-        *ctx.findings.get("hardware", ()),
-        *ctx.findings.get("intranode", ()),
-    ]
-    return refer_to_compute(found, causes)
+    return refer_to_compute(found, causes_in(ctx.findings))
 
 
 CHECK = Check(
@@ -32,5 +27,5 @@ CHECK = Check(
     run=_run,
     presentation=PRESENTATION,
     warm_imports=launch.JOB_IMPORTS + launch.DDP_IMPORTS,
-    reads=("ports", "hardware", "compute", "intranode"),
+    reads=("ports", *CAUSE_CHECKS),
 )
