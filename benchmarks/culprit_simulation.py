@@ -35,6 +35,7 @@ from checks.job.pairs import (
     pair_key,
     plan_rounds,
     retest_plan,
+    side_plan,
 )
 from preflight.config import AllreduceSection
 
@@ -54,11 +55,14 @@ class Faults:
     slow_links: int = 2
     slow_link_factor: float = 0.2
     noise: float = 0.15  # each measurement times a uniform factor in [1 - noise, 1 + noise]
-    # Groups of group_size consecutive nodes (a leaf switch, listed together in the inventory)
-    # whose every path to a node outside the group runs at cut_factor (a bad uplink).
+    # Groups of group_size nodes whose every path to a node outside the group runs at cut_factor
+    # (a bad uplink). "blocks": consecutive nodes (a leaf switch the inventory lists together);
+    # "strided": every (n / group_size)-th node (an inventory that lists one node of each rack in
+    # turn; with group_size n/2, the odd against the even positions).
     cut_groups: int = 0
     group_size: int = 4
     cut_factor: float = 0.01
+    cut_shape: Literal["blocks", "strided"] = "blocks"
     healthy_gbps: float = HEALTHY_GBPS
     # Slow links anywhere among all pairs (a fault nobody knows the place of), or only on pairs
     # the first wave tests (what the plan can find at best).
@@ -66,8 +70,9 @@ class Faults:
 
     def describe(self) -> str:
         where = "on first-wave pairs" if self.links_on_plan else "on any pair"
+        shape = "consecutive" if self.cut_shape == "blocks" else "strided"
         cuts = (
-            f"{self.cut_groups} groups of {self.group_size} consecutive nodes cut off from the rest at "
+            f"{self.cut_groups} groups of {self.group_size} {shape} nodes cut off from the rest at "
             f"{self.cut_factor:g}x, "
             if self.cut_groups
             else ""
@@ -158,8 +163,13 @@ def inject(n_nodes: int, first_wave: Sequence[Sequence[Pair]], faults: Faults, r
     blocks = n_nodes // faults.group_size if faults.cut_groups else 0
     if faults.cut_groups > blocks or (faults.cut_groups and faults.cut_groups * 2 > blocks):
         raise SystemExit(f"{n_nodes} nodes cannot hold {faults.cut_groups} groups of {faults.group_size}")
+    stride = n_nodes // faults.group_size if faults.cut_shape == "strided" else 1
     groups = tuple(
-        frozenset(range(block * faults.group_size, (block + 1) * faults.group_size))
+        frozenset(
+            range(block, block + stride * faults.group_size, stride)
+            if faults.cut_shape == "strided"
+            else range(block * faults.group_size, (block + 1) * faults.group_size)
+        )
         for block in sorted(rng.sample(range(blocks), faults.cut_groups))
     )
     in_groups = set().union(*groups) if groups else set()
@@ -226,16 +236,27 @@ def _group_named(
 
 
 def run_trial(
-    n_nodes: int, faults: Faults, slow_ratio: float, seed: str, quiet_ratio: float = QUIET_SLOW_RATIO
+    n_nodes: int,
+    faults: Faults,
+    slow_ratio: float,
+    seed: str,
+    quiet_ratio: float = QUIET_SLOW_RATIO,
+    inventory_plan: bool = False,
 ) -> Trial:
-    """One job on a cluster with random faults: first wave, the job's re-tests, the judge's names."""
+    """One job on a cluster with random faults: first wave (its partners drawn per run, as the
+    launcher draws them, or in the inventory's order), the job's re-tests, the judge's names."""
     rng = random.Random(seed)
-    first_wave = plan_rounds(n_nodes, launcher_mode(n_nodes))
+    plan_seed = None if inventory_plan else rng.randrange(1, 2**31)
+    first_wave = plan_rounds(n_nodes, launcher_mode(n_nodes), seed=plan_seed)
     cluster = inject(n_nodes, first_wave, faults, rng)
     records = measure(cluster, first_wave, 0, False, faults, rng)
     # What every rank computes in the job from the first wave's measurements.
     retests = retest_plan(first_busbw(records), slow_ratio, quiet_ratio)
     records += measure(cluster, retests, len(first_wave), True, faults, rng)
+    if retests:  # then the nodes that still look slow, with each other
+        sides = side_plan(records, slow_ratio, quiet_ratio)
+        records += measure(cluster, sides, len(first_wave) + len(retests), True, faults, rng)
+        retests = retests + sides
     culprits = name_culprits(records, n_nodes, slow_ratio, quiet_ratio=quiet_ratio)
     planned = {p for pairs in first_wave for p in pairs}
     return Trial(
@@ -266,9 +287,10 @@ def simulate(
     slow_ratio: float = 0.5,
     seed: int = DEFAULT_SEED,
     quiet_ratio: float = QUIET_SLOW_RATIO,
+    inventory_plan: bool = False,
 ) -> list[Trial]:
     seeds = [trial_seed(seed, n_nodes, t) for t in range(trials)]
-    return [run_trial(n_nodes, faults, slow_ratio, s, quiet_ratio) for s in seeds]
+    return [run_trial(n_nodes, faults, slow_ratio, s, quiet_ratio, inventory_plan) for s in seeds]
 
 
 def default_trials(n_nodes: int) -> int:
@@ -358,6 +380,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--cut-groups", type=int, default=Faults.cut_groups, help="groups cut off the rest")
     parser.add_argument("--group-size", type=int, default=Faults.group_size)
     parser.add_argument("--cut-factor", type=float, default=Faults.cut_factor)
+    parser.add_argument("--cut-shape", choices=("blocks", "strided"), default=Faults.cut_shape)
+    parser.add_argument(
+        "--inventory-plan", action="store_true", help="sparse partners half the inventory apart, not drawn"
+    )
     parser.add_argument("--slow-ratio", type=float, default=AllreduceSection().slow_ratio)
     parser.add_argument("--quiet-slow-ratio", type=float, default=AllreduceSection().quiet_slow_ratio)
     parser.add_argument("--round-s", type=float, default=ROUND_S, help="seconds per round of pair tests")
@@ -374,13 +400,16 @@ def main(argv: Sequence[str] | None = None) -> None:
         cut_groups=args.cut_groups,
         group_size=args.group_size,
         cut_factor=args.cut_factor,
+        cut_shape=args.cut_shape,
     )
     started = time.perf_counter()
     print(HEADER.format(round_s=args.round_s))
     shown: list[str] = []
     for n_nodes in args.nodes:
         count = args.trials or default_trials(n_nodes)
-        trials = simulate(n_nodes, count, faults, args.slow_ratio, args.seed, args.quiet_slow_ratio)
+        trials = simulate(
+            n_nodes, count, faults, args.slow_ratio, args.seed, args.quiet_slow_ratio, args.inventory_plan
+        )
         print(table_row(n_nodes, trials, args.round_s), flush=True)
         found = misses(trials, args.misses)
         if found:

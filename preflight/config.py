@@ -106,8 +106,11 @@ class AllreduceSection:
     # Which pairs the first wave tests. "full": every pair (n-1 rounds): finds any slow link.
     # "sparse": one round of disjoint pairs covering every node (a few rounds with re-tests at
     # any size): finds every slow node, but a slow link only if its pair was drawn.
-    # "auto": full up to 16 nodes, sparse above.
+    # "auto": full up to 16 nodes, sparse above. The sparse plan's partners are drawn anew each
+    # run, so that no cut between node sets stays uncrossed run after run.
     pair_plan: Literal["auto", "full", "sparse"] = "auto"
+    # The sparse plan's draw (the report's pair_seed): set it to replay a run's pairs; 0 draws.
+    pair_seed: int = 0
     # The network NCCL must use between nodes: "auto" (IB where the nodes have IB devices), "ib", "socket".
     expect_transport: Literal["auto", "ib", "socket"] = "auto"
     # Interface for NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME; empty: the route to the master.

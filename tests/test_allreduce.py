@@ -13,6 +13,7 @@ import pytest
 
 from checks import allreduce
 from checks.allreduce import judge_allreduce
+from checks.job import launch
 from checks.job.node import bus_bandwidth, first_busbw
 from checks.job.outcome import JobNotRun, JobOutcome, NodeOutcome
 from checks.job.pairs import plan_rounds, retest_plan
@@ -139,6 +140,29 @@ def test_a_recorded_healthy_job_passes_with_the_tables_a_report_charts() -> None
         ("node2", "node3"),
     }
     assert set(result.details["node_ratio"]) == {"node1", "node2", "node3"}
+
+
+def test_the_draw_of_a_sparse_pair_plan_is_kept_to_replay_it() -> None:
+    def drawn(document: dict[str, Any]) -> None:
+        document["allreduce"]["pair_seed"] = 1234
+
+    assert only(judge_allreduce(with_document(HEALTHY, drawn), CONFIG, {})).details["pair_seed"] == 1234
+    assert "pair_seed" not in only(judge_allreduce(HEALTHY, CONFIG, {})).details
+
+
+def test_the_launcher_draws_the_sparse_plan_per_run_and_replays_a_given_seed() -> None:
+    ctx = CheckContext(config=CONFIG, sessions=[], deadline=Deadline.after(10))
+    names = [f"node{i}" for i in range(20)]
+    first, second = (launch._job_args(ctx, ("allreduce",), names, False)["allreduce"] for _ in range(2))
+    assert first["pair_seed"] != second["pair_seed"]
+    for args in (first, second):
+        assert args["rounds"] == plan_rounds(20, "sparse", None, args["pair_seed"])
+    config = dataclasses.replace(CONFIG, allreduce=AllreduceSection(pair_seed=77))
+    replayed = launch._job_args(dataclasses.replace(ctx, config=config), ("allreduce",), names, False)
+    assert replayed["allreduce"]["pair_seed"] == 77
+    assert replayed["allreduce"]["rounds"] == plan_rounds(20, "sparse", None, 77)
+    # Up to 16 nodes every pair is tested: nothing is drawn.
+    assert "pair_seed" not in launch._job_args(ctx, ("allreduce",), names[:16], False)["allreduce"]
 
 
 def test_one_node_has_a_sweep_and_no_pairs() -> None:

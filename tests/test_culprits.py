@@ -18,8 +18,10 @@ from checks.job.pairs import (
     Culprits,
     name_culprits,
     pack_rounds,
+    pair_key,
     plan_rounds,
     retest_plan,
+    side_plan,
     typical_busbw,
 )
 from tests.test_allreduce import JOBS, load_job, replace_node
@@ -39,12 +41,16 @@ def simulate(
     busy_retests: float = 1.0,
     seed: int = 0,
     slow_ratio: float = 0.5,
+    plan_seed: int | None = None,
 ) -> tuple[list[dict[str, Any]], list[list[Pair]], list[list[Pair]]]:
-    """The measurements of a job on this cluster: first rounds, then the re-tests the job plans.
+    """The measurements of a job on this cluster: first rounds (a sparse plan's partners drawn from
+    ``plan_seed``, in the inventory's order when None), then the re-tests the job plans, then its
+    tests of the nodes that still look slow with each other.
 
-    ``slow_nodes``: node -> factor of its speed; ``slow_links``: pair -> factor; ``transient``:
-    pair -> factor of its first test only (a burst of traffic from someone else); ``busy_retests``:
-    factor of every re-test (the machines or the fabric busy with something else by then).
+    ``slow_nodes``: node -> factor of its speed; ``slow_links``: pair -> factor (a cut between
+    groups: every pair across); ``transient``: pair -> factor of its first test only (a burst of
+    traffic from someone else); ``busy_retests``: factor of every re-test (the machines or the
+    fabric busy with something else by then).
     """
     rng = random.Random(seed)
     speed = {n: HEALTHY_GBPS * (slow_nodes or {}).get(n, 1.0) for n in range(n_nodes)}
@@ -59,10 +65,15 @@ def simulate(
         busbw *= 1 + rng.uniform(-noise, noise)
         return {"round": round_index, "nodes": [a, b], "busbw_gbps": busbw, "retest": retest}
 
-    plan = plan_rounds(n_nodes, mode)  # type: ignore[arg-type]
+    plan = plan_rounds(n_nodes, mode, seed=plan_seed)  # type: ignore[arg-type]
     records = [measure(p, i, False) for i, pairs in enumerate(plan) for p in pairs]
     retests = retest_plan(first_busbw(records), slow_ratio)
     records += [measure(p, len(plan) + i, True) for i, pairs in enumerate(retests) for p in pairs]
+    if retests:
+        sides = side_plan(records, slow_ratio)
+        first = len(plan) + len(retests)
+        records += [measure(p, first + i, True) for i, pairs in enumerate(sides) for p in pairs]
+        retests += sides
     return records, plan, retests
 
 
@@ -90,14 +101,37 @@ def test_the_full_plan_tests_every_pair_once_in_disjoint_rounds(n_nodes: int) ->
 
 
 @pytest.mark.parametrize("n_nodes", [17, 18, 64, 65, 1000, 4095, 4096])
-def test_the_sparse_plan_puts_every_node_in_a_pair(n_nodes: int) -> None:
-    rounds = plan_rounds(n_nodes, "sparse")
+@pytest.mark.parametrize("seed", [None, 7])
+def test_the_sparse_plan_puts_every_node_in_a_pair(n_nodes: int, seed: int | None) -> None:
+    rounds = plan_rounds(n_nodes, "sparse", seed=seed)
     assert_disjoint(rounds)
     assert {n for pairs in rounds for pair in pairs for n in pair} == set(range(n_nodes))
     assert len(rounds) == (1 if n_nodes % 2 == 0 else 2)
     assert all(a < b for pairs in rounds for a, b in pairs)
-    # Partners half the inventory apart: across racks, not neighbours.
-    assert rounds[0][0] == (0, n_nodes // 2)
+    if seed is None:  # partners half the inventory apart: across racks, not neighbours
+        assert rounds[0][0] == (0, n_nodes // 2)
+
+
+def test_the_sparse_plan_is_drawn_from_its_seed() -> None:
+    assert plan_rounds(64, "sparse", seed=11) == plan_rounds(64, "sparse", seed=11)
+    drawn = {tuple(plan_rounds(64, "sparse", seed=seed)[0]) for seed in range(1, 21)}
+    assert len(drawn) == 20
+
+
+def crossing(rounds: list[list[Pair]], group: set[int]) -> int:
+    return sum((a in group) != (b in group) for pairs in rounds for a, b in pairs)
+
+
+def test_a_drawn_plan_crosses_cuts_that_the_inventory_order_never_crosses() -> None:
+    # Odd against even inventory positions, and one node of every 16 (a rack whose nodes the
+    # inventory lists one per row): partners half the inventory apart never cross either.
+    odd, rack = set(range(1, 64, 2)), set(range(5, 64, 16))
+    assert crossing(plan_rounds(64, "sparse"), odd) == 0
+    assert crossing(plan_rounds(64, "sparse"), rack) == 0
+    for seed in range(1, 101):
+        rounds = plan_rounds(64, "sparse", seed=seed)
+        assert crossing(rounds, odd) >= 6, seed
+        assert crossing(rounds, rack) >= 2, seed
 
 
 def test_with_a_topology_every_sparse_pair_crosses_between_switches() -> None:
@@ -109,6 +143,14 @@ def test_with_a_topology_every_sparse_pair_crosses_between_switches() -> None:
     # Without it, half the pairs would stay inside a switch.
     (plain,) = plan_rounds(64, "sparse")
     assert sum(switches[a] == switches[b] for a, b in plain) == 32
+    # Drawn, the pairs still all cross between switches, and which switches face each other
+    # changes from run to run (so a cut between two sets of switches is crossed too).
+    facing = set()
+    for seed in range(1, 11):
+        (drawn,) = plan_rounds(64, "sparse", switches, seed)
+        assert all(switches[a] != switches[b] for a, b in drawn)
+        facing.add(frozenset(frozenset((switches[a], switches[b])) for a, b in drawn))
+    assert len(facing) == 10
 
 
 def test_auto_is_full_up_to_sixteen_nodes_then_sparse() -> None:
@@ -130,9 +172,10 @@ def test_no_retests_when_every_pair_is_fast() -> None:
 
 def test_a_slow_node_is_retested_against_two_good_nodes_not_pair_by_pair() -> None:
     _, _, retests = simulate(8, slow_nodes={5: 0.01})
-    # Slow with seven partners already: tests against two good nodes (the nearest after it,
-    # not always node 0) confirm it; its seven slow pairs are not run again.
-    assert retests == [[(5, 6)], [(5, 7)]]
+    # Slow with seven partners already: tests against two good nodes confirm it; its seven slow
+    # pairs are not run again, and it has no other node that looks slow to be tested with.
+    (first,), (second,) = retests
+    assert 5 in first and 5 in second and first != second
 
 
 def test_retests_in_sparse_mode_give_each_suspect_a_new_good_partner() -> None:
@@ -209,6 +252,49 @@ def test_a_cut_between_two_racks_of_a_larger_cluster_leaves_a_third_rack_alone()
     assert group.sides == ((0, 1, 2, 3), (4, 5, 6, 7))
     assert len(group.pairs) == 16
     assert culprits.slow_links == () and culprits.slow_nodes == ()
+
+
+def cut_off(group: set[int], n_nodes: int, factor: float) -> dict[Pair, float]:
+    return {pair_key(a, b): factor for a in group for b in range(n_nodes) if b not in group}
+
+
+@pytest.mark.parametrize("plan_seed", [1, 2, 3, 4, 5])
+def test_a_rack_that_the_inventory_interleaves_is_named_as_one_group_cut_off(plan_seed: int) -> None:
+    # One node in every 16 hangs off the switch whose uplink is bad; one round of pairs meets each
+    # of them once, so only the job's tests of the nodes that still look slow with each other
+    # tell the group from four slow nodes.
+    rack = {5, 21, 37, 53}
+    records, plan, _ = simulate(64, slow_links=cut_off(rack, 64, 0.01), noise=0.1, plan_seed=plan_seed)
+    assert not any(set(pair) <= rack for pair in plan[0])  # (not paired with each other)
+    culprits = name_culprits(records, 64, 0.5)
+    (group,) = culprits.slow_groups
+    assert {frozenset(side) for side in group.sides} == {frozenset(rack), frozenset(range(64)) - rack}
+    assert group.ratio == pytest.approx(0.01, rel=0.3)
+    assert culprits.slow_nodes == () and culprits.slow_links == ()
+
+
+@pytest.mark.parametrize("plan_seed", [1, 2, 3])
+def test_a_cut_between_odd_and_even_nodes_is_one_finding_not_a_pass(plan_seed: int) -> None:
+    # Half the cluster behind the cut: about half the first pairs are slow, and which half is the
+    # healthy one is told by the fast pairs (no pair beats its hardware), not by a median.
+    odd = set(range(1, 64, 2))
+    records, _, _ = simulate(64, slow_links=cut_off(odd, 64, 0.01), noise=0.1, plan_seed=plan_seed)
+    culprits = name_culprits(records, 64, 0.5)
+    assert culprits.typical_busbw_gbps > 0.85 * HEALTHY_GBPS
+    (group,) = culprits.slow_groups
+    left, right = map(set, group.sides)
+    assert (left <= odd and not right & odd) or (right <= odd and not left & odd)
+    assert len(left | right) >= 60
+    assert culprits.slow_nodes == () and culprits.slow_links == ()
+
+
+def test_the_typical_pair_of_a_cluster_split_in_two_is_the_fast_one() -> None:
+    # Each node met one partner; 20 of 32 pairs crossed a cut. The median pair is slow.
+    pairs = {(2 * i, 2 * i + 1): 0.2 if i < 20 else 20.0 for i in range(32)}
+    assert typical_busbw(pairs) == 20.0
+    # A spread within a factor of two is one population: its median, as always.
+    pairs = {(2 * i, 2 * i + 1): 12.0 if i < 20 else 20.0 for i in range(32)}
+    assert typical_busbw(pairs) == 12.0
 
 
 def test_two_separate_slow_links_are_not_taken_for_a_cut() -> None:

@@ -1,5 +1,6 @@
 """Every path between two sets of lab nodes throttled (tc htb classes with u32 filters on each
 node's veth): the report names the two sets once, not four slow links, and nothing is left behind.
+And the sparse pair plan, drawn per run, kept in the report and replayed by its seed.
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from checks.job.pairs import plan_rounds
 from tests.lab import MakeLab
 from tests.test_check_lab import results, run_check
 from tests.test_distributed_lab import assert_no_job_left
@@ -33,4 +35,22 @@ def test_slow_traffic_between_two_groups_is_one_finding_about_the_groups(
     groups = sorted(sorted(side) for side in cut["details"]["groups"])
     assert groups == sorted([sorted(n.address for n in left), sorted(n.address for n in right)])
     assert sorted(cut["hosts"]) == sorted(n.address for n in lab.nodes)
+    assert_no_job_left(lab)
+
+
+def test_a_drawn_pair_plan_is_kept_in_the_report_and_replayed_by_its_seed(
+    make_lab: MakeLab, tmp_path: Path
+) -> None:
+    # The sparse plan (drawn per run beyond 16 nodes) asked for on four nodes, with a seed: the
+    # job tests the pairs that seed draws, and the report keeps the seed to replay them.
+    lab = make_lab(4)
+    config = tmp_path / "preflight.toml"
+    config.write_text('[allreduce]\npair_plan = "sparse"\npairwise = "always"\npair_seed = 4242\n')
+    run, data = run_check(lab, tmp_path, "--only", "allreduce", "--config", str(config))
+    assert run.returncode == 0, run.stdout + run.stderr
+    (result,) = results(data, "allreduce")
+    details = result["details"]
+    assert details["pair_seed"] == 4242
+    first = sorted(tuple(p["node_ranks"]) for p in details["pairs"] if not p["retest"])
+    assert first == [pair for pairs in plan_rounds(4, "sparse", None, 4242) for pair in pairs]
     assert_no_job_left(lab)

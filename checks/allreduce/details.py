@@ -61,6 +61,8 @@ class AllreduceDetails(TypedDict):
     backend: str
     nodes: list[str]  # inventory names by node rank
     pairs: NotRequired[list[PairTest]]
+    # The draw of the sparse pair plan ([allreduce] pair_seed replays it); absent for the full plan.
+    pair_seed: NotRequired[int]
     pair_matrix: NotRequired[dict[str, dict[str, float]]]
     typical_pair_busbw_gbps: NotRequired[float]
     median_pair_busbw_gbps: NotRequired[float]

@@ -351,6 +351,8 @@ def judge_allreduce(
     }
     if culprits is not None:
         _add_pair_tables(details, pairs, culprits, names)
+        if isinstance(section.get("pair_seed"), int):
+            details["pair_seed"] = section["pair_seed"]
     details["transport"] = {h: transport_text(t) for h, t in transports.items() if t.nccl_lines}
     details["transport_details"] = {h: t.to_dict() for h, t in transports.items() if t.nccl_lines}
     if nccl_loaded:

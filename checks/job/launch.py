@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import concurrent.futures as cf
 import json
+import random
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -22,7 +23,7 @@ from checks.job.layout import decide_devices, socket_environment, socket_interfa
 from checks.job.nccl_log import parse_nccl_log
 from checks.job.node import BEAT_INTERVAL_S, BEAT_MARKER, marked_lines, parse_result_line
 from checks.job.outcome import JOB_PHASES, JobNotRun, JobOutcome, NodeOutcome
-from checks.job.pairs import plan_rounds
+from checks.job.pairs import FULL_PLAN_MAX_NODES, plan_rounds
 from preflight.check import CheckContext, HostSession, Probe
 from preflight.deadline import Deadline
 from preflight.gather import remove_host_tmpdir
@@ -111,7 +112,10 @@ def _job_args(ctx: CheckContext, phases: tuple[str, ...], names: list[str], gpu:
     n = len(names)
     switch_of = ctx.config.switch_of
     switches = [switch_of.get(name, "") for name in names] if switch_of else None
-    pairwise = cfg.pairwise == "always" or (cfg.pairwise == "auto" and n >= 3)
+    pairwise = (cfg.pairwise == "always" or (cfg.pairwise == "auto" and n >= 3)) and n >= 2
+    plan = cfg.pair_plan if cfg.pair_plan != "auto" else "full" if n <= FULL_PLAN_MAX_NODES else "sparse"
+    # The sparse plan's partners are drawn per run; the seed goes in the report, to replay them.
+    seed = (cfg.pair_seed or random.SystemRandom().randrange(1, 2**31)) if plan == "sparse" else None
     return {
         "phases": list(phases),
         "backend": "nccl" if gpu else "gloo",
@@ -129,8 +133,9 @@ def _job_args(ctx: CheckContext, phases: tuple[str, ...], names: list[str], gpu:
             "iters": cfg.iters,
             "slow_ratio": cfg.slow_ratio,
             "quiet_slow_ratio": cfg.quiet_slow_ratio,
-            "pairwise": pairwise and n >= 2,
-            "rounds": plan_rounds(n, cfg.pair_plan, switches) if pairwise and n >= 2 else [],
+            "pairwise": pairwise,
+            "rounds": plan_rounds(n, plan, switches, seed) if pairwise else [],
+            **({"pair_seed": seed} if pairwise and seed is not None else {}),
         },
         "ddp": {"steps": ctx.config.ddp.steps},
         "compute": {"burn_s": ctx.config.compute.burn_s, "matrix": ctx.config.compute.matrix},
@@ -142,9 +147,10 @@ def _budget_s(args: Mapping[str, Any]) -> float:
     rounds = len(allreduce["rounds"])
     budget = STARTUP_S + float(args["join_timeout_s"]) + float(args["timeout_s"])
     if "allreduce" in args["phases"]:
-        # The first wave, then up to three rounds of re-tests (the slow pairs, and each suspect
-        # against two good nodes), every pair within its budget.
-        budget += allreduce["sweep_budget_s"] * 1.5 + (rounds + 3) * (allreduce["pair_budget_s"] + 1)
+        # The first wave, then about five rounds of re-tests (the slow pairs, each suspect against
+        # two good nodes, the suspects with each other) and up to four testing the nodes that still
+        # look slow with each other (side_plan), every pair within its budget.
+        budget += allreduce["sweep_budget_s"] * 1.5 + (rounds + 9) * (allreduce["pair_budget_s"] + 1)
     if "ddp" in args["phases"]:
         budget += DDP_S
     if "compute" in args["phases"]:

@@ -7,7 +7,6 @@ to each node's host process (:func:`host` starts the node's ranks), its argument
 from __future__ import annotations
 
 import base64
-import bisect
 import contextlib
 import copy
 import ctypes
@@ -170,15 +169,29 @@ def node_best(busbw_by_pair: Mapping[Pair, float]) -> dict[int, float]:
     return best
 
 
+# Node bests this many times apart are two populations (see typical_busbw), not one spread.
+SPLIT_RATIO = 2.0
+
+
 def typical_busbw(busbw_by_pair: Mapping[Pair, float]) -> float:
     """The median over nodes of each node's best pair: what a healthy pair does.
 
     A plain median of pairs fails on small clusters: with three nodes and one bad node, two
     of the three pairs are slow and the median is the slow value. A bad node drags down only
     its own best; a bad link drags down no node's best.
+
+    When a quarter of the nodes or more did better than twice the median node (a cut across the
+    middle of the cluster, where most nodes met the other side only), the fast ones are what a
+    healthy pair does: a pair cannot beat its hardware, and their median is taken instead.
     """
-    best = node_best(busbw_by_pair)
-    return float(statistics.median(best.values())) if best else 0.0
+    best = sorted(node_best(busbw_by_pair).values())
+    if not best:
+        return 0.0
+    middle = float(statistics.median(best))
+    upper = best[(3 * len(best)) // 4]
+    if middle < upper / SPLIT_RATIO:
+        middle = float(statistics.median(v for v in best if v >= upper / SPLIT_RATIO))
+    return middle
 
 
 # Slow adapts to the spread of the run's own healthy pairs: their median minus some robust
@@ -283,9 +296,10 @@ def retest_plan(
 
     Every slow pair is re-tested once, and every node that was slow with all its partners is
     tested against two known-good nodes (fast with some partner, fewest slow pairs first, a
-    partner it has not had yet preferred, spread around the cluster rather than always the
-    lowest-numbered). Two, because one good partner may sit behind a slow link: a healthy
-    node that met a slow node and then crossed a slow link would be blamed. A node already
+    partner it has not had yet preferred, then one well inside the spread, drawn from around
+    the cluster rather than its neighbours in rank order). Two, because one good partner may
+    sit behind a slow link: a healthy node that met a slow node and then crossed a slow link
+    would be blamed. A node already
     slow with two or more partners is judged by its tests against good nodes alone:
     re-testing each of its pairs would only repeat the same slow number, one round per pair.
     """
@@ -310,23 +324,32 @@ def retest_plan(
     planned = set(tests)
     good = sorted(fast, key=lambda node: (slow_count.get(node, 0), node))
     usage = {node: 0 for node in good}
+    # Good nodes whose best pair was under the median: fast, but near the edge of the spread, so a
+    # slow node's test with one may confirm nothing; taken after the others.
+    middle = statistics.median(busbw_by_pair.values())
+    best: dict[int, float] = {}
+    for (a, b), busbw in busbw_by_pair.items():
+        best[a], best[b] = max(best.get(a, 0.0), busbw), max(best.get(b, 0.0), busbw)
+    weak = {node for node in good if best[node] < middle}
     by_position = sorted(good)
     for node in lonely:
-        for _ in range(RETEST_GOOD_PARTNERS):
+        for draw in range(RETEST_GOOD_PARTNERS):
             # The good node with the fewest uses, fewest slow pairs, not yet its partner, and the
-            # nearest after it (not always node 0): scanned in that last order, so the scan stops
-            # at the first that nothing can beat.
+            # first from a place drawn for this node and partner (the same on every rank): scanned
+            # in that last order, so the scan stops at the first that nothing can beat. Drawn, not
+            # the next in rank order: neighbours in the inventory often share a switch, and a node
+            # of a group cut off with it would look fast with its own.
             least_used = min(usage.values())
-            start = bisect.bisect_right(by_position, node)
-            partner, best = None, None
+            start = random.Random(node * RETEST_GOOD_PARTNERS + draw).randrange(len(by_position))
+            partner, top = None, None
             for index in range(len(by_position)):
                 g = by_position[(start + index) % len(by_position)]
                 if g == node or pair_key(node, g) in planned:
                     continue
-                rank = (g in partners[node], usage[g], slow_count.get(g, 0))
-                if best is None or rank < best:
-                    partner, best = g, rank
-                if rank == (False, least_used, 0):
+                rank = (g in partners[node], usage[g], slow_count.get(g, 0), g in weak)
+                if top is None or rank < top:
+                    partner, top = g, rank
+                if rank == (False, least_used, 0, False):
                     break
             if partner is None:
                 break
@@ -356,6 +379,46 @@ def retest_plan(
                 if key not in planned and key not in busbw_by_pair:
                     planned.add(key)
                     tests.append(key)
+    return pack_rounds(tests)
+
+
+def side_plan(
+    measurements: Iterable[Mapping[str, Any]], slow_ratio: float, quiet_ratio: float = QUIET_SLOW_RATIO
+) -> list[list[Pair]]:
+    """Rounds testing with each other the nodes that still look slow after the re-tests; deterministic.
+
+    A node slow with its first partner and far too slow with a known-good node it was re-tested
+    against (beyond the healthy pairs' window) is a slow node or one of a group cut off from the
+    rest (a switch uplink; a known-good node may be of the group too, paired with another of it
+    in the first wave): only a test with another such node tells (fast together: a group).
+    Each is tested with the next two in rank order, at most four rounds, so that a group is
+    joined through its members' tests with each other wherever the inventory lists them, and
+    past one slow node between them.
+    """
+    records = list(measurements)
+    first = first_busbw(records)
+    threshold = retest_threshold(first, slow_ratio, quiet_ratio)
+    floor = slow_ratio * typical_busbw(first)
+    # Slow beyond doubt: outside the healthy pairs' window (see robust_spread).
+    spread = robust_spread(first.values(), floor, quiet_ratio)
+    clearly = spread_threshold(spread, floor, quiet_ratio, WINDOW_SIGMAS)
+    good = {node for pair, busbw in first.items() if busbw >= threshold for node in pair}
+    tested: set[Pair] = set()
+    with_good: dict[int, list[float]] = {}
+    for record in records:
+        a, b = (int(node) for node in record["nodes"])
+        tested.add(pair_key(a, b))
+        for node, partner in ((a, b), (b, a)):
+            if node not in good and partner in good:
+                with_good.setdefault(node, []).append(float(record["busbw_gbps"]))
+    looks_slow = sorted(node for node, values in with_good.items() if min(values) < clearly)
+    tests: list[Pair] = []
+    for step in (1, 2):
+        for index in range(len(looks_slow) - step):
+            key = pair_key(looks_slow[index], looks_slow[index + step])
+            if key not in tested:
+                tested.add(key)
+                tests.append(key)
     return pack_rounds(tests)
 
 
@@ -897,8 +960,18 @@ class Job:
             )
             if plan:
                 pairs += self.pair_rounds(plan, settings, len(rounds), retest=True)
+                sides = side_plan(
+                    pairs,
+                    float(settings["slow_ratio"]),
+                    float(settings.get("quiet_slow_ratio", QUIET_SLOW_RATIO)),
+                )
+                if sides:
+                    pairs += self.pair_rounds(sides, settings, len(rounds) + len(plan), retest=True)
+                plan += sides
             result["pairs_duration_s"] = time.perf_counter() - pair_start
             result["retest_rounds"] = [[list(p) for p in r] for r in plan]
+            if "pair_seed" in settings:
+                result["pair_seed"] = settings["pair_seed"]
             self.destroy_pair_groups()
         result["pairs"] = pairs
         result["duration_s"] = time.perf_counter() - start

@@ -5,11 +5,13 @@ and fast, for the judge and for simulations of 64 to 4,096 nodes.
 
 from __future__ import annotations
 
+import random
 import statistics
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from checks.job.cuts import SlowGroup, find_cuts
 from checks.job.node import (
     CONTROL_PAIRS,
     QUIET_SLOW_RATIO,
@@ -21,6 +23,7 @@ from checks.job.node import (
     retest_plan,
     retest_threshold,
     robust_spread,
+    side_plan,
     slow_pairs,
     spread_threshold,
     typical_busbw,
@@ -44,6 +47,7 @@ __all__ = [
     "plan_rounds",
     "retest_plan",
     "retest_threshold",
+    "side_plan",
     "slow_pairs",
     "typical_busbw",
 ]
@@ -57,6 +61,8 @@ PlanMode = Literal["full", "sparse", "auto"]
 
 # Up to this many nodes every pair is tested (n-1 rounds); beyond, one round covers every node.
 FULL_PLAN_MAX_NODES = 16
+# The sparse plan pairs no nodes this close in the inventory (rack-mates, often), where it can.
+NEIGHBOURS = 8
 
 
 # --------------------------------------------------------------------------- planning
@@ -79,29 +85,73 @@ def _round_robin(n_nodes: int) -> list[list[Pair]]:
     return rounds
 
 
-def _half_offset(n_nodes: int) -> list[list[Pair]]:
-    """Node i with node i + n/2: one round covering every node, each pair crossing the inventory's halves.
-
-    Inventories usually list nodes rack by rack, so pairing neighbours would mostly test links
-    inside a rack; a half-offset partner is usually in another rack, behind the spine.
-    """
-    half = n_nodes // 2
-    rounds = [[(i, i + half) for i in range(half)]]
-    if n_nodes % 2:
-        rounds.append([(0, n_nodes - 1)])
+def _half_offset(order: Sequence[int]) -> list[list[Pair]]:
+    """The node at position i of ``order`` with the one at i + n/2: one round covering every node,
+    each pair crossing between the order's halves (plus a one-pair round for an odd node)."""
+    half = len(order) // 2
+    rounds = [sorted(pair_key(order[i], order[i + half]) for i in range(half))]
+    if len(order) % 2:
+        rounds.append([pair_key(order[0], order[-1])])
     return rounds
 
 
+def _drawn_order(n_nodes: int, switches: Sequence[str] | None, seed: int | None) -> list[int]:
+    """The order the sparse plan pairs across: drawn from ``seed``, by switch when known.
+
+    A fixed order would leave some cut between node sets uncrossed run after run (with partners
+    half the inventory apart, never one between odd and even positions when n/2 is even); a
+    drawn one crosses any cut between sizeable sets in nearly every run, and each run crosses
+    others. With switches, the switches come in a drawn order and their nodes together, each in
+    a drawn order: every pair then crosses between switches (when none holds over half the
+    nodes), and which switches face each other changes from run to run. ``seed`` None keeps the
+    inventory's order: node i with node i + n/2.
+    """
+    rng = random.Random(seed) if seed is not None else None
+    nodes = list(range(n_nodes))
+    if rng is not None:
+        rng.shuffle(nodes)
+    if not switches:
+        return nodes
+    names = sorted(set(switches))
+    if rng is not None:
+        rng.shuffle(names)
+    rank = {name: index for index, name in enumerate(names)}
+    return sorted(nodes, key=lambda node: rank[switches[node]])
+
+
+def _kept_apart(pairs: Sequence[Pair], rng: random.Random, distance: int) -> list[Pair]:
+    """``pairs`` with partners swapped between pairs, drawn, until no two partners are within
+    ``distance`` inventory positions of each other (where a swap can do it)."""
+    kept = list(pairs)
+    for index, (a, b) in enumerate(kept):
+        if b - a >= distance:
+            continue
+        for other in rng.sample(range(len(kept)), len(kept)):
+            c, d = kept[other]
+            if other == index:
+                continue
+            if abs(a - d) >= distance and abs(c - b) >= distance:
+                kept[index], kept[other] = pair_key(a, d), pair_key(c, b)
+                break
+            if abs(a - c) >= distance and abs(b - d) >= distance:
+                kept[index], kept[other] = pair_key(a, c), pair_key(b, d)
+                break
+    return sorted(kept)
+
+
 def plan_rounds(
-    n_nodes: int, mode: PlanMode = "auto", switches: Sequence[str] | None = None
+    n_nodes: int,
+    mode: PlanMode = "auto",
+    switches: Sequence[str] | None = None,
+    seed: int | None = None,
 ) -> list[list[Pair]]:
     """Rounds of disjoint node pairs (by node rank) for the pair tests.
 
     ``full``: every pair once (the complete pair matrix) in n-1 rounds, n when n is odd.
-    ``sparse``: every node in one pair, in one round (plus a one-pair round for an odd node).
+    ``sparse``: every node in one pair, in one round (plus a one-pair round for an odd node),
+    partners drawn from ``seed`` (see ``_drawn_order``); across switches when ``switches`` (each
+    node's switch, from a topology file) says where the nodes hang.
     ``auto``: full up to ``FULL_PLAN_MAX_NODES`` nodes, sparse beyond.
-    ``switches`` (each node's switch, from a topology file) orders the sparse plan by switch, so
-    that every pair crosses between switches wherever the inventory lists the nodes.
     """
     if n_nodes < 2:
         return []
@@ -109,10 +159,13 @@ def plan_rounds(
         mode = "full" if n_nodes <= FULL_PLAN_MAX_NODES else "sparse"
     if mode == "full":
         return _round_robin(n_nodes)
-    if not switches:
-        return _half_offset(n_nodes)
-    order = sorted(range(n_nodes), key=lambda node: (switches[node], node))
-    return [sorted(pair_key(order[a], order[b]) for a, b in pairs) for pairs in _half_offset(n_nodes)]
+    rounds = _half_offset(_drawn_order(n_nodes, switches, seed))
+    if seed is None or switches:
+        return rounds
+    # Nodes a few inventory positions apart often share a rack: drawn partners are kept apart, as
+    # the inventory's own order keeps them half the inventory apart.
+    rounds[0] = _kept_apart(rounds[0], random.Random(seed), min(NEIGHBOURS, n_nodes // 4))
+    return rounds
 
 
 # --------------------------------------------------------------------------- slow nodes, links, groups
@@ -137,18 +190,6 @@ class SlowLink:
     ratio: float
     first_gbps: float
     retest_gbps: tuple[float, ...]
-
-
-@dataclass(frozen=True)
-class SlowGroup:
-    """Two sets of nodes, each fast inside, whose every tested pair across is slow: a cut between
-    them (a switch uplink, a route), one finding instead of one slow link per pair."""
-
-    sides: tuple[tuple[int, ...], tuple[int, ...]]
-    busbw_gbps: float  # the median over the pairs across of each pair's best measurement
-    ratio: float
-    inside_gbps: float  # the median pair inside the sides (0.0 when none was tested)
-    pairs: tuple[Pair, ...]
 
 
 @dataclass(frozen=True)
@@ -183,124 +224,6 @@ class Culprits:
     @property
     def confirmed(self) -> bool:
         return bool(self.slow_nodes or self.slow_links or self.slow_groups)
-
-
-class _Sides:
-    """Union-find over node ranks: the sets of nodes that are fast with each other."""
-
-    def __init__(self) -> None:
-        self.parent: dict[int, int] = {}
-
-    def find(self, node: int) -> int:
-        root = self.parent.setdefault(node, node)
-        while root != self.parent[root]:
-            root = self.parent[root]
-        while self.parent[node] != root:
-            self.parent[node], node = root, self.parent[node]
-        return root
-
-    def join(self, a: int, b: int) -> None:
-        ra, rb = self.find(a), self.find(b)
-        if ra != rb:
-            self.parent[max(ra, rb)] = min(ra, rb)
-
-    def members(self) -> dict[int, list[int]]:
-        found: dict[int, list[int]] = {}
-        for node in sorted(self.parent):
-            found.setdefault(self.find(node), []).append(node)
-        return found
-
-
-def _complete(side: Sequence[int], across: Sequence[Pair]) -> bool:
-    """Every node of ``side`` slow with two or more partners across: what tells a cut between two
-    sets from as many separate slow links, one per node."""
-    partners: dict[int, set[int]] = {node: set() for node in side}
-    for a, b in across:
-        if a in partners:
-            partners[a].add(b)
-        if b in partners:
-            partners[b].add(a)
-    return all(len(found) >= 2 for found in partners.values())
-
-
-def _slow_groups(
-    measured: Mapping[Pair, list[float]],
-    blamed: Callable[[Sequence[float]], bool],
-    join: float,
-    fast: float,
-    excluded: set[int],
-    typical: float,
-) -> list[SlowGroup]:
-    """Cuts between node sets: the nodes of the pairs slow in every measurement (nodes slow with
-    every partner left out) are joined into sides by their pairs among themselves that are not
-    slow (``join`` and up); two sides of two or more nodes with two or more slow pairs between
-    them, one re-tested, are a cut when every node of one side is slow with two or more partners
-    outside it. Nodes slow with one side of a cut and fast (``fast`` and up) with none of it join
-    the other side."""
-    slow = {pair: values for pair, values in measured.items() if blamed(values) and not excluded & set(pair)}
-    suspects = {n for pair in slow for n in pair}
-    sides = _Sides()
-    for node in suspects:
-        sides.find(node)
-    for (a, b), values in measured.items():
-        if a in suspects and b in suspects and max(values) >= join:
-            sides.join(a, b)
-    members = sides.members()
-    across: dict[Pair, list[Pair]] = {}
-    leaving: dict[int, list[Pair]] = {}  # side -> its slow pairs with any node outside it
-    for a, b in slow:
-        ra, rb = sides.find(a), sides.find(b)
-        if ra != rb:
-            across.setdefault(pair_key(ra, rb), []).append((a, b))
-            leaving.setdefault(ra, []).append((a, b))
-            leaving.setdefault(rb, []).append((a, b))
-    cuts: list[tuple[set[int], set[int], list[Pair]]] = []
-    for (ra, rb), pairs in sorted(across.items(), key=lambda item: (-len(item[1]), item[0])):
-        if len(members[ra]) < 2 or len(members[rb]) < 2 or len(pairs) < 2:
-            continue
-        if not any(len(measured[p]) >= 2 for p in pairs):
-            continue  # no pair across was re-tested: not confirmed
-        if not any(_complete(members[root], leaving[root]) for root in (ra, rb)):
-            continue  # each node slow with one partner across only: slow links, not a cut
-        for own, other, cut_pairs in cuts:
-            if ra in own or rb in own:  # one more set cut off from the same side
-                near, far = (ra, rb) if ra in own else (rb, ra)
-                own.update(members[near])
-                other.update(members[far])
-                cut_pairs.extend(pairs)
-                break
-        else:
-            cuts.append((set(members[ra]), set(members[rb]), list(pairs)))
-    groups: list[SlowGroup] = []
-    for own, other, cut_pairs in cuts:
-        for a, b in sorted(slow):
-            if (a, b) in cut_pairs:
-                continue
-            for side, opposite in ((own, other), (other, own)):
-                lone = b if a in side else a if b in side else None
-                if lone is None or lone in opposite or lone in side:
-                    continue
-                if not any(max(v) >= fast for p, v in measured.items() if lone in p and set(p) & side):
-                    opposite.add(lone)
-                    cut_pairs.append((a, b))
-                    break
-        inside = [
-            max(values)
-            for (a, b), values in measured.items()
-            if ({a, b} <= own or {a, b} <= other) and max(values) >= fast
-        ]
-        best = float(statistics.median(max(measured[p]) for p in cut_pairs))
-        left, right = sorted(own), sorted(other)
-        groups.append(
-            SlowGroup(
-                sides=(tuple(left), tuple(right)) if left < right else (tuple(right), tuple(left)),
-                busbw_gbps=best,
-                ratio=best / typical if typical > 0 else 0.0,
-                inside_gbps=float(statistics.median(inside)) if inside else 0.0,
-                pairs=tuple(sorted(set(cut_pairs))),
-            )
-        )
-    return groups
 
 
 @dataclass(frozen=True)
@@ -434,7 +357,7 @@ def _name(evidence: _Evidence, spread: tuple[float, float, int], floor: float, q
         for node, observed in seen.items()
         if len({p for p, _, _ in observed}) >= 2 and all(busbw < threshold for _, busbw, _ in observed)
     }
-    slow_groups = _slow_groups(
+    slow_groups = find_cuts(
         evidence.measured, blamed, threshold, fast_threshold, slow_everywhere, evidence.typical
     )
     in_groups = {pair for group in slow_groups for pair in group.pairs}
