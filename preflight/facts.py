@@ -138,6 +138,11 @@ class GpuFacts:
         return _int(_map(self.raw.get("nvlink")).get("active"))
 
     @property
+    def nvlinks_all_inactive(self) -> bool:
+        """Its driver says every NVLink is inactive, without listing them."""
+        return _map(self.raw.get("nvlink")).get("all_inactive") is True
+
+    @property
     def nvlinks_inactive(self) -> list[int]:
         """The NVLinks (by number) that its driver lists as inactive."""
         found = _map(self.raw.get("nvlink")).get("inactive")

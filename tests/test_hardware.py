@@ -277,6 +277,21 @@ def test_a_gpu_with_nvlinks_down_is_named_against_the_same_gpus(tmp_path: Path) 
     assert results[1].summary.startswith("gpu3: GPU 0 (serial gpu3-0) NVLink 3 inactive, 17 up")
 
 
+def test_a_gpu_with_every_nvlink_down_is_named_and_cards_without_a_bridge_are_not(tmp_path: Path) -> None:
+    healthy = {i: _links(18, []) for i in range(4)}
+    down = {"nvlink": {"active": 0, "inactive": [], "all_inactive": True}}
+    nodes = {"gpu1": node(tmp_path, "gpu1", healthy), "gpu2": node(tmp_path, "gpu2", {**healthy, 2: down})}
+    (result,) = judge_hardware(nodes, CONFIG)
+    assert result.summary == (
+        "gpu2: GPU 2 (serial gpu2-2) all NVLinks inactive, 0 up "
+        "(the other NVIDIA H100 80GB HBM3 GPUs have 18 up)"
+    )
+    # Cards with NVLink but no bridge fitted say the same of every GPU: nothing to compare.
+    bare = {i: down for i in range(4)}
+    nodes = {name: node(tmp_path, name, bare) for name in ("gpu1", "gpu2")}
+    assert [r.status for r in judge_hardware(nodes, CONFIG)] == ["pass"]
+
+
 def test_links_inactive_alike_on_every_gpu_are_not_named(tmp_path: Path) -> None:
     """Cards joined by NVLink bridges list their unconnected links as inactive, every one alike."""
     bridged = {i: _links(12, list(range(12, 18))) for i in range(4)}

@@ -819,6 +819,13 @@ def test_nvlink_status_recorded_with_two_links_down() -> None:
     }
 
 
+def test_nvlink_status_recorded_with_every_link_down() -> None:
+    """nvidia-smi lists no link of a GPU whose links are all down: it says so instead."""
+    assert facts.nvlinks_from_smi(data("smi_nvlink_status_b200_all_inactive.txt")) == {
+        2: {"active": 0, "inactive": [], "all_inactive": True}
+    }
+
+
 def test_nvlink_status_of_a_gpu_without_nvlink_gives_nothing() -> None:
     text = "GPU 0: NVIDIA L4 (UUID: GPU-0)\nGPU 1: NVIDIA L4 (UUID: GPU-1)\n"
     assert facts.nvlinks_from_smi(text) == {}

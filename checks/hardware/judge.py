@@ -170,9 +170,10 @@ def _links_text(links: Sequence[int]) -> str:
 
 
 def _nvlink_findings(nodes: Mapping[str, NodeFacts]) -> list[CheckResult]:
-    """A GPU whose driver lists NVLinks as inactive, with fewer up than the most any GPU of its
-    model in the run has: a link that trained down (a board, cable or NVSwitch port). GPUs whose
-    unused links read inactive alike (an NVLink bridge across two cards) are not named."""
+    """A GPU whose driver lists NVLinks as inactive (or says all are), with fewer up than the most
+    any GPU of its model in the run has: a link that trained down (a board, cable or NVSwitch
+    port). GPUs whose unused links read inactive alike (an NVLink bridge across two cards, or
+    none fitted) are not named."""
     most: dict[str | None, int] = {}
     for node in nodes.values():
         for gpu in node.gpus or []:
@@ -182,12 +183,16 @@ def _nvlink_findings(nodes: Mapping[str, NodeFacts]) -> list[CheckResult]:
     for host, node in nodes.items():
         short = [
             g for g in node.gpus or []
-            if g.nvlinks_inactive and g.nvlinks_up is not None and g.nvlinks_up < most[g.name]
+            if (g.nvlinks_inactive or g.nvlinks_all_inactive)
+            and g.nvlinks_up is not None and g.nvlinks_up < most[g.name]
         ]  # fmt: skip
         if not short:
             continue
         shown = "; ".join(
-            f"{_gpu_label(g)} {_links_text(g.nvlinks_inactive)} inactive, {g.nvlinks_up} up" for g in short
+            f"{_gpu_label(g)} "
+            f"{_links_text(g.nvlinks_inactive) if g.nvlinks_inactive else 'all NVLinks'} inactive, "
+            f"{g.nvlinks_up} up"
+            for g in short
         )
         model = f"{short[0].name} GPUs" if short[0].name else "GPUs of this model"
         summary = f"{host}: {shown} (the other {model} have {most[short[0].name]} up)"

@@ -489,11 +489,15 @@ def gpus_from_smi(
 _NVLINK_GPU_RE = re.compile(r"^GPU (\d+): ")
 _NVLINK_LINK_RE = re.compile(r"^\s+Link (\d+): (.+?)\s*$")
 _NVLINK_SPEED_RE = re.compile(r"^\d+(?:\.\d+)? GB/s$")
+# What nvidia-smi prints under a GPU instead of its links when none is up ("... as all links are
+# inActive"): NVLinks down, or an NVLink card without its bridge.
+_NVLINK_ALL_DOWN_RE = re.compile(r"all links are inactive", re.IGNORECASE)
 
 
 def nvlinks_from_smi(text: str) -> dict[int, JsonDict]:
     """``nvidia-smi nvlink -s`` by GPU index: how many links are up (a speed) and which are
-    ``<inactive>``. A GPU that lists no link (no NVLink) has no entry."""
+    ``<inactive>``; ``all_inactive`` where the driver says all are, without listing them. A GPU
+    that lists no link (no NVLink) has no entry."""
     found: dict[int, JsonDict] = {}
     current: JsonDict | None = None
     for line in text.splitlines():
@@ -505,7 +509,13 @@ def nvlinks_from_smi(text: str) -> dict[int, JsonDict]:
                 current["inactive"].append(int(link.group(1)))
             elif _NVLINK_SPEED_RE.match(value):
                 current["active"] += 1
-    return {index: links for index, links in found.items() if links["active"] or links["inactive"]}
+        elif current is not None and _NVLINK_ALL_DOWN_RE.search(line):
+            current["all_inactive"] = True
+    return {
+        index: links
+        for index, links in found.items()
+        if links["active"] or links["inactive"] or links.get("all_inactive")
+    }
 
 
 def parse_ip_addr_json(text: str) -> list[JsonDict]:
