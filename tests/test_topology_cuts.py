@@ -18,17 +18,20 @@ from tests.test_allreduce import HEALTHY, failing, with_document, with_pairs
 TOPOLOGY = Path(__file__).parent / "data" / "topology" / "two_leaves.conf"
 
 
-def four_nodes() -> Any:
-    """The recorded three-node job with a fourth node like the third."""
+def widened(n_nodes: int) -> Any:
+    """The recorded three-node job with more nodes like the third."""
     third = HEALTHY.nodes[-1]
-    job = dataclasses.replace(
-        HEALTHY, nodes=(*HEALTHY.nodes, dataclasses.replace(third, host="node4", node_rank=3))
-    )
+    more = tuple(dataclasses.replace(third, host=f"node{i + 1}", node_rank=i) for i in range(3, n_nodes))
+    job = dataclasses.replace(HEALTHY, nodes=(*HEALTHY.nodes, *more))
 
     def change(document: dict[str, Any]) -> None:
-        document["nodes"] = ["node1", "node2", "node3", "node4"]
+        document["nodes"] = [f"node{i + 1}" for i in range(n_nodes)]
 
     return with_document(job, change)
+
+
+def four_nodes() -> Any:
+    return widened(4)
 
 
 CUT = {(0, 2): 0.01, (0, 3): 0.012, (1, 2): 0.011, (1, 3): 0.01}
@@ -45,6 +48,18 @@ def test_every_pair_slow_between_two_sets_is_one_finding_about_the_sets() -> Non
     )
     assert result.hosts == ("node1", "node2", "node3", "node4")
     assert result.details["groups"] == [["node1", "node2"], ["node3", "node4"]]
+
+
+def test_a_group_cut_off_from_every_other_node_is_named_alone() -> None:
+    # node3 and node4 slow with each of the six others, fast with each other: their uplink.
+    cut = {(min(a, b), max(a, b)): 0.01 for a in (2, 3) for b in (0, 1, 4, 5, 6, 7)}
+    (result,) = failing(judge_allreduce(with_pairs(widened(8), cut), Config(), {}))
+    assert result.summary.startswith(
+        "traffic between node[3-4] and the other 6 nodes runs at 0.01x the typical pair "
+        "(0.01 vs 1 GB/s busbw over 12 pairs, confirmed by a re-test)"
+    )
+    assert result.hosts == ("node3", "node4")
+    assert result.details["cut_off"] is True
 
 
 def test_a_topology_file_names_the_switch() -> None:

@@ -99,8 +99,13 @@ def _group_result(
         where = f"the uplink of switch {left_switches[0]} or the route from it"
     elif switches and len(right_switches) == 1 and left_switches != right_switches:
         where = f"the uplink of switch {right_switches[0]} or the route from it"
+    between = f"{fold(left)} and {fold(right)}"
+    hosts = (*left, *right)
+    if group.cut_off:  # the smaller side against every other node: it is the one to look at
+        small, rest = sorted((left, right), key=len)
+        between, hosts = f"{fold(small)} and the other {len(rest)} nodes", tuple(small)
     summary = (
-        f"traffic between {fold(left)} and {fold(right)} runs at {ratio(group.ratio)} the typical pair "
+        f"traffic between {between} runs at {ratio(group.ratio)} the typical pair "
         f"({gbps(group.busbw_gbps)} vs {gbps(typical)} GB/s busbw over {len(group.pairs)} pairs, "
         f"confirmed by a re-test); {inside}: {where}"
     )
@@ -111,8 +116,9 @@ def _group_result(
         "inside_gbps": group.inside_gbps,
         "pairs": [_link(names, p) for p in group.pairs],
         "switches": [left_switches, right_switches],
+        "cut_off": group.cut_off,
     }
-    return CheckResult(NAME, "fail", summary, (*left, *right), details)
+    return CheckResult(NAME, "fail", summary, hosts, details)
 
 
 def _pair_results(

@@ -20,14 +20,22 @@ MANY_ACROSS = 6
 
 @dataclass(frozen=True)
 class SlowGroup:
-    """Two sets of nodes, each fast inside, whose every tested pair across is slow: a cut between
-    them (a switch uplink, a route), one finding instead of one slow link per pair."""
+    """Two sets of nodes whose every tested pair across is slow: a group cut off from every other
+    node (a switch uplink), or a cut between two sets (a route, a spine); one finding instead of
+    one slow link per pair."""
 
     sides: tuple[tuple[int, ...], tuple[int, ...]]
     busbw_gbps: float  # the median over the pairs across of each pair's best measurement
     ratio: float
     inside_gbps: float  # the median pair inside the sides (0.0 when none was tested)
     pairs: tuple[Pair, ...]
+    # The smaller side is a group cut off from every other node (the larger side is all the rest).
+    cut_off: bool = False
+
+
+# A cut as it is found: its two sides, the slow pairs across, and whether the second side is every
+# node but the first (a group cut off from the rest).
+_Cut = tuple[set[int], set[int], list[Pair], bool]
 
 
 class _Sides:
@@ -121,7 +129,8 @@ def find_cuts(
       is a cut between the halves (a route, a spine) when every node of one half is slow with two
       or more partners across, or when ``MANY_ACROSS`` pairs or more cross (a cut between large
       sets, where each node met the other half once only). Where no such split exists, the pairs
-      are no cut.
+      are no cut. The halves are then grown (``_spread_halves``), and a group cut off that met
+      only one half is a piece of the other.
     """
     slow = {pair: values for pair, values in measured.items() if blamed(values) and not excluded & set(pair)}
     suspects = {n for pair in slow for n in pair}
@@ -134,9 +143,9 @@ def find_cuts(
     members = sides.members()
     nodes = {n for pair in measured for n in pair} - excluded
     off = _cut_off(measured, slow, nodes, members, sides)
-    explained = {n for own, _, _ in off for n in own}
+    explained = {n for own, _, _, _ in off for n in own}
     rest = [p for p in slow if not explained & set(p) and sides.find(p[0]) != sides.find(p[1])]
-    cuts: list[tuple[set[int], set[int], list[Pair]]] = []
+    cuts: list[_Cut] = []
     for half in _pieces(pair_key(sides.find(a), sides.find(b)) for a, b in rest):
         left = {n for root, h in half.items() if h == 0 for n in members[root]}
         right = {n for root, h in half.items() if h == 1 for n in members[root]}
@@ -148,20 +157,20 @@ def find_cuts(
         if len(across) < MANY_ACROSS and not (_complete(left, across) or _complete(right, across)):
             continue  # each node slow with one partner across only: slow links, not a cut
         _spread_halves(measured, join, excluded, left, right, across)
-        cuts.append((left, right, across))
-    for own, everyone_else, pairs in off:
+        cuts.append((left, right, across, False))
+    for own, everyone_else, pairs, cut_off in off:
         # A group that met only one half of a cut between large sets is a piece of the other half.
         met = {b if a in own else a for a, b in pairs}
-        for left, right, across in cuts:
+        for left, right, across, _ in cuts:
             near, far = (left, right) if met <= left else (right, left) if met <= right else (None, None)
             if near is not None and far is not None:
                 far.update(own)
                 across.extend(pairs)
                 break
         else:
-            cuts.append((own, everyone_else, pairs))
+            cuts.append((own, everyone_else, pairs, cut_off))
     groups: list[SlowGroup] = []
-    for own, other, cut_pairs in cuts:
+    for own, other, cut_pairs, cut_off in cuts:
         inside = [
             max(values)
             for (a, b), values in measured.items()
@@ -178,6 +187,7 @@ def find_cuts(
                 ratio=best / typical if typical > 0 else 0.0,
                 inside_gbps=float(statistics.median(inside)) if inside else 0.0,
                 pairs=tuple(sorted(set(cut_pairs))),
+                cut_off=cut_off,
             )
         )
     return groups
@@ -237,7 +247,7 @@ def _cut_off(
     nodes: set[int],
     members: Mapping[int, list[int]],
     sides: _Sides,
-) -> list[tuple[set[int], set[int], list[Pair]]]:
+) -> list[_Cut]:
     """Groups cut off from the rest (see find_cuts), each with every other node and its pairs
     with them; two such sides that met only each other, as one cut between them."""
     outside: dict[int, list[Pair]] = {}  # side -> every pair it was tested in with a node outside it
@@ -256,16 +266,17 @@ def _cut_off(
         # with another member, is a member all the same).
         met = [partners for partners in _slow_with(group, pairs).values() if partners]
         if len(met) >= 2 and all(len(partners) >= 2 for partners in met):
-            far_sides[root] = {sides.find(n) for partners in met for n in partners}
-    found: list[tuple[set[int], set[int], list[Pair]]] = []
+            far = {n for partners in met for n in partners}
+            far_sides[root] = {sides.find(n) if n in sides.parent else n for n in far}
+    found: list[_Cut] = []
     for root, far in sorted(far_sides.items()):
         (other,) = far if len(far) == 1 else (None,)
         if other is not None and other in far_sides:
             # Everything it met is in one other such side: the two are one cut (named once).
             if far_sides[other] == {root} and root < other:
-                found.append((set(members[root]), set(members[other]), sorted(outside[root])))
+                found.append((set(members[root]), set(members[other]), sorted(outside[root]), False))
             continue
         if any(len(members[o]) < len(members[root]) and root in far_sides[o] for o in far & far_sides.keys()):
             continue  # the far side of a smaller such side's cut: that one is the group
-        found.append((set(members[root]), nodes - set(members[root]), sorted(outside[root])))
+        found.append((set(members[root]), nodes - set(members[root]), sorted(outside[root]), True))
     return found
