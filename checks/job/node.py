@@ -301,9 +301,9 @@ def retest_plan(
     partner it has not had yet preferred, then one well inside the spread, drawn from around
     the cluster rather than its neighbours in rank order). Two, because one good partner may
     sit behind a slow link: a healthy node that met a slow node and then crossed a slow link
-    would be blamed. A node already
-    slow with two or more partners is judged by its tests against good nodes alone:
-    re-testing each of its pairs would only repeat the same slow number, one round per pair.
+    would be blamed. A node already slow with two or more partners is judged by its tests
+    against good nodes alone: re-testing each of its pairs would only repeat the same slow
+    number, one round per pair.
     """
     threshold = retest_threshold(busbw_by_pair, slow_ratio, quiet_ratio)
     slow = sorted(pair for pair, busbw in busbw_by_pair.items() if busbw < threshold)
@@ -393,7 +393,7 @@ def side_plan(
     against (beyond the healthy pairs' window) is a slow node or one of a group cut off from the
     rest (a switch uplink; a known-good node may be of the group too, paired with another of it
     in the first wave): only a test with another such node tells (fast together: a group).
-    Each is tested with the next two in rank order, at most four rounds, so that a group is
+    Each is tested with the next two in rank order (about four rounds), so that a group is
     joined through its members' tests with each other wherever the inventory lists them, and
     past one slow node between them.
     """
