@@ -26,13 +26,13 @@ from typing import Any, Literal
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from checks.job.pairs import (
-    FULL_PLAN_MAX_NODES,
     QUIET_SLOW_RATIO,
     SPREAD_SIGMAS,
     Pair,
     first_busbw,
     name_culprits,
     pair_key,
+    plan_mode,
     plan_rounds,
     retest_plan,
     side_plan,
@@ -153,7 +153,7 @@ class Trial:
 
 def launcher_mode(n_nodes: int) -> Literal["full", "sparse"]:
     """The plan the launcher asks for (``checks.job.launch``): every pair up to 16 nodes, one round beyond."""
-    return "full" if n_nodes <= FULL_PLAN_MAX_NODES else "sparse"
+    return plan_mode(n_nodes)
 
 
 def inject(n_nodes: int, first_wave: Sequence[Sequence[Pair]], faults: Faults, rng: random.Random) -> Cluster:

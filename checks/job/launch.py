@@ -23,7 +23,7 @@ from checks.job.layout import decide_devices, socket_environment, socket_interfa
 from checks.job.nccl_log import parse_nccl_log
 from checks.job.node import BEAT_INTERVAL_S, BEAT_MARKER, marked_lines, parse_result_line
 from checks.job.outcome import JOB_PHASES, JobNotRun, JobOutcome, NodeOutcome
-from checks.job.pairs import FULL_PLAN_MAX_NODES, plan_rounds
+from checks.job.pairs import plan_mode, plan_rounds
 from preflight.check import CheckContext, HostSession, Probe
 from preflight.deadline import Deadline
 from preflight.gather import remove_host_tmpdir
@@ -113,7 +113,7 @@ def _job_args(ctx: CheckContext, phases: tuple[str, ...], names: list[str], gpu:
     switch_of = ctx.config.switch_of
     switches = [switch_of.get(name, "") for name in names] if switch_of else None
     pairwise = (cfg.pairwise == "always" or (cfg.pairwise == "auto" and n >= 3)) and n >= 2
-    plan = cfg.pair_plan if cfg.pair_plan != "auto" else "full" if n <= FULL_PLAN_MAX_NODES else "sparse"
+    plan = plan_mode(n, cfg.pair_plan)
     # The sparse plan's partners are drawn per run; the seed goes in the report, to replay them.
     seed = (cfg.pair_seed or random.SystemRandom().randrange(1, 2**31)) if plan == "sparse" else None
     return {

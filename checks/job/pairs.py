@@ -44,6 +44,7 @@ __all__ = [
     "node_best",
     "pack_rounds",
     "pair_key",
+    "plan_mode",
     "plan_rounds",
     "retest_plan",
     "retest_threshold",
@@ -139,6 +140,14 @@ def _kept_apart(pairs: Sequence[Pair], rng: random.Random, distance: int) -> lis
     return sorted(kept)
 
 
+def plan_mode(n_nodes: int, mode: PlanMode = "auto") -> Literal["full", "sparse"]:
+    """The plan ``mode`` stands for at ``n_nodes``: ``auto`` is full up to ``FULL_PLAN_MAX_NODES``
+    nodes, sparse beyond."""
+    if mode == "auto":
+        return "full" if n_nodes <= FULL_PLAN_MAX_NODES else "sparse"
+    return mode
+
+
 def plan_rounds(
     n_nodes: int,
     mode: PlanMode = "auto",
@@ -155,9 +164,7 @@ def plan_rounds(
     """
     if n_nodes < 2:
         return []
-    if mode == "auto":
-        mode = "full" if n_nodes <= FULL_PLAN_MAX_NODES else "sparse"
-    if mode == "full":
+    if plan_mode(n_nodes, mode) == "full":
         return _round_robin(n_nodes)
     rounds = _half_offset(_drawn_order(n_nodes, switches, seed))
     if seed is None or switches:
