@@ -329,9 +329,7 @@ def retest_plan(
     # Good nodes whose best pair was under the median: fast, but near the edge of the spread, so a
     # slow node's test with one may confirm nothing; taken after the others.
     middle = statistics.median(busbw_by_pair.values())
-    best: dict[int, float] = {}
-    for (a, b), busbw in busbw_by_pair.items():
-        best[a], best[b] = max(best.get(a, 0.0), busbw), max(best.get(b, 0.0), busbw)
+    best = node_best(busbw_by_pair)
     weak = {node for node in good if best[node] < middle}
     by_position = sorted(good)
     for node in lonely:
