@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.culprit_simulation import Faults, Trial, main, simulate
+from benchmarks.culprit_simulation import Faults, Trial, main, run_trial, simulate
 
 N_NODES = 64
 TRIALS = 500
@@ -71,6 +71,15 @@ def test_a_cut_across_the_middle_of_the_cluster_is_one_finding() -> None:
         assert side <= odd or not side & odd, t.seed
         assert len(side) >= N_NODES // 2 - 2, t.seed
     assert sum(len(t.named_nodes) + len(t.named_links) for t in trials) <= 1
+
+
+def test_pairs_slow_by_noise_are_not_taken_for_a_cut_across_the_middle() -> None:
+    # This trial draws 25 of its 30 healthy first pairs above the mean: the fabric looks quiet,
+    # and a few pairs at 0.85x, scattered over the one round, read as slow. Pairs scattered so
+    # split in two halves whatever they are: only many pairs slow beyond doubt make a cut.
+    trial = run_trial(N_NODES, Faults(slow_node_factor=0.6, slow_links=0), 0.5, "1:64:62")
+    assert trial.named_groups == frozenset()
+    assert trial.named_nodes == trial.slow_nodes
 
 
 def test_a_group_cut_off_from_the_rest_is_one_finding_not_a_slow_link_per_pair() -> None:

@@ -288,6 +288,44 @@ def test_a_cut_between_odd_and_even_nodes_is_one_finding_not_a_pass(plan_seed: i
     assert culprits.slow_nodes == () and culprits.slow_links == ()
 
 
+@pytest.mark.parametrize("plan_seed", [1, 2, 3])
+def test_two_groups_cut_off_are_two_findings(plan_seed: int) -> None:
+    racks = {8, 9, 10, 11}, {48, 49, 50, 51}
+    slow = {**cut_off(racks[0], 64, 0.01), **cut_off(racks[1], 64, 0.01)}
+    records, _, _ = simulate(64, slow_links=slow, noise=0.1, plan_seed=plan_seed)
+    culprits = name_culprits(records, 64, 0.5)
+    named = sorted(min(group.sides, key=len) for group in culprits.slow_groups)
+    assert named == [tuple(sorted(rack)) for rack in racks]
+    assert all(group.cut_off for group in culprits.slow_groups)
+
+
+def test_two_groups_cut_off_that_never_met_each_other_are_two_findings() -> None:
+    # 40 nodes, one round: nodes 0-1 and 20-21 each a group cut off, each member first paired with
+    # a healthy node, then re-tested against two more, then tested with its fellow; no test ever
+    # joined the two groups. Each is its own finding, not one half of the other's.
+    rng = random.Random(5)
+    tests: list[tuple[Pair, bool]] = [((0, 2), False), ((1, 3), False), ((20, 22), False), ((21, 23), False)]
+    tests += [((n, n + 1), False) for n in [*range(4, 20, 2), *range(24, 40, 2)]]
+    tests += [(pair, True) for pair, _ in tests[:4]]
+    good_partners = {0: (4, 6), 1: (8, 10), 20: (24, 26), 21: (28, 30)}
+    tests += [((g, partner), True) for g, partners in good_partners.items() for partner in partners]
+    tests += [((p, partner), True) for p, partner in ((2, 12), (3, 14), (22, 32), (23, 34))]
+    tests += [((0, 1), True), ((20, 21), True)]
+    groups = ({0, 1}, {20, 21})
+
+    def speed(pair: Pair) -> float:
+        return 0.2 if any(len(set(pair) & group) == 1 for group in groups) else 20.0
+
+    records = [
+        {"nodes": list(pair), "retest": retest,
+         "busbw_gbps": speed(pair) * rng.uniform(0.97, 1.03)}
+        for pair, retest in tests
+    ]  # fmt: skip
+    culprits = name_culprits(records, 40, 0.5)
+    assert sorted(min(group.sides, key=len) for group in culprits.slow_groups) == [(0, 1), (20, 21)]
+    assert culprits.slow_nodes == () and culprits.slow_links == ()
+
+
 def test_the_typical_pair_of_a_cluster_split_in_two_is_the_fast_one() -> None:
     # Each node met one partner; 20 of 32 pairs crossed a cut. The median pair is slow.
     pairs = {(2 * i, 2 * i + 1): 0.2 if i < 20 else 20.0 for i in range(32)}

@@ -116,6 +116,7 @@ def find_cuts(
     fast: float,
     excluded: set[int],
     typical: float,
+    floor: float,
 ) -> list[SlowGroup]:
     """Cuts between node sets, from the pairs slow in every measurement (nodes slow with every
     partner, ``excluded``, left out). The nodes of those pairs are joined into sides by their
@@ -127,10 +128,10 @@ def find_cuts(
     - the other slow pairs join sides into pieces; a piece whose sides split in two halves with
       every slow pair across, both of two or more nodes, two or more pairs across, one re-tested,
       is a cut between the halves (a route, a spine) when every node of one half is slow with two
-      or more partners across, or when ``MANY_ACROSS`` pairs or more cross (a cut between large
-      sets, where each node met the other half once only). Where no such split exists, the pairs
-      are no cut. The halves are then grown (``_spread_halves``), and a group cut off that met
-      only one half is a piece of the other.
+      or more partners across, or when ``MANY_ACROSS`` pairs or more cross, their median under
+      ``floor`` (a cut between large sets, where each node met the other half once only). Where
+      no such split exists, the pairs are no cut. The halves are then grown
+      (``_spread_halves``), and a group cut off that met only one half is a piece of the other.
     """
     slow = {pair: values for pair, values in measured.items() if blamed(values) and not excluded & set(pair)}
     suspects = {n for pair in slow for n in pair}
@@ -154,14 +155,19 @@ def find_cuts(
             continue
         if not any(len(measured[p]) >= 2 for p in across):
             continue  # no pair across was re-tested: not confirmed
-        if len(across) < MANY_ACROSS and not (_complete(left, across) or _complete(right, across)):
-            continue  # each node slow with one partner across only: slow links, not a cut
+        if not (_complete(left, across) or _complete(right, across)):
+            # Each node met the other half once or so: a forest of slow pairs splits in two halves
+            # whatever they are, so only many pairs, slow beyond doubt, make a cut.
+            deep = statistics.median(max(measured[p]) for p in across) < floor
+            if len(across) < MANY_ACROSS or not deep:
+                continue  # slow links, not a cut
         _spread_halves(measured, join, excluded, left, right, across)
         cuts.append((left, right, across, False))
+    splits = list(cuts)
     for own, everyone_else, pairs, cut_off in off:
         # A group that met only one half of a cut between large sets is a piece of the other half.
         met = {b if a in own else a for a, b in pairs}
-        for left, right, across, _ in cuts:
+        for left, right, across, _ in splits:
             near, far = (left, right) if met <= left else (right, left) if met <= right else (None, None)
             if near is not None and far is not None:
                 far.update(own)

@@ -365,7 +365,7 @@ def _name(evidence: _Evidence, spread: tuple[float, float, int], floor: float, q
         if len({p for p, _, _ in observed}) >= 2 and all(busbw < threshold for _, busbw, _ in observed)
     }
     slow_groups = find_cuts(
-        evidence.measured, blamed, threshold, fast_threshold, slow_everywhere, evidence.typical
+        evidence.measured, blamed, threshold, fast_threshold, slow_everywhere, evidence.typical, floor
     )
     in_groups = {pair for group in slow_groups for pair in group.pairs}
     suspects = {node for node in seen if slow_node(node, set(), in_groups) is not None}
