@@ -14,6 +14,7 @@ from preflight.config import Config
 from preflight.errors import InputError
 from preflight.topology import load_topology, parse_topology
 from tests.test_allreduce import HEALTHY, failing, with_document, with_pairs
+from tests.test_culprits import cut_off
 
 TOPOLOGY = Path(__file__).parent / "data" / "topology" / "two_leaves.conf"
 
@@ -52,8 +53,7 @@ def test_every_pair_slow_between_two_sets_is_one_finding_about_the_sets() -> Non
 
 def test_a_group_cut_off_from_every_other_node_is_named_alone() -> None:
     # node3 and node4 slow with each of the six others, fast with each other: their uplink.
-    cut = {(min(a, b), max(a, b)): 0.01 for a in (2, 3) for b in (0, 1, 4, 5, 6, 7)}
-    (result,) = failing(judge_allreduce(with_pairs(widened(8), cut), Config(), {}))
+    (result,) = failing(judge_allreduce(with_pairs(widened(8), cut_off({2, 3}, 8, 0.01)), Config(), {}))
     assert result.summary.startswith(
         "traffic between node[3-4] and the other 6 nodes runs at 0.01x the typical pair "
         "(0.01 vs 1 GB/s busbw over 12 pairs, confirmed by a re-test)"
