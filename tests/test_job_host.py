@@ -78,12 +78,19 @@ def test_the_staying_probe_prints_its_facts_then_runs_what_it_is_sent_and_leaves
     facts = json.loads(proc.stdout.readline())["facts"]
     assert facts["torch"]["version"].startswith("2.")  # torch's facts, from this process's import
     assert facts["hostname"] and facts["python"]["executable"]
-    script = b"import os, sys\nprint(os.environ['TMPDIR'], 'torch.distributed' in sys.modules, flush=True)\n"
+    script = (
+        b"import gc, os, sys\n"
+        b"print(os.environ['TMPDIR'], 'torch.distributed' in sys.modules, gc.isenabled(),"
+        b" gc.get_freeze_count(), flush=True)\n"
+    )
     header = {"length": len(script), "name": "probe-script", "args": []}
     proc.stdin.write(json.dumps(header).encode() + b"\n" + script)
     proc.stdin.flush()
-    tmpdir, warm = proc.stdout.readline().decode().split()
+    tmpdir, warm, collecting, frozen = proc.stdout.readline().decode().split()
     assert warm == "True"
+    # The collector runs for what the scripts make, and never walks what torch's import made
+    # (hundreds of thousands of objects) in the host or in the ranks it forks.
+    assert collecting == "True" and int(frozen) > 100_000
     assert Path(tmpdir).is_dir() and Path(tmpdir).name.startswith("preflight.")
     proc.stdin.close()  # the controller is done with it
     assert proc.wait(timeout=30) == 0

@@ -1,5 +1,5 @@
-"""The one training job that ``allreduce`` and ``ddp`` share: the script torchrun runs on every
-rank (``node``), what the job produced (``outcome``), reading it (``nccl_log``, ``pairs``,
+"""The one training job that ``allreduce`` and ``ddp`` share: the script every node's host and
+every rank run (``node``), what the job produced (``outcome``), reading it (``nccl_log``, ``pairs``,
 ``failures``, ``phase``) and launching it over SSH (``launch``).
 
 Imports flow one way: node <- outcome <- nccl_log, pairs, failures <- phase, launch. Importing

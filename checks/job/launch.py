@@ -1,7 +1,8 @@
-"""Launching the one job across every node with torchrun over the SSH transports, watching it to
-its end, and the probe (:data:`JOB`) through which ``allreduce`` and ``ddp`` share it.
+"""Launching the one job across every node over the SSH transports (each node's host forks its
+ranks with torchrun's variables), watching it to its end, and the probe (:data:`JOB`) through
+which ``allreduce`` and ``ddp`` share it.
 
-Each torchrun start costs seconds: the first of the two checks to run starts the job with the
+Each job start costs seconds: the first of the two checks to run starts the job with the
 phases of every selected check, and both judge its outcome. Every node gets a deadline; a node
 that fails, dies or never joins ends the job on all the others, and is named.
 """
@@ -41,7 +42,7 @@ COMPANION_SCRIPTS = {"PREFLIGHT_JOB_COMPUTE": "checks.job.node_compute"}
 # The script host a node gets when the facts probe did not stay (preflight.node.facts.serve).
 HOST_SCRIPT = "preflight.node.facts"
 # Modules the job imports, imported on every node while the other checks run (Check.warm_imports):
-# torch.distributed for every phase; DDP's constructor imports torch._dynamo (about a second).
+# torch.distributed for every phase; DDP's constructor imports torch._dynamo (most of a second).
 JOB_IMPORTS = ("torch.distributed",)
 DDP_IMPORTS = ("torch.nn.parallel", "torch._dynamo")
 # Seconds, on this lab's 2 cores, for a node's host to start its ranks (importing torch first when
@@ -180,7 +181,7 @@ def _cap(stderr: bytes) -> str:
 
 
 def launch(ctx: CheckContext, phases: tuple[str, ...]) -> JobOutcome | JobNotRun:
-    """Start torchrun on every reachable node at once and watch the job to its end."""
+    """Start the job on every reachable node at once and watch it to its end."""
     sessions = ctx.live_sessions
     if not sessions:
         return _skip("no reachable host to run the job on")

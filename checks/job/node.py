@@ -1453,6 +1453,10 @@ def main(argv: Sequence[str]) -> int:
     if "host" in args:
         return host(args, globals().get("__preflight_source__"))
     start_heartbeat()
+    # torch's import keeps every object it makes: the collector would only walk them, over and
+    # over (preflight.node.facts._import_quietly, which a warm host imported them with).
+    collecting = gc.isenabled()
+    gc.disable()
     try:
         import torch
         import torch.distributed as dist
@@ -1463,6 +1467,10 @@ def main(argv: Sequence[str]) -> int:
             _print_document({"job_version": JOB_VERSION, "phase_errors": {"init": message}})
             return 0
         return 1
+    finally:
+        gc.freeze()
+        if collecting:
+            gc.enable()
 
     job = Job(torch, dist, args)
     errors: JsonDict = {}

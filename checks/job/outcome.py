@@ -1,4 +1,4 @@
-"""What one torchrun job across the nodes produced (:class:`JobOutcome`, one
+"""What the one job across the nodes produced (:class:`JobOutcome`, one
 :class:`NodeOutcome` per node), or why it did not run (:class:`JobNotRun`).
 """
 
@@ -42,7 +42,7 @@ class NodeOutcome:
 
 @dataclass(frozen=True)
 class JobOutcome:
-    """What one torchrun job across the nodes produced."""
+    """What the one job across the nodes produced."""
 
     phases: tuple[str, ...]
     backend: str  # "nccl" | "gloo"
