@@ -1752,7 +1752,7 @@ def _import_quietly(name: str) -> Any:
     CPU time of importing torch and DDP's modules, torch 2.13), and every full collection after,
     here or in a child forked from here, would walk them once more. Paused meanwhile, then frozen:
     what was imported is never walked (Python's advice for a process that forks without exec).
-    On the lab, a node's host spends 2.1 CPU-s instead of 3.3 on its facts and imports."""
+    ``benchmarks/import_collector.py`` measures it."""
     paused = gc.isenabled()
     gc.disable()
     try:
