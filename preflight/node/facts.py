@@ -1748,19 +1748,19 @@ def _import_quietly(name: str) -> Any:
     """``name`` imported with what it prints sent to stderr, and out of the cyclic collector's way.
 
     An import as large as torch's makes objects by the hundred thousand and keeps them all; the
-    collector, woken every few hundred allocations, would walk them again and again (a fifth of the
-    CPU time of importing torch and DDP's modules, torch 2.13), and every full collection after,
-    here or in a child forked from here, would walk them once more. Paused meanwhile, then frozen:
-    what was imported is never walked (Python's advice for a process that forks without exec).
-    ``benchmarks/import_collector.py`` measures it."""
-    paused = gc.isenabled()
+    collector, woken every few hundred allocations, would walk them again and again (about a
+    fifth of the CPU time of importing torch and DDP's modules, torch 2.13), and every full
+    collection after, here or in a child forked from here, would walk them once more. Paused
+    meanwhile, then frozen: what was imported is never walked (Python's advice for a process
+    that forks without exec). ``benchmarks/import_collector.py`` measures it."""
+    collecting = gc.isenabled()
     gc.disable()
     try:
         with _StdoutToStderr():
             return importlib.import_module(name)
     finally:
         gc.freeze()
-        if paused:
+        if collecting:
             gc.enable()
 
 
