@@ -33,8 +33,8 @@ SWEEP_S = 1.8
 DDP_STEP_S = 0.005
 DDP_FIXED_S = 0.1
 DEEP_BURN_S = 10.0
-# The surroundings checks that ask the nodes again (4 lab nodes).
-SURROUNDINGS_S = {"names": 0.4, "clocks": 0.3, "storage": 0.4}
+# The surroundings checks that ask the nodes again (3 lab nodes); storage only when it has paths.
+SURROUNDINGS_S = {"names": 0.2, "clocks": 0.2, "storage": 0.4}
 # Rounds of re-tests a pair plan is given when something is slow (see retest_plan).
 RETEST_ROUNDS = 5
 
@@ -79,7 +79,9 @@ def expected_duration_s(config: Config, n_hosts: int, checks: Sequence[str]) -> 
     seconds = FACTS_S + 0.2 * math.log2(max(1, n_hosts))
     if "ports" in checks:
         seconds += PORTS_S
-    seconds += sum(cost for name, cost in SURROUNDINGS_S.items() if name in checks)
+    paths = config.storage.data or config.storage.checkpoint_dir
+    asking = [name for name in SURROUNDINGS_S if name in checks and (paths or name != "storage")]
+    seconds += sum(SURROUNDINGS_S[name] for name in asking)
     job = [c for c in ("compute", "intranode", "allreduce", "ddp") if c in checks]
     if job and n_hosts >= 1:
         seconds += JOB_START_S

@@ -3,10 +3,11 @@ before it starts), and a quick run of this machine end to end."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
-from preflight.config import Config
+from preflight.config import Config, StorageSection
 from preflight.profiles import QUICK_CHECKS, apply_profile, expected_duration_s
 from tests.test_cli import PYTHON, preflight
 
@@ -52,3 +53,11 @@ def test_quick_and_deep_cannot_be_asked_together(tmp_path: Path) -> None:
     run = preflight("check", "--quick", "--deep", cwd=tmp_path)
     assert run.returncode == 2
     assert "not allowed with argument" in run.stderr
+
+
+def test_storage_adds_to_the_expected_duration_only_when_it_has_paths_to_look_at() -> None:
+    checks = ("connect", "versions", "storage")
+    without = expected_duration_s(Config(), 3, checks)
+    assert without == expected_duration_s(Config(), 3, ("connect", "versions"))
+    with_data = dataclasses.replace(Config(), storage=StorageSection(data=("/data/shards",)))
+    assert expected_duration_s(with_data, 3, checks) > without
