@@ -230,6 +230,8 @@ def test_a_stopped_fabric_manager_and_its_unregistered_gpus_are_one_finding(tmp_
 def test_a_registration_completed_with_an_error_is_judged_against_the_same_gpus_elsewhere(
     tmp_path: Path,
 ) -> None:
+    # The status a production node's GPUs reported ("nvidia-smi -q": Fabric State Completed,
+    # Status Insufficient Resources, CliqueId 0; Azure/azhpc-images#506).
     erred = _fabric("completed", "Insufficient Resources")
     nodes = {
         "gpu1": node(tmp_path, "gpu1", hardware=FM_RUNNING),
