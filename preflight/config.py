@@ -216,6 +216,11 @@ class StorageSection:
     # Nodes whose markers each node looks for (the next ones in inventory order, and the first).
     look_peers: int = 16
 
+    @property
+    def has_paths(self) -> bool:
+        """Whether there is anything to look at on the nodes (a data path or the checkpoint directory)."""
+        return bool(self.data or self.checkpoint_dir)
+
     def __post_init__(self) -> None:
         for path in self.data:
             if (why := node_path_error(path)) is not None:

@@ -79,8 +79,9 @@ def expected_duration_s(config: Config, n_hosts: int, checks: Sequence[str]) -> 
     seconds = FACTS_S + 0.2 * math.log2(max(1, n_hosts))
     if "ports" in checks:
         seconds += PORTS_S
-    paths = config.storage.data or config.storage.checkpoint_dir
-    asking = [name for name in SURROUNDINGS_S if name in checks and (paths or name != "storage")]
+    asking = [name for name in SURROUNDINGS_S if name in checks]
+    if not config.storage.has_paths and "storage" in asking:
+        asking.remove("storage")  # it asks no node (checks.storage)
     seconds += sum(SURROUNDINGS_S[name] for name in asking)
     job = [c for c in ("compute", "intranode", "allreduce", "ddp") if c in checks]
     if job and n_hosts >= 1:

@@ -20,7 +20,7 @@ __all__ = ["CHECK", "Sharing", "StorageObservation", "judge_storage", "sharing"]
 
 def _run(ctx: CheckContext) -> list[CheckResult]:
     cfg = ctx.config.storage
-    if not cfg.data and not cfg.checkpoint_dir:
+    if not cfg.has_paths:
         return judge_storage(StorageObservation((), "", {}), cfg)
     if not ctx.live_sessions:
         return [CheckResult(NAME, "skip", "no reachable host to look at")]
