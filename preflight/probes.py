@@ -1,19 +1,19 @@
-"""The node-side scripts preflight ships to nodes, and running them there.
+"""Running node code on a node: ``preflight.node.facts`` for the facts every check reads, and each
+check's own beside it (``checks.ports.node``...).
 
-A node script is a self-contained Python module (standard library, plus torch/pynvml when
-the node has them) that never imports preflight: ``preflight.node.facts`` for the facts every
-check reads, and each check's own beside it (``checks.ports.node``...). It is sent as the stdin
-of ``python -``, so nothing is written to the node's disk, and it prints one JSON document.
+A node script is a node module (standard library, plus torch/pynvml when the node has them, and
+other node modules: :mod:`preflight.bundle`) shipped with the node modules it imports as one
+bundle, sent as the stdin of ``python -`` so that nothing is written to the node's disk. It
+prints one JSON document, or talks by lines (:func:`start_node_script`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-from functools import cache
-from importlib import resources
 from typing import Any
 
+from preflight.bundle import bundle
 from preflight.model import HostError
 from preflight.transport import (
     KEEP_HEAD_BYTES,
@@ -30,11 +30,10 @@ _NOT_FOUND = 127
 _NOT_EXECUTABLE = 126
 
 
-@cache
 def node_script(module: str) -> bytes:
-    """The source of the module ``module`` (dotted), as shipped to nodes; it is not imported."""
-    package, _, name = module.rpartition(".")
-    return resources.files(package).joinpath(f"{name}.py").read_bytes()
+    """What is shipped to a node to run the node module ``module`` (dotted) as ``__main__``: its
+    bundle (:func:`preflight.bundle.bundle`); nothing is imported here."""
+    return bundle(module)
 
 
 def run_node_script(

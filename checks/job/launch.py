@@ -25,6 +25,7 @@ from checks.job.nccl_log import parse_nccl_log
 from checks.job.node import BEAT_INTERVAL_S, BEAT_MARKER, marked_lines, parse_result_line
 from checks.job.outcome import JOB_PHASES, JobNotRun, JobOutcome, NodeOutcome
 from checks.job.pairs import plan_mode, plan_rounds
+from preflight.bundle import locate
 from preflight.check import CheckContext, HostSession, Probe
 from preflight.deadline import Deadline
 from preflight.gather import remove_host_tmpdir
@@ -165,6 +166,13 @@ def _budget_s(args: Mapping[str, Any]) -> float:
 SERVE = json.dumps({"serve": True})
 
 
+def _source(module: str) -> bytes:
+    """A companion script's own source (the job script execs it as a module of its own)."""
+    found = locate(module)
+    assert found is not None, module
+    return found.source.encode()
+
+
 def host_request(request: Mapping[str, Any]) -> bytes:
     """What a node's script host is sent to run the job there: the header line, then the script."""
     source = node_script(NODE_SCRIPT)
@@ -231,7 +239,7 @@ def launch(ctx: CheckContext, phases: tuple[str, ...]) -> JobOutcome | JobNotRun
     args = _job_args(ctx, phases, names, gpu)
     budget = ctx.deadline.cap(_budget_s(args))
     routes = {} if ctx.config.allreduce.socket_ifname else _routes(ctx, ordered, master_address)
-    companions = {variable: base64.b64encode(node_script(module)).decode()
+    companions = {variable: base64.b64encode(_source(module)).decode()
                   for variable, module in COMPANION_SCRIPTS.items()}  # fmt: skip
     python = ctx.config.run.python
     port = ctx.config.run.port

@@ -1,0 +1,181 @@
+"""Node code shipped as one script: an entry module and every node module it imports.
+
+Node code is written as ordinary modules that import each other by their real names
+(``from preflight.node.shared import error_text``), so that the controller's tests, mypy and
+editors follow them like any other code. A node has none of them installed: :func:`bundle`
+packs the entry module and the node modules it imports, directly or not, into one Python
+source. Run by the node's interpreter (as the standard input of ``python -``, through
+:data:`preflight.probes.STREAM_BOOTSTRAP`, or by a staying host), that source serves them from
+memory through a finder on ``sys.meta_path`` and runs the entry module as ``__main__``, as
+``python -m`` would. Nothing is written to the node's disk.
+
+A node module is a module of the project with a part named ``node`` or ``node_*`` in its dotted
+name (``preflight.node.facts``, ``checks.ports.node``, ``checks.job.node_compute``). It imports
+the standard library, the training stack where the node has it (torch, pynvml), and other node
+modules; never the controller (``tests/test_architecture.py`` holds it). The packages above a
+node module that are not node code themselves (``preflight``, ``checks.job``) are served empty.
+"""
+
+from __future__ import annotations
+
+import ast
+import base64
+import importlib.util
+import json
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+# The top-level packages node modules live in.
+ROOTS = ("preflight", "checks")
+
+
+class BundleError(Exception):
+    """A node module imports what cannot be shipped (a module of the controller), or is missing."""
+
+
+def is_node_module(name: str) -> bool:
+    """Whether the module ``name`` (dotted) is node code, shipped to nodes in bundles."""
+    parts = name.split(".")
+    return parts[0] in ROOTS and any(p == "node" or p.startswith("node_") for p in parts[1:])
+
+
+@dataclass(frozen=True)
+class Module:
+    name: str
+    path: Path
+    is_package: bool
+
+    @property
+    def source(self) -> str:
+        return self.path.read_text(encoding="utf-8")
+
+
+@cache
+def _root_dir(top: str) -> Path:
+    spec = importlib.util.find_spec(top)
+    if spec is None or not spec.submodule_search_locations:
+        raise BundleError(f"package {top!r} not found")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def locate(name: str) -> Module | None:
+    """The source file of the project module ``name``, without importing it; None if there is none."""
+    top, *rest = name.split(".")
+    if top not in ROOTS:
+        return None
+    base = _root_dir(top).joinpath(*rest)
+    if (base / "__init__.py").is_file():
+        return Module(name, base / "__init__.py", True)
+    if rest and base.with_suffix(".py").is_file():
+        return Module(name, base.with_suffix(".py"), False)
+    return None
+
+
+def project_imports(module: Module) -> Iterator[str]:
+    """The project modules ``module`` imports, anywhere in its body (``from pkg import mod``
+    counts as ``pkg.mod`` where that is a module)."""
+    package = module.name if module.is_package else module.name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(module.source, str(module.path))):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            targets = [f"{base}.{a.name}" if locate(f"{base}.{a.name}") else base for a in node.names]
+        for target in targets:
+            if target.split(".")[0] in ROOTS:
+                yield target
+
+
+def node_modules(entry: str) -> dict[str, Module]:
+    """``entry`` and every node module it imports, directly or not, by name.
+
+    Raises :class:`BundleError` when one of them imports a module of the project that is not
+    node code: the node would not have it."""
+    found: dict[str, Module] = {}
+    pending = [entry]
+    while pending:
+        name = pending.pop()
+        if name in found:
+            continue
+        module = locate(name)
+        if module is None or not is_node_module(name):
+            raise BundleError(f"{name} is not a node module (imported from a node module)")
+        found[name] = module
+        for target in project_imports(module):
+            if not is_node_module(target):
+                raise BundleError(f"{name} imports {target}, which is not node code (nodes do not have it)")
+            pending.append(target)
+    return found
+
+
+# The start of every bundle: serves the packed modules and runs the entry module as __main__. It runs
+# on the node's Python (3.8 or newer) and keeps what the script host handed over
+# (``__preflight_source__``, ``__preflight_cleanup__``) in the entry module's globals.
+_LOADER = """\
+def _preflight_bundle(packed, entry, handed):
+    import base64, importlib.abc, importlib.util, json, linecache, runpy, sys, zlib
+
+    modules = json.loads(zlib.decompress(base64.b64decode(packed)).decode("utf-8"))
+
+    class Bundle(importlib.abc.MetaPathFinder, importlib.abc.InspectLoader):
+        def find_spec(self, name, path=None, target=None):
+            if name not in modules:
+                return None
+            package = modules[name][0]
+            return importlib.util.spec_from_loader(name, self, origin="preflight-bundle", is_package=package)
+
+        def is_package(self, name):
+            return modules[name][0]
+
+        def get_source(self, name):
+            return modules[name][1]
+
+        def get_code(self, name):
+            source = modules[name][1]
+            filename = "<preflight %s>" % name
+            linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+            return compile(source, filename, "exec", dont_inherit=True)
+
+        def exec_module(self, module):
+            exec(self.get_code(module.__name__), module.__dict__)
+
+    sys.meta_path.insert(0, Bundle())
+    runpy.run_module(entry, init_globals=handed, run_name="__main__")
+
+
+_preflight_bundle(
+    PACKED,
+    ENTRY,
+    {k: v for k, v in globals().items() if k.startswith("__preflight_")},
+)
+"""
+
+
+def pack(entry: str) -> bytes:
+    """The bundle of ``entry``: one Python source that runs it as ``__main__`` wherever it is run."""
+    modules = node_modules(entry)
+    served: dict[str, tuple[bool, str]] = {}
+    for name, module in sorted(modules.items()):
+        parts = name.split(".")
+        for depth in range(1, len(parts)):
+            parent = ".".join(parts[:depth])
+            if parent not in modules:
+                served.setdefault(parent, (True, ""))  # a package above node code, served empty
+        served[name] = (module.is_package, module.source)
+    packed = base64.b64encode(zlib.compress(json.dumps(served, sort_keys=True).encode("utf-8"), 9))
+    head = f"# preflight node bundle: {entry} and {len(modules) - 1} node modules it imports\n"
+    body = _LOADER.replace("PACKED", repr(packed.decode("ascii"))).replace("ENTRY", repr(entry))
+    return (head + body).encode("ascii")
+
+
+@cache
+def bundle(entry: str) -> bytes:
+    """:func:`pack`, once per entry module in this process."""
+    return pack(entry)
