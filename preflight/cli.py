@@ -22,7 +22,7 @@ from typing import Any
 from rich.console import Console
 
 from preflight import __version__
-from preflight.config import Config, load_config, node_path_error, with_overrides
+from preflight.config import Config, RunSection, load_config, node_path_error, with_overrides
 from preflight.errors import ExitCode, PreflightError, UsageError
 from preflight.files import write_atomic
 from preflight.handback import hosts_file_text
@@ -70,7 +70,11 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument(
         "--nodes", metavar="EXPR", help='hostlist expression instead of a file, e.g. "$SLURM_JOB_NODELIST"'
     )
-    check.add_argument("--python", help="the Python interpreter on the nodes (default python3)")
+    check.add_argument(
+        "--python",
+        help="the Python interpreter on the nodes (default python3; checking this machine, the one "
+        "preflight runs in)",
+    )
     check.add_argument(
         "-i", "--identity", action="append", default=[], metavar="FILE", help="SSH private key (repeatable)"
     )
@@ -321,6 +325,17 @@ def _with_surroundings(config: Config, args: argparse.Namespace) -> Config:
     return dataclasses.replace(config, storage=dataclasses.replace(storage, **changes), job_env=job_env)
 
 
+def _with_own_python(config: Config, args: argparse.Namespace) -> Config:
+    """The check of this machine (no hosts file) runs with the interpreter preflight runs in, the
+    environment it was installed into, unless ``--python``, ``PREFLIGHT_PYTHON`` or ``[run] python``
+    names another. Nodes reached over SSH or srun (and ``--local``, a prolog run by Slurm outside the
+    training environment) keep ``python3``."""
+    given = args.python is not None or "PREFLIGHT_PYTHON" in os.environ
+    if given or config.run.python != RunSection().python or not sys.executable:
+        return config
+    return dataclasses.replace(config, run=dataclasses.replace(config.run, python=sys.executable))
+
+
 def _check(args: argparse.Namespace) -> ExitCode:
     from reports.terminal import LiveProgress
 
@@ -364,6 +379,8 @@ def _check(args: argparse.Namespace) -> ExitCode:
         jumps: dict[str, HostSpec] = {}
     else:
         hosts, jumps = _inventory(args)
+    if srun is None and args.hosts is None and not args.nodes and not args.local:
+        config = _with_own_python(config, args)
     if args.min_nodes is not None and not 1 <= args.min_nodes <= len(hosts):
         checked = len(hosts)
         raise UsageError(f"--min-nodes must be from 1 to the {checked} nodes checked, not {args.min_nodes}")

@@ -27,7 +27,7 @@ export PATH="$PATH:/usr/sbin:/sbin"
 
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 [ -x .venv/bin/python ] || python3 -m venv .venv
-.venv/bin/python -m pip install -q -r tests/requirements-lab.txt -e '.[test]'
+.venv/bin/python -m pip install -q -r tests/requirements-lab.txt -e '.[test,node]'
 
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .

@@ -79,6 +79,27 @@ def test_without_a_hosts_file_this_machine_is_checked_without_ssh(tmp_path: Path
     assert "PASS" in run.stdout
 
 
+def test_this_machine_is_checked_with_the_interpreter_preflight_runs_in(tmp_path: Path) -> None:
+    """The first run a newcomer makes: no hosts file, no --python. The probes and the job run with
+    the environment preflight was installed into (which has torch here), so the job really runs."""
+    env = {key: value for key, value in os.environ.items() if key != "PREFLIGHT_PYTHON"}
+    run = subprocess.run(
+        [PYTHON, "-m", "preflight", "check", "--json", "run.json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**env, "NO_COLOR": "1", "COLUMNS": "200"},
+        cwd=tmp_path,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    data = json.loads((tmp_path / "run.json").read_text())
+    (host,) = data["hosts"]
+    assert Path(host["facts"]["python"]["executable"]).resolve() == Path(PYTHON).resolve()
+    results = {r["check"]: r for r in data["results"]}
+    assert results["ddp"]["status"] == "pass" and "trained" in results["ddp"]["summary"]
+    assert results["compute"]["status"] == "pass"
+
+
 def test_json_to_stdout_keeps_stdout_clean(tmp_path: Path) -> None:
     run = preflight("check", "--python", PYTHON, "--json", "-", "--only", "connect", cwd=tmp_path)
     assert run.returncode == 0
