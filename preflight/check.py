@@ -101,7 +101,7 @@ class CheckContext:
 
 @dataclass(frozen=True)
 class Check:
-    """A check: its stable name (DESIGN.md), a line for ``preflight list``, the function that
+    """A check: its stable name (docs/names.md), a line for ``preflight list``, the function that
     observes and judges, and how it presents itself in a report.
 
     ``always``: runs whatever ``--only`` and ``--skip`` say (``connect``: every other check's

@@ -10,7 +10,7 @@ from enum import IntEnum
 
 
 class ExitCode(IntEnum):
-    """Exit codes relied on by CI gates (DESIGN.md)."""
+    """Exit codes relied on by CI gates (docs/exit-codes.md)."""
 
     OK = 0
     CHECK_FAILED = 1

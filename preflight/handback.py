@@ -40,7 +40,7 @@ _HOST_ERROR_ACTION: Mapping[HostErrorKind, Action] = {
 }
 # The order in which one node's several actions are chosen: the strongest wins.
 _STRENGTH: Mapping[Action, int] = {"reboot": 3, "reset_gpu": 2, "drain": 1, "fix_config": 0}
-# How a bad node that could not be checked lists the check that says so (DESIGN.md's stable name).
+# How a bad node that could not be checked lists the check that says so (a stable name, docs/names.md).
 UNREACHED_CHECK = "connect"
 # Slurm's drain reason is one line; keep it short enough to read in `sinfo -R`.
 _REASON_CHARS = 120

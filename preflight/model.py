@@ -1,7 +1,7 @@
 """The run model: frozen dataclasses for hosts, findings and the whole run.
 
 ``RunReport`` is the one model every renderer reads; its JSON form (schema_version 1,
-DESIGN.md) is canonical and round-trips through :func:`RunReport.from_dict`.
+docs/report-schema.md) is canonical and round-trips through :func:`RunReport.from_dict`.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Faults on the lab cluster: each ends within the deadline as a finding naming the node and the
-cause, the report is still written, the exit code follows DESIGN.md, and nothing is left behind."""
+cause, the report is still written, the exit code follows docs/exit-codes.md, and nothing is left behind."""
 
 from __future__ import annotations
 

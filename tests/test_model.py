@@ -1,4 +1,4 @@
-"""The run model: exit codes as DESIGN.md states them, and JSON that round-trips."""
+"""The run model: exit codes as docs/exit-codes.md states them, and JSON that round-trips."""
 
 from __future__ import annotations
 

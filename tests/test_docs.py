@@ -1,0 +1,120 @@
+"""The contracts in docs/ say what the code does: the check names, the exit codes, the report's
+fields, statuses, host error kinds and metric names; and the repository cites nothing outside it."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, get_args
+
+from preflight.errors import ExitCode
+from preflight.handback import hand_back
+from preflight.model import HostErrorKind, RunReport
+from preflight.registry import all_checks
+from preflight.status import SEVERITY
+from reports import prometheus
+from reports.json_report import load
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+RECORDED = ROOT / "tests" / "data" / "reports" / "healthy.json"
+# Folders that are not the project's own files: tools' caches, environments, version control.
+_NOT_PROJECT = {"__pycache__", "node_modules", "build", "dist"}
+_LINK_RE = re.compile(r"\]\(([^)\s]+)\)")
+_CODE_RE = re.compile(r"`([^`]+)`")
+
+
+def _section(doc: str, heading: str) -> str:
+    """The text under the Markdown heading ``heading`` (any level), up to the next heading."""
+    text = (DOCS / doc).read_text(encoding="utf-8")
+    found = re.search(rf"^#+ {re.escape(heading)}\n(.*?)(?=^#|\Z)", text, re.S | re.M)
+    assert found, f"docs/{doc} has no section {heading!r}"
+    return found.group(1)
+
+
+def _first_column(doc: str, heading: str) -> list[str]:
+    """The code (backticked) names in the first column of the section's table, in order; rows
+    whose first cell is not code are left out."""
+    names = []
+    rows = [line for line in _section(doc, heading).splitlines() if line.startswith("|")]
+    for row in rows[2:]:  # past the header and the separator
+        cell = row.split("|")[1].strip()
+        if found := _CODE_RE.fullmatch(cell):
+            names.append(found.group(1))
+    assert names, f"docs/{doc}, {heading!r}: no table with names in its first column"
+    return names
+
+
+def _recorded_run() -> dict[str, Any]:
+    """A recorded run as ``preflight check`` writes it today: with the hand-back it computes."""
+    report = load(RECORDED)
+    actions = {check.name: check.action for check in all_checks()}
+    handback = hand_back(report.hosts, report.results, actions).to_dict()
+    return dataclasses.replace(report, handback=handback).to_dict()
+
+
+def test_the_check_names_the_docs_list_are_the_registrys_in_its_order() -> None:
+    registry = [check.name for check in all_checks()]
+    assert _first_column("names.md", "Checks") == registry
+    assert sorted(_first_column("names.md", "Findings: `details.item`")) == sorted(registry)
+    schema = (DOCS / "report-schema.md").read_text(encoding="utf-8")
+    one_each = re.findall(r"^### `(\w+)`", schema, re.M)
+    job = re.search(r"^### The job's checks: (.*)$", schema, re.M)
+    assert job, "docs/report-schema.md has no section on the job's checks"
+    assert sorted([*one_each, *_CODE_RE.findall(job.group(1))]) == sorted(registry)
+
+
+def test_the_exit_code_table_is_the_code() -> None:
+    rows = [line for line in _section("exit-codes.md", "Exit codes").splitlines() if line.startswith("|")]
+    table = {}
+    for row in rows[2:]:
+        code, name = (_CODE_RE.fullmatch(cell.strip()) for cell in row.split("|")[1:3])
+        assert code and name, f"not a code and a name: {row}"
+        table[int(code.group(1))] = name.group(1)
+    assert table == {int(code): code.name for code in ExitCode}
+
+
+def test_the_schema_doc_lists_every_field_a_run_writes() -> None:
+    run = _recorded_run()
+    assert _first_column("report-schema.md", "Top-level fields") == list(run)
+    assert _first_column("report-schema.md", "Host entries") == list(run["hosts"][0])
+    assert _first_column("report-schema.md", "Result entries") == list(run["results"][0])
+    assert _first_column("report-schema.md", "The hand-back") == list(run["handback"])
+
+
+def test_the_schema_doc_lists_the_statuses_worst_first_and_every_host_error_kind() -> None:
+    assert _first_column("report-schema.md", "Statuses") == list(SEVERITY)
+    assert _first_column("report-schema.md", "Host errors") == list(get_args(HostErrorKind))
+
+
+def test_the_metric_names_are_those_a_run_writes() -> None:
+    report = RunReport.from_dict(_recorded_run())
+    written = set(re.findall(r"^(preflight_\w+)[{ ]", prometheus.render(report), re.M))
+    documented = _first_column("names.md", "Prometheus (`--prometheus`, node_exporter textfile)")
+    assert sorted(documented) == sorted(written)
+
+
+def _project_files() -> Iterator[Path]:
+    for folder, dirs, files in os.walk(ROOT):
+        dirs[:] = [
+            d for d in dirs if not d.startswith(".") and d not in _NOT_PROJECT and not d.endswith(".egg-info")
+        ]
+        yield from (Path(folder, name) for name in files)
+
+
+def test_nothing_in_the_repository_cites_a_file_outside_it() -> None:
+    outside = "DESIGN" + ".md"  # spelled in two parts, so that this file does not cite it either
+    citing = [str(p.relative_to(ROOT)) for p in _project_files() if outside.encode() in p.read_bytes()]
+    assert citing == []
+    broken = []
+    for path in (p for p in _project_files() if p.suffix == ".md"):
+        for target in _LINK_RE.findall(path.read_text(encoding="utf-8")):
+            if re.match(r"^(https?:|mailto:|#)", target):
+                continue
+            resolved = (path.parent / target.split("#")[0]).resolve()
+            if not resolved.is_relative_to(ROOT) or not resolved.exists():
+                broken.append(f"{path.relative_to(ROOT)}: {target}")
+    assert broken == []
