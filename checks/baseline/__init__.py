@@ -2,7 +2,8 @@
 
 The gate after maintenance. Compared with the run given by ``--baseline``: nodes gone or
 new, versions that changed, GPUs that disappeared, and bandwidth that dropped (full-world
-sweep by message size, and each pair of nodes) beyond ``[baseline] max_busbw_drop``.
+sweep by message size, and each pair of nodes) beyond ``[baseline] max_busbw_drop``. The judge is
+here; ``details`` says what its findings carry, ``present`` shows them.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
+from checks.baseline.present import PRESENTATION
 from checks.versions import ITEMS, lookup
 from preflight.check import Check, CheckContext
 from preflight.config import Config
@@ -18,7 +20,6 @@ from preflight.model import CheckResult, HostReport, RunReport
 from preflight.nodeset import fold
 from preflight.status import Status
 from preflight.units import binary_size
-from preflight.view import Presentation
 
 
 def _result(status: Status, summary: str, hosts: Sequence[str], **details: Any) -> CheckResult:
@@ -186,8 +187,6 @@ def run(ctx: CheckContext) -> list[CheckResult]:
         return [_result("skip", "no baseline run given (--baseline RUN.json)", [])]
     return compare(ctx.baseline, ctx.hosts, ctx.findings.get("allreduce", ()), ctx.config)
 
-
-PRESENTATION = Presentation(heading="baseline", about="")
 
 CHECK = Check(
     name="baseline",

@@ -4,39 +4,30 @@
 DataLoader workers live there, and a container's default is 64 MiB) and against the other nodes;
 the locked-memory limit against RDMA's need where a node has RDMA devices, else against the other
 nodes; the open-files limit against ``[limits] min_nofile``. Limits are those of the node's SSH
-session, which is what a job launched over SSH (torchrun, pdsh, mpirun) inherits.
+session, which is what a job launched over SSH (torchrun, pdsh, mpirun) inherits. The judge is
+here; ``details`` says what its findings carry, ``present`` shows them.
 """
 
 from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping, Sequence
-from typing import Any, TypedDict
+from typing import Any
 
+from checks.limits.details import NAME, NodeLimits
+from checks.limits.present import PRESENTATION
 from preflight.check import Check, CheckContext
 from preflight.config import Config
 from preflight.facts import Limit, NodeFacts
-from preflight.model import CheckResult, RunReport
+from preflight.model import CheckResult
 from preflight.nodeset import fold, group_by_value, minority, natural_key
 from preflight.status import Status
 from preflight.units import capacity
-from preflight.view import Block, Presentation, Table, TCell, advice_by_item, node_rows, plain
 
-NAME = "limits"
+__all__ = ["CHECK", "NAME", "PRESENTATION", "NodeLimits", "judge_limits", "limit_text"]
 
 # A /dev/shm this much smaller than the median of the other nodes' stands out even above the need.
 SHM_PEER_RATIO = 0.25
-
-
-class NodeLimits(TypedDict, total=False):
-    """One node's row in the report: sizes in bytes, None for unlimited."""
-
-    shm_bytes: int
-    shm_free_bytes: int | None
-    memlock: int | None
-    nofile: int | None
-    nofile_hard: int | None
-    rdma: bool
 
 
 def _result(status: Status, summary: str, hosts: Sequence[str], **details: Any) -> CheckResult:
@@ -223,59 +214,6 @@ def judge_limits(nodes: Mapping[str, NodeFacts], config: Config) -> list[CheckRe
 def _run(ctx: CheckContext) -> list[CheckResult]:
     return judge_limits(ctx.nodes(), ctx.config)
 
-
-def _table(report: RunReport) -> list[Block]:
-    rows = []
-    nodes, named = node_rows(report, NAME)
-    for host, row in nodes:
-
-        def size(key: str, row: Mapping[str, Any] = row) -> str:
-            value = row.get(key)
-            if isinstance(value, int):
-                return capacity(value)
-            return "unlimited" if value is None and key == "memlock" and key in row else "\u2014"
-
-        nofile = row.get("nofile")
-        files = "unlimited" if nofile is None and "nofile" in row else "\u2014"
-        if isinstance(nofile, int):
-            files = f"{nofile:,}"
-        rows.append(
-            [
-                TCell(plain(host), "mono odd odd-fail" if host in named else "mono"),
-                TCell(size("shm_bytes"), "num"),
-                TCell(size("shm_free_bytes"), "num"),
-                TCell(size("memlock"), "num"),
-                TCell(files, "num"),
-                TCell("yes" if row.get("rdma") else "no"),
-            ]
-        )
-    if not rows:
-        return []
-    return [
-        Table(
-            ("node", "/dev/shm", "free", "locked memory", "open files", "RDMA"), rows, title="Limits by node"
-        )
-    ]
-
-
-PRESENTATION = Presentation(
-    heading="Limits and shared memory",
-    about="/dev/shm, locked memory and open files are enough for a job, and alike on every node",
-    evidence=_table,
-    advice=advice_by_item(
-        {
-            "shm": "Give /dev/shm more room: docker run --shm-size=16g (or --ipc=host), a Kubernetes "
-            "emptyDir with medium Memory mounted at /dev/shm, or mount -o remount,size=... /dev/shm.",
-            "shm_free": "Remove leftover segments of earlier jobs from /dev/shm (ls -la /dev/shm; nccl-* "
-            "and torch_* files of processes that are gone).",
-            "memlock": "Set the locked-memory limit to unlimited for the job's user (limits.conf memlock, "
-            "LimitMEMLOCK=infinity for a systemd-started service, docker --ulimit memlock=-1, Slurm's "
-            "PropagateResourceLimits).",
-            "nofile": "Raise the open-files limit for the job's user (ulimit -n 65536 in the launcher, or "
-            "nofile in limits.conf).",
-        }
-    ),
-)
 
 CHECK = Check(
     name=NAME,
