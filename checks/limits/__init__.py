@@ -12,9 +12,19 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping, Sequence
-from typing import Any
 
-from checks.limits.details import NAME, NodeLimits
+from checks.limits.details import (
+    NAME,
+    LimitsDetails,
+    MemlockDiffers,
+    MemlockShort,
+    NodeLimits,
+    NofileLow,
+    Rows,
+    ShmBelowNeed,
+    ShmBelowPeers,
+    ShmFull,
+)
 from checks.limits.present import PRESENTATION
 from preflight.check import Check, CheckContext
 from preflight.config import Config
@@ -30,8 +40,8 @@ __all__ = ["CHECK", "NAME", "PRESENTATION", "NodeLimits", "judge_limits", "limit
 SHM_PEER_RATIO = 0.25
 
 
-def _result(status: Status, summary: str, hosts: Sequence[str], **details: Any) -> CheckResult:
-    return CheckResult(NAME, status, summary, tuple(hosts), details)
+def _result(status: Status, summary: str, hosts: Sequence[str], details: LimitsDetails) -> CheckResult:
+    return CheckResult(NAME, status, summary, tuple(hosts), dict(details))
 
 
 def limit_text(value: int | None) -> str:
@@ -58,9 +68,7 @@ def _judge_shm(nodes: Mapping[str, NodeFacts], need: int) -> list[CheckResult]:
                 "NCCL's shared-memory transport and DataLoader workers allocate there (a container's "
                 "default is 64 MiB)",
                 hosts,
-                item="shm",
-                size_bytes=size,
-                need_bytes=need,
+                ShmBelowNeed(item="shm", size_bytes=size, need_bytes=need),
             )
         )
     for host, size in sizes.items():
@@ -75,9 +83,7 @@ def _judge_shm(nodes: Mapping[str, NodeFacts], need: int) -> list[CheckResult]:
                     f"{host}: /dev/shm is {capacity(size)}, under a quarter of the other nodes' "
                     f"({capacity(median)} median)",
                     [host],
-                    item="shm",
-                    size_bytes=size,
-                    median_bytes=median,
+                    ShmBelowPeers(item="shm", size_bytes=size, median_bytes=median),
                 )
             )
     full = {
@@ -92,9 +98,7 @@ def _judge_shm(nodes: Mapping[str, NodeFacts], need: int) -> list[CheckResult]:
                 f"{host}: only {capacity(free)} of /dev/shm is free, below the {capacity(need)} a job "
                 "needs: leftover segments of an earlier job?",
                 [host],
-                item="shm_free",
-                free_bytes=free,
-                need_bytes=need,
+                ShmFull(item="shm_free", free_bytes=free, need_bytes=need),
             )
         )
     return findings
@@ -112,9 +116,7 @@ def _judge_memlock(nodes: Mapping[str, NodeFacts], need: int | None) -> list[Che
                 f"{fold(hosts)}: the locked-memory limit is {limit_text(soft)}, and RDMA needs "
                 f"{limit_text(need)}: NCCL cannot register its buffers with the NIC (ibv_reg_mr fails)",
                 hosts,
-                item="memlock",
-                soft=soft,
-                need=need,
+                MemlockShort(item="memlock", soft=soft, need=need),
             )
         )
     # Without a stated need, the nodes are compared: one node locked down where the others are not.
@@ -128,9 +130,9 @@ def _judge_memlock(nodes: Mapping[str, NodeFacts], need: int | None) -> list[Che
                 "warn",
                 f"the locked-memory limit differs between nodes: {sides}",
                 odd,
-                item="memlock",
-                majority=majority,
-                values={limit_text(v): hosts for v, hosts in groups},
+                MemlockDiffers(
+                    item="memlock", majority=majority, values={limit_text(v): hosts for v, hosts in groups}
+                ),
             )
         )
     return findings
@@ -151,10 +153,7 @@ def _judge_nofile(nodes: Mapping[str, NodeFacts], need: int) -> list[CheckResult
                 f"{fold(hosts)}: open files are limited to {soft:,}, below {need:,}: DataLoader workers pass "
                 f"tensors as file descriptors and run out{raise_to}",
                 hosts,
-                item="nofile",
-                soft=soft,
-                hard=hard,
-                need=need,
+                NofileLow(item="nofile", soft=soft, hard=hard, need=need),
             )
         )
     return findings
@@ -184,7 +183,7 @@ def judge_limits(nodes: Mapping[str, NodeFacts], config: Config) -> list[CheckRe
         *_judge_nofile(nodes, cfg.min_nofile),
     ]
     silent = sorted((h for h, n in nodes.items() if n.shm is None and not n.limits), key=natural_key)
-    details = {"nodes": _rows(nodes), "not_reported": silent}
+    details: Rows = {"nodes": _rows(nodes), "not_reported": silent}
     if findings:
         first = findings[0]
         findings[0] = CheckResult(
@@ -192,7 +191,7 @@ def judge_limits(nodes: Mapping[str, NodeFacts], config: Config) -> list[CheckRe
         )
         return findings
     if not nodes or len(silent) == len(nodes):
-        return [_result("skip", "no node reported its limits", [], **details)]
+        return [_result("skip", "no node reported its limits", [], details)]
     shm = [n.shm.size_bytes for n in nodes.values() if n.shm is not None]
     memlock = {limit_text(n.limits["memlock"].soft) for n in nodes.values() if "memlock" in n.limits}
     parts = []
@@ -208,7 +207,7 @@ def judge_limits(nodes: Mapping[str, NodeFacts], config: Config) -> list[CheckRe
     missing = f" ({fold(silent)} did not report them)" if silent else ""
     counted = len(nodes) - len(silent)
     where = f"on all {counted} nodes" if counted > 1 else "on the one node"
-    return [_result("pass", f"{', '.join(parts)} {where}{missing}", [], **details)]
+    return [_result("pass", f"{', '.join(parts)} {where}{missing}", [], details)]
 
 
 def _run(ctx: CheckContext) -> list[CheckResult]:
