@@ -4,7 +4,8 @@
 was recorded (``python -m tests.test_recorded_renderings`` writes it again); a change to
 the code that moves a verdict, a headline or a culprit in any format fails here. The runs
 are the lab recordings of ``tests/data/reports`` and the runs built with the checks' own
-judges (``make_synthetic``): the judges are covered as well as the renderers.
+judges (``make_synthetic``, ``make_faults``): the judges are covered as well as the renderers.
+Between them, every registered check shows a finding other than a pass in some run.
 """
 
 from __future__ import annotations
@@ -22,11 +23,12 @@ from xml.etree import ElementTree
 import pytest
 from rich.console import Console
 
+from checks import registry
 from preflight.model import RunReport
 from reports import html, junit
 from reports.json_report import load
 from reports.terminal import print_report
-from tests.data.reports import make_synthetic
+from tests.data.reports import make_faults, make_synthetic
 
 DATA = Path(__file__).parent / "data"
 EXPECTED = DATA / "renderings.json"
@@ -38,6 +40,7 @@ def _runs() -> dict[str, Callable[[], RunReport]]:
     }
     runs["synthetic_1000"] = make_synthetic.build
     runs["small_bandwidth"] = make_synthetic.small_bandwidth_run
+    runs["faults"] = make_faults.faults_run
     for p in sorted((DATA / "jobs").glob("*.json")):
         runs[f"job_{p.stem}"] = lambda p=p: make_synthetic.recorded_job_run(p)
     return runs
@@ -108,6 +111,19 @@ def test_recorded_run_renders_its_verdict_and_culprits(name: str) -> None:
 
 def test_every_recorded_run_is_pinned() -> None:
     assert sorted(json.loads(EXPECTED.read_text(encoding="utf-8"))) == sorted(_runs())
+
+
+def test_every_check_has_a_recorded_finding_that_is_not_a_pass() -> None:
+    """Each check's warnings, failures or errors are rendered in some recorded run, so a new
+    check comes with a run that shows one (a skip does not count: every check can do more)."""
+    recorded = json.loads(EXPECTED.read_text(encoding="utf-8"))
+    found = {
+        check
+        for run in recorded.values()
+        for check, status, _, _ in run["results"]
+        if status in ("warn", "fail", "error")
+    }
+    assert [c.name for c in registry() if c.name not in found] == []
 
 
 if __name__ == "__main__":

@@ -13,8 +13,16 @@ from __future__ import annotations
 import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal, TypedDict
 
+from checks.clocks.details import (
+    ClocksDetails,
+    NoAnswer,
+    NodeClock,
+    Offset,
+    Rows,
+    ServiceState,
+    Unsynchronised,
+)
 from preflight.config import ClocksSection
 from preflight.facts import TimeFacts
 from preflight.model import CheckResult
@@ -22,8 +30,6 @@ from preflight.nodeset import fold, group_by_value, natural_key
 from preflight.status import Status
 
 NAME = "clocks"
-
-ServiceState = Literal["synchronised", "unsynchronised", "unknown"]
 
 
 @dataclass(frozen=True)
@@ -64,16 +70,6 @@ class ClocksObservation:
     time: Mapping[str, TimeFacts | None] = field(default_factory=dict)
 
 
-class NodeClock(TypedDict, total=False):
-    """One node's row: offsets in seconds (from the controller, from the nodes' median)."""
-
-    offset_s: float
-    uncertainty_s: float
-    from_nodes_s: float
-    service: ServiceState
-    services: list[str]
-
-
 def service_state(time: TimeFacts | None) -> ServiceState:
     """What can honestly be said about a node's time service: the kernel's own flag where it
     gives one; a time service process alone does not prove the clock is in step."""
@@ -91,8 +87,8 @@ def signed(seconds: float) -> str:
     return f"{seconds * 1000:+.1f} ms" if abs(seconds) < 1 else f"{seconds:+.2f} s"
 
 
-def _result(status: Status, summary: str, hosts: list[str], **details: object) -> CheckResult:
-    return CheckResult(NAME, status, summary, tuple(sorted(hosts, key=natural_key)), details)
+def _result(status: Status, summary: str, hosts: list[str], details: ClocksDetails) -> CheckResult:
+    return CheckResult(NAME, status, summary, tuple(sorted(hosts, key=natural_key)), dict(details))
 
 
 def judge_clocks(obs: ClocksObservation, cfg: ClocksSection) -> list[CheckResult]:
@@ -127,10 +123,9 @@ def judge_clocks(obs: ClocksObservation, cfg: ClocksSection) -> list[CheckResult
                 f"{against}, past the {cfg.max_offset_s:g} s allowed: logs and timeouts disagree between "
                 "nodes, and past 5 minutes Kerberos and signed requests are refused",
                 [host],
-                item="offset",
-                offset_s=deviation,
-                uncertainty_s=sample.uncertainty_s,
-                reference=against,
+                Offset(
+                    item="offset", offset_s=deviation, uncertainty_s=sample.uncertainty_s, reference=against
+                ),
             )
         )
     # Judged against the other nodes: unsynchronised where others are synchronised is odd; every
@@ -149,7 +144,7 @@ def judge_clocks(obs: ClocksObservation, cfg: ClocksSection) -> list[CheckResult
                 + (f" ({seen}, not in step yet or without a reachable server)" if seen else "")
                 + ": clocks that agree now drift apart",
                 loose,
-                item="unsynchronised",
+                Unsynchronised(item="unsynchronised"),
             )
         )
     if obs.errors:
@@ -158,11 +153,10 @@ def judge_clocks(obs: ClocksObservation, cfg: ClocksSection) -> list[CheckResult
                 "error",
                 f"{fold(obs.errors)}: the clock could not be read: {next(iter(obs.errors.values()))}",
                 list(obs.errors),
-                item="no_answer",
-                errors=dict(obs.errors),
+                NoAnswer(item="no_answer", errors=dict(obs.errors)),
             )
         )
-    details = {
+    details: Rows = {
         "nodes": rows,
         "reference": against,
         "controller_offset_s": reference if against_nodes else None,
@@ -174,7 +168,7 @@ def judge_clocks(obs: ClocksObservation, cfg: ClocksSection) -> list[CheckResult
         )
         return findings
     if not obs.samples:
-        return [_result("skip", "no node answered", [], **details)]
+        return [_result("skip", "no node answered", [], details)]
     spread = max(offsets.values()) - min(offsets.values())
     worst = max(s.uncertainty_s for s in obs.samples.values())
     if len(offsets) == 1:
@@ -186,4 +180,4 @@ def judge_clocks(obs: ClocksObservation, cfg: ClocksSection) -> list[CheckResult
         summary += f"; the controller's clock is {signed(-reference)} from theirs"
     for state, hosts in group_by_value({h: row.get("service", "unknown") for h, row in rows.items()}):
         summary += f"; kernel clock {state} on {fold(hosts)}"
-    return [_result("pass", summary, [], **details)]
+    return [_result("pass", summary, [], details)]

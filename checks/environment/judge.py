@@ -10,8 +10,9 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
-from typing import Any, NotRequired, TypedDict
+from typing import Any
 
+from checks.environment.details import Agreement, Differences, VariableValues
 from preflight.facts import NodeFacts
 from preflight.model import CheckResult
 from preflight.node.facts import ENV_NAMES, ENV_PREFIXES, MASK, is_secret_name
@@ -35,33 +36,6 @@ class Setting:
     value: str
     compared: str
     source: str
-
-
-class VariableValues(TypedDict):
-    """A variable that differs: each value as shown, with the nodes that have it (largest group
-    first), where each node's value comes from, and the nodes the finding names."""
-
-    values: dict[str, list[str]]
-    sources: dict[str, str]
-    odd: list[str]
-
-
-class Differences(TypedDict):
-    """``item: variables``: variables that set the same nodes apart."""
-
-    item: str
-    variables: dict[str, VariableValues]
-    must_match: bool
-
-
-class Agreement(TypedDict):
-    """The pass: what every node sees alike."""
-
-    nodes: int
-    agreed: dict[str, str]
-    job_env: list[str]
-    net_plugin: str | None
-    not_reported: NotRequired[list[str]]
 
 
 def compared_name(name: str) -> bool:

@@ -10,7 +10,8 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import cast
 
-from checks.gpu_memory.judge import NAME, GpuDetails
+from checks.gpu_memory.details import GpuDetails
+from checks.gpu_memory.judge import NAME
 from preflight.facts import GpuFacts
 from preflight.model import HostReport, RunReport
 from preflight.nodeset import fold, natural_key

@@ -13,6 +13,18 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from checks.compute.judge import CAUSES
+from checks.hardware.details import (
+    Audited,
+    Finding,
+    GpuNvlink,
+    GpuPcieWidth,
+    GpusFinding,
+    GpuSlowdown,
+    HcasMissing,
+    IbPortDown,
+    NodeFinding,
+    Xid,
+)
 from checks.hardware.xid import ACTION_TEXT, Action, action_of
 from checks.job.node_compute import reason_names
 from preflight.config import Config
@@ -53,10 +65,14 @@ def _gpu_findings(nodes: Mapping[str, NodeFacts]) -> list[CheckResult]:
         narrow = [g for g in node.gpus or [] if g.pcie_link is not None and g.pcie_link.narrow]
         if narrow:
             shown = "; ".join(f"{_gpu_label(g)} PCIe {g.pcie_link.text()}" for g in narrow if g.pcie_link)
-            details = {"item": "gpu_pcie_width", "node": host, "gpus": [g.index for g in narrow],
-                       "serials": [g.serial for g in narrow]}  # fmt: skip
+            width: GpuPcieWidth = {
+                "item": "gpu_pcie_width",
+                "node": host,
+                "gpus": [g.index for g in narrow],
+                "serials": [g.serial for g in narrow],
+            }
             results.append(
-                CheckResult(NAME, "fail", f"{host}: {shown} (fewer lanes than it can use)", (host,), details)
+                CheckResult(NAME, "fail", f"{host}: {shown} (fewer lanes than it can use)", (host,), width)
             )
         slow_gen = [
             g for g in node.gpus or []
@@ -67,7 +83,7 @@ def _gpu_findings(nodes: Mapping[str, NodeFacts]) -> list[CheckResult]:
             shown = "; ".join(f"{_gpu_label(g)} PCIe {g.pcie_link.text()}" for g in slow_gen if g.pcie_link)
             summary = f"{host}: {shown}, below the generation the other GPUs run at"
             results.append(
-                CheckResult(NAME, "warn", summary, (host,), {"item": "gpu_pcie_gen", "node": host})
+                CheckResult(NAME, "warn", summary, (host,), NodeFinding(item="gpu_pcie_gen", node=host))
             )
         slowing = []
         for gpu in node.gpus or []:
@@ -80,10 +96,14 @@ def _gpu_findings(nodes: Mapping[str, NodeFacts]) -> list[CheckResult]:
                 + (f" at {g.temperature_c:g} \u00b0C" if g.temperature_c is not None else "")
                 for g, names in slowing
             )
-            details = {"item": "gpu_slowdown", "node": host, "gpus": [g.index for g, _ in slowing],
-                       "reasons": sorted({n for _, names in slowing for n in names})}  # fmt: skip
+            slowdown: GpuSlowdown = {
+                "item": "gpu_slowdown",
+                "node": host,
+                "gpus": [g.index for g, _ in slowing],
+                "reasons": sorted({n for _, names in slowing for n in names}),
+            }
             results.append(
-                CheckResult(NAME, "fail", f"{host}: {shown} before the job started", (host,), details)
+                CheckResult(NAME, "fail", f"{host}: {shown} before the job started", (host,), slowdown)
             )
     modes = {
         host: {g.persistence_mode for g in node.gpus or [] if g.persistence_mode}
@@ -93,7 +113,7 @@ def _gpu_findings(nodes: Mapping[str, NodeFacts]) -> list[CheckResult]:
     off = [h for h, m in modes.items() if "disabled" in m]
     if off and enabled:
         summary = f"{fold(off)}: persistence mode off on some GPUs, on everywhere on {fold(enabled)}"
-        results.append(CheckResult(NAME, "warn", summary, tuple(off), {"item": "persistence_mode"}))
+        results.append(CheckResult(NAME, "warn", summary, tuple(off), Finding(item="persistence_mode")))
     return results
 
 
@@ -113,25 +133,33 @@ def _ib_findings(nodes: Mapping[str, NodeFacts]) -> list[CheckResult]:
                 summary = (
                     f"{host}: no InfiniBand/RoCE port, while {fold(with_ib)} have {len(usual_hcas)} HCAs"
                 )
-                results.append(CheckResult(NAME, "fail", summary, (host,), {"item": "ib_hcas", "node": host}))
+                results.append(
+                    CheckResult(NAME, "fail", summary, (host,), NodeFinding(item="ib_hcas", node=host))
+                )
             continue
         missing = sorted(usual_hcas - hca_sets[host])
         if missing and len(with_ib) > 1:
             summary = f"{host}: HCAs {', '.join(missing)} missing (the other nodes have them)"
             results.append(
-                CheckResult(NAME, "fail", summary, (host,), {"item": "ib_hcas", "missing": missing})
+                CheckResult(NAME, "fail", summary, (host,), HcasMissing(item="ib_hcas", missing=missing))
             )
         down = [p for p in ports if p.state != ACTIVE_IB or (p.phys_state and p.phys_state != LINK_UP)]
         if down:
             shown = "; ".join(f"{_port_label(p)} is {p.state or 'in no known state'} (physical state "
                               f"{p.phys_state or 'unknown'})" for p in down)  # fmt: skip
-            details = {"item": "ib_port_down", "node": host, "ports": [_port_label(p) for p in down]}
-            results.append(CheckResult(NAME, "fail", f"{host}: {shown}", (host,), details))
+            port_down: IbPortDown = {
+                "item": "ib_port_down",
+                "node": host,
+                "ports": [_port_label(p) for p in down],
+            }
+            results.append(CheckResult(NAME, "fail", f"{host}: {shown}", (host,), port_down))
         slow = [p for p in ports if p.state == ACTIVE_IB and usual_rate and p.rate and p.rate != usual_rate]
         if slow:
             shown = "; ".join(f"{_port_label(p)} at {p.rate}" for p in slow)
             summary = f"{host}: {shown}, while the other ports run at {usual_rate}"
-            results.append(CheckResult(NAME, "fail", summary, (host,), {"item": "ib_rate", "node": host}))
+            results.append(
+                CheckResult(NAME, "fail", summary, (host,), NodeFinding(item="ib_rate", node=host))
+            )
         counted = [
             (p, k, v)
             for p in ports
@@ -141,7 +169,9 @@ def _ib_findings(nodes: Mapping[str, NodeFacts]) -> list[CheckResult]:
         if counted:
             shown = "; ".join(f"{_port_label(p)} {k} {v}" for p, k, v in counted)
             summary = f"{host}: {shown} (since the counters were last cleared)"
-            results.append(CheckResult(NAME, "warn", summary, (host,), {"item": "ib_counters", "node": host}))
+            results.append(
+                CheckResult(NAME, "warn", summary, (host,), NodeFinding(item="ib_counters", node=host))
+            )
     return results
 
 
@@ -155,7 +185,7 @@ def _nic_findings(nodes: Mapping[str, NodeFacts]) -> list[CheckResult]:
             shown = "; ".join(f"{name} PCIe {text}" for name, text in narrow)
             summary = f"{host}: {shown} (fewer lanes than the NIC can use)"
             results.append(
-                CheckResult(NAME, "fail", summary, (host,), {"item": "nic_pcie_width", "node": host})
+                CheckResult(NAME, "fail", summary, (host,), NodeFinding(item="nic_pcie_width", node=host))
             )
     return results
 
@@ -196,9 +226,13 @@ def _nvlink_findings(nodes: Mapping[str, NodeFacts]) -> list[CheckResult]:
         )
         model = f"{short[0].name} GPUs" if short[0].name else "GPUs of this model"
         summary = f"{host}: {shown} (the other {model} have {most[short[0].name]} up)"
-        details = {"item": "gpu_nvlink", "node": host, "gpus": [g.index for g in short],
-                   "inactive": {str(g.index): g.nvlinks_inactive for g in short}}  # fmt: skip
-        results.append(CheckResult(NAME, "fail", summary, (host,), details))
+        nvlink: GpuNvlink = {
+            "item": "gpu_nvlink",
+            "node": host,
+            "gpus": [g.index for g in short],
+            "inactive": {str(g.index): g.nvlinks_inactive for g in short},
+        }
+        results.append(CheckResult(NAME, "fail", summary, (host,), nvlink))
     return results
 
 
@@ -231,27 +265,51 @@ def _fabric_findings(nodes: Mapping[str, NodeFacts]) -> list[CheckResult]:
         states = sorted({str(g.fabric_state).replace("_", " ") for g in waiting})
         switches = node.hardware.get("nvswitches")
         stopped = node.hardware.get("fabric_manager_running") is False
-        details: dict[str, Any] = {"node": host, "gpus": [g.index for g in waiting + failed]}
+        gpu_indices = [g.index for g in waiting + failed]
         if isinstance(switches, int) and switches > 0 and stopped:
             summary = (
                 f"{host}: {switches} NVSwitches but the fabric manager (nv-fabricmanager) is not running"
             )
             if waiting:
                 summary += f"; {_gpus_text(waiting, len(gpus))} not registered with the fabric"
-            results.append(CheckResult(NAME, "fail", summary, (host,), {"item": "fabric_manager", **details}))
+            results.append(
+                CheckResult(
+                    NAME,
+                    "fail",
+                    summary,
+                    (host,),
+                    GpusFinding(item="fabric_manager", node=host, gpus=gpu_indices),
+                )
+            )
         elif waiting:
             summary = (
                 f"{host}: {_gpus_text(waiting, len(gpus))} not registered with the NVSwitch fabric "
                 f"(registration {' or '.join(states)}): CUDA cannot start on them"
             )
-            results.append(CheckResult(NAME, "fail", summary, (host,), {"item": "gpu_fabric", **details}))
+            results.append(
+                CheckResult(
+                    NAME,
+                    "fail",
+                    summary,
+                    (host,),
+                    GpusFinding(item="gpu_fabric", node=host, gpus=gpu_indices),
+                )
+            )
         elif failed:
             errors = sorted({str(g.fabric_status) for g in failed})
             summary = (
                 f"{host}: {_gpus_text(failed, len(gpus))} completed fabric registration with an error "
                 f"({'; '.join(errors)}), where the other {failed[0].name} GPUs succeeded"
             )
-            results.append(CheckResult(NAME, "fail", summary, (host,), {"item": "gpu_fabric", **details}))
+            results.append(
+                CheckResult(
+                    NAME,
+                    "fail",
+                    summary,
+                    (host,),
+                    GpusFinding(item="gpu_fabric", node=host, gpus=gpu_indices),
+                )
+            )
     return results
 
 
@@ -285,8 +343,13 @@ def _xid_findings(
         what = ACTION_TEXT[worst] if worst else "see NVIDIA's XID catalogue"
         status: Status = "fail" if worst in ("reboot", "reset_gpu", None) else "warn"
         summary = f"{host}: {shown} in the kernel log: {what}"
-        details = {"item": "xid", "node": host, "xids": sorted({x for x, _ in counts}), "action": worst}
-        results.append(CheckResult(NAME, status, summary, (host,), details))
+        xid_finding: Xid = {
+            "item": "xid",
+            "node": host,
+            "xids": sorted({x for x, _ in counts}),
+            "action": worst,
+        }
+        results.append(CheckResult(NAME, status, summary, (host,), xid_finding))
     return results, unreadable
 
 
@@ -303,7 +366,7 @@ def judge_hardware(nodes: Mapping[str, NodeFacts], config: Config) -> list[Check
     results += xid_results
     gpus = sum(n.gpu_count for n in nodes.values())
     ports = [p for n in nodes.values() for p in n.ib_ports]
-    details: dict[str, Any] = {
+    details: Audited = {
         "gpus": gpus,
         "ib_ports": len(ports),
         "ib_ports_active": sum(1 for p in ports if p.state == ACTIVE_IB),

@@ -1,33 +1,19 @@
 """``intranode``: an all-reduce among the GPUs (ranks) of each node, every node at once, and each
 GPU's host-device copy bandwidth, inside the job; a node slow inside itself is named for that path,
 and the network checks refer to it. Skipped with a reason when every node runs one process.
+``judge`` judges it, ``present`` shows it.
 """
 
 from __future__ import annotations
 
-from checks.compute import attribution
 from checks.compute.attribution import refer_to_compute
 from checks.intranode.judge import NAME, judge_intranode
+from checks.intranode.present import PRESENTATION
 from checks.job import launch
 from preflight.check import Check, CheckContext
 from preflight.model import CheckResult
-from preflight.view import Presentation, advice_by_item
 
 __all__ = ["CHECK", "NAME", "PRESENTATION", "judge_intranode"]
-
-PRESENTATION = Presentation(
-    heading="Inside each node",
-    about="the all-reduce among each node's own GPUs or processes, and host-device copies per GPU",
-    advice=advice_by_item(
-        {
-            "slow_inside_node": "Look inside the node: nvidia-smi topo -m and nvidia-smi nvlink -s (inactive "
-            "NVLinks), the fabric manager on NVSwitch systems, the GPUs' PCIe links; on CPU processes, "
-            "the loopback.",
-            "slow_copy": "Check the GPU's PCIe link (nvidia-smi -q -d PCIE) and its NUMA placement.",
-            attribution.ITEM: attribution.ADVICE,
-        }
-    ),
-)
 
 
 def _run(ctx: CheckContext) -> list[CheckResult]:

@@ -11,6 +11,7 @@ import statistics
 from collections.abc import Mapping
 from typing import Any
 
+from checks.intranode.details import Measured, SlowCopy, SlowInside
 from checks.job.failures import rank_hosts
 from checks.job.outcome import JobOutcome, node_names
 from checks.job.phase import read_phase
@@ -46,7 +47,7 @@ def judge_intranode(outcome: JobOutcome, config: Config) -> list[CheckResult]:
         node_rank = record.get("node_rank")
         if busbw is not None and isinstance(node_rank, int) and node_rank < len(names):
             by_node[names[node_rank]] = min(busbw, by_node.get(names[node_rank], busbw))
-    details: dict[str, Any] = {
+    details: Measured = {
         "node_busbw_gbps": by_node,
         "slow_hosts": [],
         "duration_s": section.get("duration_s"),
@@ -61,8 +62,13 @@ def judge_intranode(outcome: JobOutcome, config: Config) -> list[CheckResult]:
                     f"{busbw / median:.2g}x the median node ({busbw:.3g} vs {median:.3g} GB/s busbw), "
                     "so the path between its GPUs or processes is the cause, not its network"
                 )
-                item = {"item": SLOW_ITEM, "node": host, "ratio": busbw / median, "busbw_gbps": busbw}
-                results.append(CheckResult(NAME, "fail", summary, (host,), item))
+                item: SlowInside = {
+                    "item": SLOW_ITEM,
+                    "node": host,
+                    "ratio": busbw / median,
+                    "busbw_gbps": busbw,
+                }
+                results.append(CheckResult(NAME, "fail", summary, (host,), dict(item)))
                 details["slow_hosts"].append(host)
     copies: dict[str, dict[str, float]] = {}
     for record in records:
@@ -84,13 +90,14 @@ def judge_intranode(outcome: JobOutcome, config: Config) -> list[CheckResult]:
                 f"{host}: rank {rank}'s GPU copies {label} at {values[str(rank)] / median:.2g}x the "
                 f"median GPU ({values[str(rank)]:.3g} vs {median:.3g} GB/s): check its PCIe link"
             )
-            results.append(CheckResult(NAME, "fail", summary, (host,), {"item": "slow_copy", "rank": rank}))
+            slow_copy: SlowCopy = {"item": "slow_copy", "rank": rank}
+            results.append(CheckResult(NAME, "fail", summary, (host,), dict(slow_copy)))
     if not any(r.status in ("fail", "error") for r in results):
         shown = ", ".join(f"{h} {v:.3g}" for h, v in list(by_node.items())[:8])
         summary = f"the all-reduce inside each of {fold(by_node)} runs alike ({shown} GB/s busbw)"
         if copies:
             summary += f"; host-device copies alike on {len(copies)} GPUs"
-        results.append(CheckResult(NAME, "pass", summary, (), details))
+        results.append(CheckResult(NAME, "pass", summary, (), dict(details)))
         return results
     first = results[0]
     results[0] = CheckResult(

@@ -14,6 +14,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from checks.names.details import (
+    NamesDetails,
+    NameWrong,
+    NoAnswer,
+    NodeNames,
+    OwnLoopback,
+    ResolverWrong,
+    Rows,
+)
 from preflight.model import CheckResult
 from preflight.nodeset import fold, group_by_value, natural_key
 from preflight.status import Status
@@ -126,8 +135,8 @@ def _listed(texts: list[str]) -> str:
     return shown + (f"; and {len(texts) - _LISTED} more" if len(texts) > _LISTED else "")
 
 
-def _result(status: Status, summary: str, hosts: Sequence[str], **details: object) -> CheckResult:
-    return CheckResult(NAME, status, summary, tuple(sorted(hosts, key=natural_key)), details)
+def _result(status: Status, summary: str, hosts: Sequence[str], details: NamesDetails) -> CheckResult:
+    return CheckResult(NAME, status, summary, tuple(sorted(hosts, key=natural_key)), dict(details))
 
 
 def _own_loopback(problems: list[Problem], names: Mapping[str, NamedNode]) -> list[CheckResult]:
@@ -146,8 +155,7 @@ def _own_loopback(problems: list[Problem], names: Mapping[str, NamedNode]) -> li
                 "and torchrun advertise that address to their peers, who then cannot connect "
                 "(a 127.0.1.1 line in /etc/hosts?)",
                 hosts,
-                item="own_loopback",
-                resolutions={h: by_node[h] for h in hosts},
+                OwnLoopback(item="own_loopback", resolutions={h: by_node[h] for h in hosts}),
             )
         )
     return findings
@@ -186,10 +194,12 @@ def judge_names(obs: NamesObservation) -> list[CheckResult]:
                     worst,
                     f"{owner}: {lines}",
                     [owner],
-                    item=found[0].verdict,
-                    name=name,
-                    expected=names[name].expected,
-                    answers={p.resolver: p.answer for p in found},
+                    NameWrong(
+                        item=found[0].verdict,
+                        name=name,
+                        expected=names[name].expected,
+                        answers={p.resolver: p.answer for p in found},
+                    ),
                 )
             )
         else:
@@ -207,8 +217,7 @@ def judge_names(obs: NamesObservation) -> list[CheckResult]:
                 status,
                 f"{fold(hosts)}: {text} there, unlike on the other nodes",
                 hosts,
-                item=theirs[0].verdict,
-                names={p.name: p.answer for p in theirs},
+                ResolverWrong(item=theirs[0].verdict, names={p.name: p.answer for p in theirs}),
             )
         )
     if obs.errors:
@@ -217,8 +226,7 @@ def judge_names(obs: NamesObservation) -> list[CheckResult]:
                 "error",
                 f"{fold(obs.errors)}: could not look names up: {next(iter(obs.errors.values()))}",
                 list(obs.errors),
-                item="no_answer",
-                errors=dict(obs.errors),
+                NoAnswer(item="no_answer", errors=dict(obs.errors)),
             )
         )
     rows = _rows(obs)
@@ -228,7 +236,7 @@ def judge_names(obs: NamesObservation) -> list[CheckResult]:
         findings[0] = CheckResult(first.check, first.status, first.summary, first.hosts, details)
         return findings
     if not obs.answers:
-        return [_result("skip", "no node answered", [], **rows)]
+        return [_result("skip", "no node answered", [], rows)]
     if single:
         summary = f"the one node resolves its own names ({len(names)}) to where the controller reaches it"
     else:
@@ -236,16 +244,16 @@ def judge_names(obs: NamesObservation) -> list[CheckResult]:
             f"all {len(obs.answers)} nodes resolve the master's name, their own and their peers' "
             f"({len(names)} names) to the addresses the controller reaches them at"
         )
-    return [_result("pass", summary, [], **rows)]
+    return [_result("pass", summary, [], rows)]
 
 
 def _first(answer: Answer) -> str:
     return answer.addresses[0] if answer.addresses else answer.error or "no address"
 
 
-def _rows(obs: NamesObservation) -> dict[str, object]:
+def _rows(obs: NamesObservation) -> Rows:
     """Per node: how it resolved its own names and the master's, and how many names it checked."""
-    nodes: dict[str, dict[str, object]] = {}
+    nodes: dict[str, NodeNames] = {}
     for resolver, answers in obs.answers.items():
         own = {n: a for n, a in answers.items() if n in obs.names and obs.names[n].owner == resolver}
         master = {n: a for n, a in answers.items() if n in obs.names and obs.names[n].owner == obs.master}

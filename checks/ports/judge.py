@@ -8,8 +8,9 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypedDict, cast
+from typing import Any, cast
 
+from checks.ports.details import NodeReport, PortsDetails, ProbeRecord
 from preflight.facts import NodeFacts
 from preflight.model import CheckResult
 from preflight.nodeset import fold, group_by_value, minority
@@ -25,45 +26,6 @@ _HOW = {
     "unreachable": "unreachable (no route to the node)",
     "error": "failed",
 }
-
-
-class Route(TypedDict, total=False):
-    """How a node reaches the master (:func:`checks.ports.node.route_to`)."""
-
-    master: str
-    address: str
-    dev: str | None
-    src: str | None
-    local: bool
-    mtu: int | None
-    error: str
-
-
-class NodeReport(TypedDict, total=False):
-    """What a node's ports probe said when ready, or (``error``) why it could not."""
-
-    listening: dict[str, str]  # port -> "ok", "in_use", "denied", "error: ..."
-    ephemeral: int | None
-    hostname: str
-    route: Route
-    error: str
-
-
-# One connection attempt: {"from", "to", "port", "kind", "status", "seconds"}.
-ProbeRecord = TypedDict(
-    "ProbeRecord", {"from": str, "to": str, "port": int, "kind": str, "status": str, "seconds": float}
-)
-
-
-class PortsDetails(TypedDict, total=False):
-    """What the report draws from: on the pass, or merged into the first finding."""
-
-    master: str
-    master_address: str
-    port: int
-    nodes: dict[str, NodeReport]  # listening, ephemeral, route, error
-    matrix: dict[str, dict[str, dict[str, str]]]  # from -> to -> kind -> status (up to 64 nodes)
-    blocked: list[ProbeRecord]
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
-from checks.ports.judge import MATRIX_MAX_NODES, NAME, NodeReport, PortsDetails
+from checks.ports.details import NodeReport, PortsDetails
+from checks.ports.judge import MATRIX_MAX_NODES, NAME
 from preflight.model import CheckResult, RunReport
 from preflight.nodeset import fold, natural_key
 from preflight.view import (

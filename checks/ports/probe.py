@@ -9,7 +9,8 @@ import concurrent.futures as cf
 import contextlib
 import json
 
-from checks.ports.judge import NodeReport, PortsObservation, ProbeRecord, Route
+from checks.ports.details import NodeReport, ProbeRecord, Route
+from checks.ports.judge import PortsObservation
 from preflight.check import CheckContext, HostSession, Probe
 from preflight.deadline import Deadline
 from preflight.probes import start_node_script

@@ -9,8 +9,9 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
-from typing import Literal, NotRequired, Required, TypedDict
+from typing import Literal
 
+from checks.versions.details import Agreement, ExpectDetails, ItemDrift, PackageDetails
 from checks.versions.expectations import matches, specifier_error
 from preflight.config import Config
 from preflight.facts import NodeFacts, version_text
@@ -61,56 +62,6 @@ ITEMS_BY_NAME: dict[str, Item] = {item.name: item for item in ITEMS}
 
 
 # --------------------------------------------------------------------------- details (the JSON contract)
-
-Values = dict[str, list[str]]  # value -> the hosts that have it, largest group first
-
-
-class ItemDrift(TypedDict):
-    """A fact of :data:`ITEMS` that differs between nodes (``item`` is the fact's name)."""
-
-    item: str
-    label: str
-    majority: str | None
-    values: Values
-    missing: NotRequired[dict[str, str]]  # host -> why the node did not report it
-
-
-class PackageValues(TypedDict):
-    majority: str | None
-    values: Values
-
-
-class PackageDetails(TypedDict, total=False):
-    """``item: packages``: packages that differ between the same set of nodes, or (``missing``)
-    nodes that could not list their packages."""
-
-    item: Required[Literal["packages"]]
-    stack: bool  # part of the training stack: fails the run
-    packages: dict[str, PackageValues]  # by name as listed
-    majority_hosts: list[str]
-    missing: dict[str, str]
-
-
-class ExpectDetails(TypedDict):
-    """``item: expect``: an ``[expect]`` entry that is invalid, unknown or not met."""
-
-    item: Literal["expect"]
-    name: str
-    wanted: str
-    known_facts: NotRequired[list[str]]
-    kind: NotRequired[Literal["fact", "package"]]
-    values: NotRequired[Values]
-    missing: NotRequired[dict[str, str]]
-    notes: NotRequired[dict[str, str]]
-
-
-class Agreement(TypedDict):
-    """The pass (or a lone node's skip): what every node agrees on."""
-
-    nodes: int
-    versions: dict[str, str]  # item name -> the value every node has
-    packages: NotRequired[int]  # how many packages were compared
-    expectations_met: list[str]
 
 
 # The training stack: drift here breaks or silently changes a run whatever the policy says.

@@ -7,16 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import cast
 
-from checks.versions.judge import (
-    ITEMS,
-    NAME,
-    NOT_INSTALLED,
-    ExpectDetails,
-    PackageDetails,
-    canonical_package,
-    installed,
-    lookup,
-)
+from checks.versions.details import ExpectDetails, PackageDetails
+from checks.versions.judge import ITEMS, NAME, NOT_INSTALLED, canonical_package, installed, lookup
 from preflight.model import CheckResult, HostReport, RunReport
 from preflight.nodeset import fold, minority
 from preflight.view import Block, Presentation, Table, TCell, plain

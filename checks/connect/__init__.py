@@ -2,17 +2,20 @@
 
 Hosts that could not be checked are grouped by cause, so fifty nodes behind one dead
 switch read as one line; each finding of a group lists every host with its own message.
+The judge is here; ``details`` says what its findings carry, ``present`` shows them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, TypedDict, cast
+from collections.abc import Sequence
 
+from checks.connect.details import Reached, Unreached
+from checks.connect.present import PRESENTATION
 from preflight.check import Check
 from preflight.model import CheckResult, HostReport
 from preflight.nodeset import fold
-from preflight.view import MAX_TABLE_ROWS, Block, Presentation, Table, TCell, advice_by_item, plain
+
+__all__ = ["CHECK", "PRESENTATION", "Reached", "Unreached", "judge_connect"]
 
 _CAUSES = {
     "unreachable": "unreachable",
@@ -24,21 +27,6 @@ _CAUSES = {
     "probe_failed": "probe failed",
     "interrupted": "interrupted",
 }
-
-
-class Unreached(TypedDict):
-    """Hosts that could not be checked for one cause, each with its own message."""
-
-    cause: str  # a host error kind: "unreachable", "auth_refused"...
-    errors: dict[str, str]
-
-
-class Reached(TypedDict):
-    """The hosts reached and probed."""
-
-    reached: list[str]
-    accepted_host_keys: dict[str, Any]  # host -> the keys accepted on first connection
-    probe_s: dict[str, Any]  # host -> seconds the facts probe took
 
 
 def judge_connect(hosts: Sequence[HostReport]) -> list[CheckResult]:
@@ -73,37 +61,6 @@ def judge_connect(hosts: Sequence[HostReport]) -> list[CheckResult]:
         results.insert(0, CheckResult(check="connect", status="pass", summary=summary, details=details))
     return results
 
-
-def _errors_table(result: CheckResult) -> list[Block]:
-    """Hosts that failed alike, each with its own message."""
-    errors = cast(Unreached, result.details).get("errors")
-    if result.status != "error" or not isinstance(errors, Mapping) or len(errors) <= 1:
-        return []
-    rows = [[TCell(plain(h), "mono"), TCell(plain(m))] for h, m in list(errors.items())[:MAX_TABLE_ROWS]]
-    return [Table(("host", "error"), rows)]
-
-
-PRESENTATION = Presentation(
-    heading="Connectivity",
-    about="every host reached over SSH, its host key trusted and the probe run with its Python",
-    finding=_errors_table,
-    advice=advice_by_item(
-        {
-            "unreachable": "Is the node up and on this network? Check its console (BMC) and cabling, "
-            "or leave it out of the job's host list.",
-            "timeout": "Is the node up and on this network? Check its console (BMC), its load and "
-            "cabling, or leave it out of the job's host list.",
-            "auth_refused": "Check the user and the key (-i) for this node; is your public key in its "
-            "authorized_keys?",
-            "host_key_unknown": "Verify the fingerprint with the node's admins, then add it to "
-            "known_hosts (or rerun with --accept-new-host-keys on a network you trust).",
-            "host_key_changed": "Do not connect until you know why: the node was reinstalled, or "
-            "something is in the middle. Confirm with its admins, then replace its known_hosts line.",
-            "python_missing": "Point --python at the training environment's interpreter on the nodes.",
-            "probe_failed": "Run the probe on the node by hand to see its error; rerun with --debug.",
-        }
-    ),
-)
 
 CHECK = Check(
     name="connect",

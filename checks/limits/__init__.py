@@ -4,43 +4,44 @@
 DataLoader workers live there, and a container's default is 64 MiB) and against the other nodes;
 the locked-memory limit against RDMA's need where a node has RDMA devices, else against the other
 nodes; the open-files limit against ``[limits] min_nofile``. Limits are those of the node's SSH
-session, which is what a job launched over SSH (torchrun, pdsh, mpirun) inherits.
+session, which is what a job launched over SSH (torchrun, pdsh, mpirun) inherits. The judge is
+here; ``details`` says what its findings carry, ``present`` shows them.
 """
 
 from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping, Sequence
-from typing import Any, TypedDict
 
+from checks.limits.details import (
+    NAME,
+    LimitsDetails,
+    MemlockDiffers,
+    MemlockShort,
+    NodeLimits,
+    NofileLow,
+    Rows,
+    ShmBelowNeed,
+    ShmBelowPeers,
+    ShmFull,
+)
+from checks.limits.present import PRESENTATION
 from preflight.check import Check, CheckContext
 from preflight.config import Config
 from preflight.facts import Limit, NodeFacts
-from preflight.model import CheckResult, RunReport
+from preflight.model import CheckResult
 from preflight.nodeset import fold, group_by_value, minority, natural_key
 from preflight.status import Status
 from preflight.units import capacity
-from preflight.view import Block, Presentation, Table, TCell, advice_by_item, node_rows, plain
 
-NAME = "limits"
+__all__ = ["CHECK", "NAME", "PRESENTATION", "NodeLimits", "judge_limits", "limit_text"]
 
 # A /dev/shm this much smaller than the median of the other nodes' stands out even above the need.
 SHM_PEER_RATIO = 0.25
 
 
-class NodeLimits(TypedDict, total=False):
-    """One node's row in the report: sizes in bytes, None for unlimited."""
-
-    shm_bytes: int
-    shm_free_bytes: int | None
-    memlock: int | None
-    nofile: int | None
-    nofile_hard: int | None
-    rdma: bool
-
-
-def _result(status: Status, summary: str, hosts: Sequence[str], **details: Any) -> CheckResult:
-    return CheckResult(NAME, status, summary, tuple(hosts), details)
+def _result(status: Status, summary: str, hosts: Sequence[str], details: LimitsDetails) -> CheckResult:
+    return CheckResult(NAME, status, summary, tuple(hosts), dict(details))
 
 
 def limit_text(value: int | None) -> str:
@@ -67,9 +68,7 @@ def _judge_shm(nodes: Mapping[str, NodeFacts], need: int) -> list[CheckResult]:
                 "NCCL's shared-memory transport and DataLoader workers allocate there (a container's "
                 "default is 64 MiB)",
                 hosts,
-                item="shm",
-                size_bytes=size,
-                need_bytes=need,
+                ShmBelowNeed(item="shm", size_bytes=size, need_bytes=need),
             )
         )
     for host, size in sizes.items():
@@ -84,9 +83,7 @@ def _judge_shm(nodes: Mapping[str, NodeFacts], need: int) -> list[CheckResult]:
                     f"{host}: /dev/shm is {capacity(size)}, under a quarter of the other nodes' "
                     f"({capacity(median)} median)",
                     [host],
-                    item="shm",
-                    size_bytes=size,
-                    median_bytes=median,
+                    ShmBelowPeers(item="shm", size_bytes=size, median_bytes=median),
                 )
             )
     full = {
@@ -101,9 +98,7 @@ def _judge_shm(nodes: Mapping[str, NodeFacts], need: int) -> list[CheckResult]:
                 f"{host}: only {capacity(free)} of /dev/shm is free, below the {capacity(need)} a job "
                 "needs: leftover segments of an earlier job?",
                 [host],
-                item="shm_free",
-                free_bytes=free,
-                need_bytes=need,
+                ShmFull(item="shm_free", free_bytes=free, need_bytes=need),
             )
         )
     return findings
@@ -121,9 +116,7 @@ def _judge_memlock(nodes: Mapping[str, NodeFacts], need: int | None) -> list[Che
                 f"{fold(hosts)}: the locked-memory limit is {limit_text(soft)}, and RDMA needs "
                 f"{limit_text(need)}: NCCL cannot register its buffers with the NIC (ibv_reg_mr fails)",
                 hosts,
-                item="memlock",
-                soft=soft,
-                need=need,
+                MemlockShort(item="memlock", soft=soft, need=need),
             )
         )
     # Without a stated need, the nodes are compared: one node locked down where the others are not.
@@ -137,9 +130,9 @@ def _judge_memlock(nodes: Mapping[str, NodeFacts], need: int | None) -> list[Che
                 "warn",
                 f"the locked-memory limit differs between nodes: {sides}",
                 odd,
-                item="memlock",
-                majority=majority,
-                values={limit_text(v): hosts for v, hosts in groups},
+                MemlockDiffers(
+                    item="memlock", majority=majority, values={limit_text(v): hosts for v, hosts in groups}
+                ),
             )
         )
     return findings
@@ -160,10 +153,7 @@ def _judge_nofile(nodes: Mapping[str, NodeFacts], need: int) -> list[CheckResult
                 f"{fold(hosts)}: open files are limited to {soft:,}, below {need:,}: DataLoader workers pass "
                 f"tensors as file descriptors and run out{raise_to}",
                 hosts,
-                item="nofile",
-                soft=soft,
-                hard=hard,
-                need=need,
+                NofileLow(item="nofile", soft=soft, hard=hard, need=need),
             )
         )
     return findings
@@ -193,7 +183,7 @@ def judge_limits(nodes: Mapping[str, NodeFacts], config: Config) -> list[CheckRe
         *_judge_nofile(nodes, cfg.min_nofile),
     ]
     silent = sorted((h for h, n in nodes.items() if n.shm is None and not n.limits), key=natural_key)
-    details = {"nodes": _rows(nodes), "not_reported": silent}
+    details: Rows = {"nodes": _rows(nodes), "not_reported": silent}
     if findings:
         first = findings[0]
         findings[0] = CheckResult(
@@ -201,7 +191,7 @@ def judge_limits(nodes: Mapping[str, NodeFacts], config: Config) -> list[CheckRe
         )
         return findings
     if not nodes or len(silent) == len(nodes):
-        return [_result("skip", "no node reported its limits", [], **details)]
+        return [_result("skip", "no node reported its limits", [], details)]
     shm = [n.shm.size_bytes for n in nodes.values() if n.shm is not None]
     memlock = {limit_text(n.limits["memlock"].soft) for n in nodes.values() if "memlock" in n.limits}
     parts = []
@@ -217,65 +207,12 @@ def judge_limits(nodes: Mapping[str, NodeFacts], config: Config) -> list[CheckRe
     missing = f" ({fold(silent)} did not report them)" if silent else ""
     counted = len(nodes) - len(silent)
     where = f"on all {counted} nodes" if counted > 1 else "on the one node"
-    return [_result("pass", f"{', '.join(parts)} {where}{missing}", [], **details)]
+    return [_result("pass", f"{', '.join(parts)} {where}{missing}", [], details)]
 
 
 def _run(ctx: CheckContext) -> list[CheckResult]:
     return judge_limits(ctx.nodes(), ctx.config)
 
-
-def _table(report: RunReport) -> list[Block]:
-    rows = []
-    nodes, named = node_rows(report, NAME)
-    for host, row in nodes:
-
-        def size(key: str, row: Mapping[str, Any] = row) -> str:
-            value = row.get(key)
-            if isinstance(value, int):
-                return capacity(value)
-            return "unlimited" if value is None and key == "memlock" and key in row else "\u2014"
-
-        nofile = row.get("nofile")
-        files = "unlimited" if nofile is None and "nofile" in row else "\u2014"
-        if isinstance(nofile, int):
-            files = f"{nofile:,}"
-        rows.append(
-            [
-                TCell(plain(host), "mono odd odd-fail" if host in named else "mono"),
-                TCell(size("shm_bytes"), "num"),
-                TCell(size("shm_free_bytes"), "num"),
-                TCell(size("memlock"), "num"),
-                TCell(files, "num"),
-                TCell("yes" if row.get("rdma") else "no"),
-            ]
-        )
-    if not rows:
-        return []
-    return [
-        Table(
-            ("node", "/dev/shm", "free", "locked memory", "open files", "RDMA"), rows, title="Limits by node"
-        )
-    ]
-
-
-PRESENTATION = Presentation(
-    heading="Limits and shared memory",
-    about="/dev/shm, locked memory and open files are enough for a job, and alike on every node",
-    evidence=_table,
-    advice=advice_by_item(
-        {
-            "shm": "Give /dev/shm more room: docker run --shm-size=16g (or --ipc=host), a Kubernetes "
-            "emptyDir with medium Memory mounted at /dev/shm, or mount -o remount,size=... /dev/shm.",
-            "shm_free": "Remove leftover segments of earlier jobs from /dev/shm (ls -la /dev/shm; nccl-* "
-            "and torch_* files of processes that are gone).",
-            "memlock": "Set the locked-memory limit to unlimited for the job's user (limits.conf memlock, "
-            "LimitMEMLOCK=infinity for a systemd-started service, docker --ulimit memlock=-1, Slurm's "
-            "PropagateResourceLimits).",
-            "nofile": "Raise the open-files limit for the job's user (ulimit -n 65536 in the launcher, or "
-            "nofile in limits.conf).",
-        }
-    ),
-)
 
 CHECK = Check(
     name=NAME,

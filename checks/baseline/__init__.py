@@ -2,15 +2,28 @@
 
 The gate after maintenance. Compared with the run given by ``--baseline``: nodes gone or
 new, versions that changed, GPUs that disappeared, and bandwidth that dropped (full-world
-sweep by message size, and each pair of nodes) beyond ``[baseline] max_busbw_drop``.
+sweep by message size, and each pair of nodes) beyond ``[baseline] max_busbw_drop``. The judge is
+here; ``details`` says what its findings carry, ``present`` shows them.
 """
 
 from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-from typing import Any
 
+from checks.baseline.details import (
+    NAME,
+    AsGood,
+    BaselineDetails,
+    GpusGone,
+    NoBaseline,
+    NodesGone,
+    NodesNew,
+    PairDrop,
+    SweepDrop,
+    VersionChanged,
+)
+from checks.baseline.present import PRESENTATION
 from checks.versions import ITEMS, lookup
 from preflight.check import Check, CheckContext
 from preflight.config import Config
@@ -18,11 +31,10 @@ from preflight.model import CheckResult, HostReport, RunReport
 from preflight.nodeset import fold
 from preflight.status import Status
 from preflight.units import binary_size
-from preflight.view import Presentation
 
 
-def _result(status: Status, summary: str, hosts: Sequence[str], **details: Any) -> CheckResult:
-    return CheckResult("baseline", status, summary, tuple(hosts), details)
+def _result(status: Status, summary: str, hosts: Sequence[str], details: BaselineDetails) -> CheckResult:
+    return CheckResult(NAME, status, summary, tuple(hosts), dict(details))
 
 
 def _policy(value: str) -> Status | None:
@@ -61,13 +73,14 @@ def _nodes(baseline: RunReport, hosts: Sequence[HostReport], config: Config) -> 
                 "fail",
                 f"{fold(gone)}: in the baseline run, gone from this one",
                 gone,
-                item="nodes",
-                gone=gone,
+                NodesGone(item="nodes", gone=gone),
             )
         )
     status = _policy(config.baseline.new_node)
     if status and (new := [h.name for h in hosts if h.name not in before]):
-        findings.append(_result(status, f"{fold(new)}: not in the baseline run", new, item="nodes", new=new))
+        findings.append(
+            _result(status, f"{fold(new)}: not in the baseline run", new, NodesNew(item="nodes", new=new))
+        )
     return findings
 
 
@@ -95,10 +108,7 @@ def _versions(baseline: RunReport, hosts: Sequence[HostReport], config: Config) 
             status,
             f"{label} changed on {fold(names)}: {before} -> {after}",
             names,
-            item="version",
-            label=label,
-            before=before,
-            after=after,
+            VersionChanged(item="version", label=label, before=before, after=after),
         )
         for (label, before, after), names in changes.items()
     ]
@@ -112,7 +122,9 @@ def _gpus(baseline: RunReport, hosts: Sequence[HostReport]) -> list[CheckResult]
         after = host.node.gpu_count
         if host.reachable and before and after < before:
             summary = f"{host.name} has {after} GPUs, {before} in the baseline run"
-            findings.append(_result("fail", summary, [host.name], item="gpus", before=before, after=after))
+            findings.append(
+                _result("fail", summary, [host.name], GpusGone(item="gpus", before=before, after=after))
+            )
     return findings
 
 
@@ -131,7 +143,10 @@ def _bandwidth(baseline: RunReport, results: Sequence[CheckResult], config: Conf
             )
             findings.append(
                 _result(
-                    "fail", summary, [], item="sweep", size_bytes=size, before_gbps=before, after_gbps=after
+                    "fail",
+                    summary,
+                    [],
+                    SweepDrop(item="sweep", size_bytes=size, before_gbps=before, after_gbps=after),
                 )
             )
     old_pairs, new_pairs = _pairs(baseline.results), _pairs(results)
@@ -153,7 +168,10 @@ def _bandwidth(baseline: RunReport, results: Sequence[CheckResult], config: Conf
             )
             findings.append(
                 _result(
-                    "fail", summary, pair, item="pair", nodes=list(pair), before_gbps=before, after_gbps=after
+                    "fail",
+                    summary,
+                    pair,
+                    PairDrop(item="pair", nodes=list(pair), before_gbps=before, after_gbps=after),
                 )
             )
     return findings
@@ -176,21 +194,19 @@ def compare(
             "pass",
             f"as good as the baseline run of {baseline.started_at}: same nodes, {compared}versions and GPUs",
             [],
-            baseline_started_at=baseline.started_at,
+            AsGood(baseline_started_at=baseline.started_at),
         )
     ]
 
 
 def run(ctx: CheckContext) -> list[CheckResult]:
     if ctx.baseline is None:
-        return [_result("skip", "no baseline run given (--baseline RUN.json)", [])]
+        return [_result("skip", "no baseline run given (--baseline RUN.json)", [], NoBaseline())]
     return compare(ctx.baseline, ctx.hosts, ctx.findings.get("allreduce", ()), ctx.config)
 
 
-PRESENTATION = Presentation(heading="baseline", about="")
-
 CHECK = Check(
-    name="baseline",
+    name=NAME,
     title="at least as good as a previous known-good run (--baseline): nodes, versions, GPUs, bandwidth",
     run=run,
     presentation=PRESENTATION,
