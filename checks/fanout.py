@@ -1,6 +1,6 @@
 """A check's own work on every reachable node at once, bounded by the run's fan-out and deadline:
-each node's answer, or one line saying why there is none. Used by the checks that run a node
-script of their own (``names``, ``clocks``, ``storage``).
+each node's answer, or one line saying why there is none. ``names`` and ``clocks`` run their node
+scripts through it.
 """
 
 from __future__ import annotations

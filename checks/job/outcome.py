@@ -27,7 +27,7 @@ class NodeOutcome:
     timed_out: bool  # ended at its deadline
     lost: bool  # the node stopped answering (SSH connection lost) during the job
     killed: bool  # ended by preflight because another node failed first
-    stderr: str  # the node's stderr (torchrun, NCCL_DEBUG lines, tracebacks), capped
+    stderr: str  # the node's stderr (its host's and ranks' lines, NCCL_DEBUG lines, tracebacks), capped
     # What NCCL's log said, parsed from the whole stream before it was capped (None: not parsed).
     nccl: NcclTransport | None = None
     # Seconds without a heartbeat when preflight gave up on the node (None: it never went silent),
