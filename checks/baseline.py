@@ -9,16 +9,30 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from checks.versions import ITEMS, lookup
 from preflight.check import Check, CheckContext
-from preflight.config import Config
+from preflight.config import Config, DriftPolicy
 from preflight.model import CheckResult, HostReport, RunReport
 from preflight.nodeset import fold
+from preflight.settings import Settings
 from preflight.status import Status
 from preflight.units import binary_size
 from preflight.view import Presentation
+
+
+@dataclass(frozen=True)
+class BaselineSection:
+    """Comparing a run with a previous known-good one (``--baseline RUN.json``)."""
+
+    # A busbw below (1 - this) of the baseline's, at the same message size or pair, fails.
+    max_busbw_drop: float = 0.2
+    # What a version that changed since the baseline is: an upgrade may be intended.
+    version_change: DriftPolicy = "warn"
+    # What a node that was not in the baseline is.
+    new_node: DriftPolicy = "warn"
 
 
 def _result(status: Status, summary: str, hosts: Sequence[str], **details: Any) -> CheckResult:
@@ -65,14 +79,14 @@ def _nodes(baseline: RunReport, hosts: Sequence[HostReport], config: Config) -> 
                 gone=gone,
             )
         )
-    status = _policy(config.baseline.new_node)
+    status = _policy(config.section(BaselineSection).new_node)
     if status and (new := [h.name for h in hosts if h.name not in before]):
         findings.append(_result(status, f"{fold(new)}: not in the baseline run", new, item="nodes", new=new))
     return findings
 
 
 def _versions(baseline: RunReport, hosts: Sequence[HostReport], config: Config) -> list[CheckResult]:
-    status = _policy(config.baseline.version_change)
+    status = _policy(config.section(BaselineSection).version_change)
     if status is None:
         return []
     old_nodes = {h.name: h.node for h in baseline.hosts if h.reachable}
@@ -117,7 +131,7 @@ def _gpus(baseline: RunReport, hosts: Sequence[HostReport]) -> list[CheckResult]
 
 
 def _bandwidth(baseline: RunReport, results: Sequence[CheckResult], config: Config) -> list[CheckResult]:
-    floor = 1.0 - config.baseline.max_busbw_drop
+    floor = 1.0 - config.section(BaselineSection).max_busbw_drop
     findings = []
     old_sweep, new_sweep = _sweep(baseline.results), _sweep(results)
     common = sorted(set(old_sweep) & set(new_sweep))
@@ -196,4 +210,5 @@ CHECK = Check(
     presentation=PRESENTATION,
     needs_baseline=True,
     reads=("allreduce",),
+    settings=Settings(BaselineSection),
 )

@@ -12,6 +12,7 @@ from typing import Any, TypedDict, cast
 from preflight.check import Check
 from preflight.model import CheckResult, HostReport
 from preflight.nodeset import fold
+from preflight.settings import PROFILES
 from preflight.view import MAX_TABLE_ROWS, Block, Presentation, Table, TCell, advice_by_item, plain
 
 _CAUSES = {
@@ -112,4 +113,6 @@ CHECK = Check(
     presentation=PRESENTATION,
     always=True,
     node_local=True,
+    names_unreached=True,
+    profiles=PROFILES,
 )

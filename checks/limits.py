@@ -11,18 +11,56 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, TypedDict
 
 from preflight.check import Check, CheckContext
 from preflight.config import Config
+from preflight.errors import ConfigError
 from preflight.facts import Limit, NodeFacts
 from preflight.model import CheckResult, RunReport
 from preflight.nodeset import fold, group_by_value, minority, natural_key
+from preflight.settings import PROFILES, Settings
 from preflight.status import Status
-from preflight.units import capacity
+from preflight.units import capacity, parse_size
 from preflight.view import Block, Presentation, Table, TCell, advice_by_item, node_rows, plain
 
 NAME = "limits"
+
+
+@dataclass(frozen=True)
+class LimitsSection:
+    """Resource limits and shared memory the job needs on every node."""
+
+    # /dev/shm smaller than this fails: NCCL's shared-memory transport and DataLoader workers
+    # live there (a container's default is 64 MiB).
+    min_shm: str = "1 GiB"
+    # An open-files soft limit below this warns: DataLoader workers pass tensors as file
+    # descriptors, and the common default of 1024 runs out.
+    min_nofile: int = 4096
+    # The locked-memory limit a node with RDMA devices needs ("unlimited" or a size): RDMA
+    # registers (locks) its buffers.
+    rdma_memlock: str = "unlimited"
+
+    def __post_init__(self) -> None:
+        for key in ("min_shm", "rdma_memlock"):
+            value = getattr(self, key)
+            if key == "rdma_memlock" and value == "unlimited":
+                continue
+            try:
+                parse_size(value)
+            except ValueError as exc:
+                raise ConfigError(f"limits.{key}: {exc}", key=f"limits.{key}") from None
+
+    @property
+    def min_shm_bytes(self) -> int:
+        return parse_size(self.min_shm)
+
+    @property
+    def rdma_memlock_bytes(self) -> int | None:
+        """None: unlimited."""
+        return None if self.rdma_memlock == "unlimited" else parse_size(self.rdma_memlock)
+
 
 # A /dev/shm this much smaller than the median of the other nodes' stands out even above the need.
 SHM_PEER_RATIO = 0.25
@@ -186,7 +224,7 @@ def _rows(nodes: Mapping[str, NodeFacts]) -> dict[str, NodeLimits]:
 
 
 def judge_limits(nodes: Mapping[str, NodeFacts], config: Config) -> list[CheckResult]:
-    cfg = config.limits
+    cfg = config.section(LimitsSection)
     findings = [
         *_judge_shm(nodes, cfg.min_shm_bytes),
         *_judge_memlock(nodes, cfg.rdma_memlock_bytes),
@@ -284,4 +322,6 @@ CHECK = Check(
     presentation=PRESENTATION,
     action="fix_config",
     node_local=True,
+    settings=Settings(LimitsSection),
+    profiles=PROFILES,
 )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from checks.clocks.judge import NAME, ClockSample, ClocksObservation, best_sample, judge_clocks, signed
 from checks.clocks.probe import OBSERVE
+from checks.clocks.settings import DURATION, SETTINGS, ClocksSection
 from preflight.check import Check, CheckContext
 from preflight.model import CheckResult, RunReport
 from preflight.view import Block, Presentation, Table, TCell, advice_by_item, listed, node_rows, number, plain
@@ -20,7 +21,7 @@ __all__ = ["CHECK", "ClockSample", "ClocksObservation", "best_sample", "judge_cl
 def _run(ctx: CheckContext) -> list[CheckResult]:
     if not ctx.live_sessions:
         return [CheckResult(NAME, "skip", "no reachable host to ask")]
-    return judge_clocks(ctx.probe(OBSERVE), ctx.config.clocks)
+    return judge_clocks(ctx.probe(OBSERVE), ctx.config.section(ClocksSection))
 
 
 def _seconds(value: object) -> str:
@@ -70,4 +71,6 @@ CHECK = Check(
     run=_run,
     presentation=PRESENTATION,
     action="fix_config",
+    settings=SETTINGS,
+    duration=DURATION,
 )

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal, TypedDict
 
-from preflight.config import ClocksSection
+from checks.clocks.settings import ClocksSection
 from preflight.facts import TimeFacts
 from preflight.model import CheckResult
 from preflight.nodeset import fold, group_by_value, natural_key
