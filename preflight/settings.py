@@ -62,9 +62,6 @@ class Settings(Generic[S]):
     options: tuple[Option[S, Any], ...] = ()
     profile: Callable[[S, Profile], S] | None = None
 
-    def default(self) -> S:
-        return self.section()
-
     def profiled(self, config: Config, profile: Profile) -> Config:
         """``config`` with this section as ``profile`` changes it."""
         if self.profile is None:
