@@ -37,7 +37,7 @@ from checks.job.pairs import (
     retest_plan,
     side_plan,
 )
-from preflight.config import AllreduceSection
+from checks.job.settings import AllreduceSection
 
 DEFAULT_NODES = (64, 256, 1024, 4096)
 DEFAULT_SEED = 1

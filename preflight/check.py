@@ -2,9 +2,9 @@
 
 A check declares what it needs and owns its whole path: the probes it asks for (I/O, run at
 most once per run however many checks ask, :meth:`CheckContext.probe`), a pure judge that
-turns what was observed into findings, and its :class:`~preflight.view.Presentation`. Checks
-live in the ``checks`` package and are found through its registry; the core knows none of
-them by name.
+turns what was observed into findings, its :class:`~preflight.view.Presentation`, and its
+settings, options, profiles and expected duration (:mod:`preflight.settings`). Checks live in
+the ``checks`` package and are found through its registry; the core knows none of them by name.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from preflight.facts import NodeFacts
 from preflight.handback import Action
 from preflight.inventory import HostSpec
 from preflight.model import CheckResult, HostReport, RunReport
+from preflight.settings import NOT_QUICK, Cost, Profile, Settings
 from preflight.transport import RemoteProcess, Transport
 from preflight.view import Presentation
 
@@ -101,8 +102,9 @@ class CheckContext:
 
 @dataclass(frozen=True)
 class Check:
-    """A check: its stable name (docs/names.md), a line for ``preflight list``, the function that
-    observes and judges, and how it presents itself in a report.
+    """A check: its stable name (the ``check`` of its findings in the JSON report, docs/names.md), a
+    line for ``preflight list``, the function that observes and judges, and how it presents itself
+    in a report.
 
     ``always``: runs whatever ``--only`` and ``--skip`` say (``connect``: every other check's
     facts come through it). ``needs_baseline``: runs exactly when a baseline run is given
@@ -113,6 +115,14 @@ class Check:
     ``--local`` mode (a Slurm prolog); checks between nodes do not. ``warm_imports``: modules
     the check's node script will need; when a selected check names some, the facts probe stays
     on every host with them imported (:attr:`HostSession.host`), so the script starts warm.
+    ``names_unreached``: the hand-back lists a node that could not be checked under this check
+    (``connect``, which reaches the nodes); one check of the registry says so.
+
+    What the run's core reads from the check besides: ``settings``, its section of the config
+    (the TOML table named after the check), the command-line options that set it and what each
+    profile changes in it; ``profiles``, the profiles that run it (``--quick`` runs only the
+    checks that list it, unless ``--only`` says otherwise); ``duration``, what it adds to the
+    run's expected duration.
     """
 
     name: str
@@ -125,3 +135,7 @@ class Check:
     action: Action = "drain"
     node_local: bool = False
     warm_imports: tuple[str, ...] = ()
+    names_unreached: bool = False
+    settings: Settings[Any] | None = None
+    profiles: frozenset[Profile] = NOT_QUICK
+    duration: tuple[Cost, ...] = ()

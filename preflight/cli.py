@@ -14,15 +14,15 @@ import shutil
 import signal
 import socket
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
-from typing import Any
 
 from rich.console import Console
 
 from preflight import __version__
-from preflight.config import Config, RunSection, load_config, node_path_error, with_overrides
+from preflight.config import Config, RunSection, with_overrides
+from preflight.config_file import load_config
 from preflight.errors import ExitCode, PreflightError, UsageError
 from preflight.files import write_atomic
 from preflight.handback import hosts_file_text
@@ -37,13 +37,12 @@ from preflight.inventory import (
 )
 from preflight.jobenv import job_environment
 from preflight.model import RunReport
-from preflight.profiles import QUICK_CHECKS, Profile, apply_profile, expected_duration_s
+from preflight.profiles import Profile, apply_profile, checks_of, expected_duration_s
 from preflight.registry import all_checks, select_checks
 from preflight.runner import RunRequest, execute
 from preflight.topology import load_topology
 from preflight.transport.srun import SrunSettings, allocation_inventory, in_allocation
 from preflight.transport.ssh import KnownHosts, SshSettings
-from preflight.units import parse_size
 
 
 def _names(text: str) -> list[str]:
@@ -118,21 +117,9 @@ def _parser() -> argparse.ArgumentParser:
         metavar="RUN.json",
         help="compare with a previous known-good run (nodes, versions, GPUs, bandwidth)",
     )
+    _add_check_options(check.add_argument, surroundings=False)
     surroundings = check.add_argument_group("the job's surroundings (paths are on the nodes)")
-    surroundings.add_argument(
-        "--data",
-        action="append",
-        metavar="PATH",
-        help="a data set every node must see with the same content (repeatable)",
-    )
-    surroundings.add_argument(
-        "--checkpoint-dir", metavar="PATH", help="the checkpoint directory every node must be able to write"
-    )
-    surroundings.add_argument(
-        "--checkpoint-size",
-        metavar="SIZE",
-        help="what one checkpoint writes there (140GiB, 1.5T): the free space needed",
-    )
+    _add_check_options(surroundings.add_argument, surroundings=True)
     surroundings.add_argument(
         "--env",
         action="append",
@@ -195,6 +182,21 @@ def _parser() -> argparse.ArgumentParser:
 
     commands.add_parser("list", help="list the checks")
     return parser
+
+
+def _add_check_options(add_argument: Callable[..., object], *, surroundings: bool) -> None:
+    """Add the checks' own options (``Check.settings.options``), in registry order: those listed
+    with the job's surroundings, or the others."""
+    for check in all_checks():
+        for option in check.settings.options if check.settings is not None else ():
+            if option.surroundings == surroundings:
+                add_argument(
+                    option.flag,
+                    dest=option.dest,
+                    action="append" if option.repeat else "store",
+                    metavar=option.metavar,
+                    help=option.help,
+                )
 
 
 def _add_outputs(parser: argparse.ArgumentParser) -> None:
@@ -301,28 +303,26 @@ def _raise_open_file_limit(hosts: int) -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, ceiling), hard))
 
 
-def _with_surroundings(config: Config, args: argparse.Namespace) -> Config:
-    """The storage paths and the job's environment from the command line, over the config's.
-    Only what can be judged before any node is contacted is: the paths are on the nodes."""
-    storage = config.storage
-    changes: dict[str, Any] = {}
-    for path in args.data or ():
-        if (why := node_path_error(path)) is not None:
-            raise UsageError(f"--data: {why}")
-    if args.data:
-        changes["data"] = tuple(args.data)
-    if args.checkpoint_dir is not None:
-        if (why := node_path_error(args.checkpoint_dir)) is not None:
-            raise UsageError(f"--checkpoint-dir: {why}")
-        changes["checkpoint_dir"] = args.checkpoint_dir
-    if args.checkpoint_size is not None:
-        try:
-            parse_size(args.checkpoint_size)
-        except ValueError as exc:
-            raise UsageError(f"--checkpoint-size: {exc}") from None
-        changes["checkpoint_size"] = args.checkpoint_size
+def _with_options(config: Config, args: argparse.Namespace) -> Config:
+    """Each check's settings with its command-line options over the config's, and the job's
+    environment from the command line over the config's. Only what can be judged before any node
+    is contacted is: paths, for one, are on the nodes."""
+    for check in all_checks():
+        if check.settings is None:
+            continue
+        section = given = config.section(check.settings.section)
+        for option in check.settings.options:
+            value = getattr(args, option.dest)
+            if value is None:
+                continue
+            try:
+                section = option.apply(section, tuple(value) if option.repeat else value)
+            except ValueError as exc:
+                raise UsageError(f"{option.flag}: {exc}") from None
+        if section != given:
+            config = config.with_sections(section)
     job_env = job_environment(config.job_env, args.env_file, args.env)
-    return dataclasses.replace(config, storage=dataclasses.replace(storage, **changes), job_env=job_env)
+    return dataclasses.replace(config, job_env=job_env)
 
 
 def _with_own_python(config: Config, args: argparse.Namespace) -> Config:
@@ -351,10 +351,10 @@ def _check(args: argparse.Namespace) -> ExitCode:
     )
     if config.run.fanout < 1:
         raise UsageError("--fanout must be at least 1")
-    config = _with_surroundings(config, args)
+    config = _with_options(config, args)
     profile: Profile = args.profile or "standard"
     config = apply_profile(config, profile)
-    only = args.only or (list(QUICK_CHECKS) if profile == "quick" else None)
+    only = args.only or checks_of(profile)
     topology = args.topology or (Path(config.run.topology) if config.run.topology else None)
     if topology is not None:
         config = dataclasses.replace(config, switch_of=load_topology(topology))

@@ -40,8 +40,6 @@ _HOST_ERROR_ACTION: Mapping[HostErrorKind, Action] = {
 }
 # The order in which one node's several actions are chosen: the strongest wins.
 _STRENGTH: Mapping[Action, int] = {"reboot": 3, "reset_gpu": 2, "drain": 1, "fix_config": 0}
-# How a bad node that could not be checked lists the check that says so (a stable name, docs/names.md).
-UNREACHED_CHECK = "connect"
 # Slurm's drain reason is one line; keep it short enough to read in `sinfo -R`.
 _REASON_CHARS = 120
 
@@ -135,10 +133,12 @@ def hand_back(
     results: Sequence[CheckResult],
     check_actions: Mapping[str, Action],
     *,
+    unreached_check: str,
     min_nodes: int | None = None,
 ) -> Handback:
     """Split the nodes into good and bad; each bad node with the checks that named it, the first
-    reason given, and the strongest action asked for."""
+    reason given, and the strongest action asked for. A node that could not be checked is listed
+    under ``unreached_check`` (the check that reaches the nodes, ``Check.names_unreached``)."""
     names = [h.name for h in hosts]
     known = set(names)
     checks: dict[str, list[str]] = {}
@@ -155,9 +155,9 @@ def hand_back(
     for host in hosts:
         if host.error is not None:
             action = _HOST_ERROR_ACTION.get(host.error.kind, "drain")
-            mark(host.name, UNREACHED_CHECK, host.error.message, action)
+            mark(host.name, unreached_check, host.error.message, action)
         elif not host.reachable:
-            mark(host.name, UNREACHED_CHECK, "not checked", "reboot")
+            mark(host.name, unreached_check, "not checked", "reboot")
     unreached = set(checks)
     unplaced: list[str] = []
     for result in results:

@@ -1,12 +1,14 @@
 """The checks preflight knows, found through the ``checks`` package's registry.
 
-This module and the command line are the only places in the core that reach into
-``checks``; everything else receives checks as :class:`~preflight.check.Check` values.
+This module is the only place in the core that reaches into ``checks``; everything else
+receives checks as :class:`~preflight.check.Check` values, or what they declare through the
+functions here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from preflight.check import Check
 from preflight.errors import UsageError
@@ -23,6 +25,16 @@ def presentation_of(name: str) -> Presentation | None:
     """How the check ``name`` presents itself; None for a check this version does not know
     (a report written by another version)."""
     return next((c.presentation for c in all_checks() if c.name == name), None)
+
+
+def setting_tables() -> Mapping[str, type[Any]]:
+    """Each check's config table (named after the check) and the section read from it."""
+    return {c.name: c.settings.section for c in all_checks() if c.settings is not None}
+
+
+def unreached_check() -> str:
+    """The check the hand-back lists a node under when the node could not be checked."""
+    return next(c.name for c in all_checks() if c.names_unreached)
 
 
 def select_checks(

@@ -21,6 +21,7 @@ from preflight.handback import hand_back
 from preflight.inventory import HostSpec
 from preflight.model import CheckResult, HostError, HostReport, RunReport
 from preflight.progress import NoProgress, Progress
+from preflight.registry import unreached_check
 from preflight.transport import Transport
 from preflight.transport.local import LocalTransport
 from preflight.transport.srun import SrunSettings, SrunTransport
@@ -124,7 +125,11 @@ def execute(request: RunRequest, progress: Progress | None = None) -> RunReport:
         progress.close()
     hosts = [s.report for s in sessions]
     handback = hand_back(
-        hosts, results, {c.name: c.action for c in request.checks}, min_nodes=request.min_nodes
+        hosts,
+        results,
+        {c.name: c.action for c in request.checks},
+        unreached_check=unreached_check(),
+        min_nodes=request.min_nodes,
     )
     return RunReport.build(
         tool_version=__version__,

@@ -37,9 +37,10 @@ def handback_of(report: RunReport) -> Handback:
     """The run's hand-back; for a report saved by a version without one, judged from its findings."""
     if report.handback is not None:
         return Handback.from_dict(report.handback)
-    from preflight.registry import all_checks
+    from preflight.registry import all_checks, unreached_check
 
-    return hand_back(report.hosts, report.results, {c.name: c.action for c in all_checks()})
+    actions = {c.name: c.action for c in all_checks()}
+    return hand_back(report.hosts, report.results, actions, unreached_check=unreached_check())
 
 
 def handback_lines(report: RunReport) -> list[str]:

@@ -17,8 +17,9 @@ from checks.job import launch
 from checks.job.node import bus_bandwidth, first_busbw
 from checks.job.outcome import JobNotRun, JobOutcome, NodeOutcome
 from checks.job.pairs import plan_rounds, retest_plan
+from checks.job.settings import AllreduceSection
 from preflight.check import CheckContext
-from preflight.config import AllreduceSection, Config
+from preflight.config import Config
 from preflight.deadline import Deadline
 from preflight.model import CheckResult
 from preflight.units import binary_size as size_label
@@ -157,7 +158,7 @@ def test_the_launcher_draws_the_sparse_plan_per_run_and_replays_a_given_seed() -
     assert first["pair_seed"] != second["pair_seed"]
     for args in (first, second):
         assert args["rounds"] == plan_rounds(20, "sparse", None, args["pair_seed"])
-    config = dataclasses.replace(CONFIG, allreduce=AllreduceSection(pair_seed=77))
+    config = CONFIG.with_sections(AllreduceSection(pair_seed=77))
     replayed = launch._job_args(dataclasses.replace(ctx, config=config), ("allreduce",), names, False)
     assert replayed["allreduce"]["pair_seed"] == 77
     assert replayed["allreduce"]["rounds"] == plan_rounds(20, "sparse", None, 77)
@@ -209,7 +210,7 @@ def test_pairs_are_compared_with_each_other_not_with_the_world_sweep() -> None:
 
 
 def test_a_pair_floor_fails_the_pairs_under_it() -> None:
-    config = Config(allreduce=AllreduceSection(min_pair_busbw_gbps=2.0))
+    config = Config().with_sections(AllreduceSection(min_pair_busbw_gbps=2.0))
     # 1.5 GB/s is within the slow ratio of a typical 2.5 GB/s pair, but under the floor.
     job = with_pairs(HEALTHY, {(1, 2): 1.5}, typical_gbps=2.5)
     (result,) = failing(judge_allreduce(job, config, {}))
@@ -234,7 +235,7 @@ def test_wrong_elements_fail_naming_the_size() -> None:
 
 
 def test_busbw_under_the_floor_at_the_largest_size_fails() -> None:
-    config = Config(allreduce=AllreduceSection(min_busbw_gbps=10.0))
+    config = Config().with_sections(AllreduceSection(min_busbw_gbps=10.0))
     (result,) = failing(judge_allreduce(HEALTHY, config, {}))
     largest = HEALTHY.document["allreduce"]["sweep"][-1]["busbw_gbps"]  # type: ignore[index]
     assert result.summary == f"busbw {largest:.3g} GB/s at 4 MiB is below the floor 10 GB/s"
@@ -242,7 +243,7 @@ def test_busbw_under_the_floor_at_the_largest_size_fails() -> None:
 
 def test_the_floor_judges_the_largest_size_only() -> None:
     largest = HEALTHY.document["allreduce"]["sweep"][-1]["busbw_gbps"]  # type: ignore[index]
-    config = Config(allreduce=AllreduceSection(min_busbw_gbps=largest * 0.9))
+    config = Config().with_sections(AllreduceSection(min_busbw_gbps=largest * 0.9))
     assert only(judge_allreduce(HEALTHY, config, {})).status == "pass"  # small sizes are far slower
 
 
@@ -328,7 +329,7 @@ def test_a_fall_back_to_tcp_where_infiniband_exists_fails() -> None:
 def test_sockets_are_fine_where_no_node_has_infiniband_unless_ib_is_expected() -> None:
     job = nccl_job({"node2": "socket_two_nodes_mpirun_prefix.log"})
     assert not failing(judge_allreduce(job, CONFIG, {}))
-    config = Config(allreduce=AllreduceSection(expect_transport="ib"))
+    config = Config().with_sections(AllreduceSection(expect_transport="ib"))
     (result,) = failing(judge_allreduce(job, config, {}))
     assert result.summary == (
         "NCCL used NET/Socket between nodes on node2 "

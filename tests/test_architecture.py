@@ -5,6 +5,8 @@
 - Renderers (``reports``) never import a check: they read the run model and each check's
   presentation through the registry. Checks never import a renderer.
 - The job package (``checks.job``) never imports the checks that judge its outcome.
+- The core names no check: what it knows of one (settings, options, profiles, expected
+  duration, the check an unreached node is listed under) comes through the registry.
 - Node code (``preflight.bundle.is_node_module``) imports only node code: it is shipped to the
   nodes in bundles and runs with the node's Python, which has nothing else of preflight.
 - No import cycle anywhere, counting imports inside functions and under TYPE_CHECKING.
@@ -13,6 +15,7 @@
 from __future__ import annotations
 
 import ast
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -33,6 +36,12 @@ NODE_SCRIPTS = {
     "checks.storage.node",
 }
 MAX_LINES = 600
+# The checks judged in the job's outcome: the job package imports none of them.
+JUDGES_OF_THE_JOB = ("checks.allreduce", "checks.ddp", "checks.compute", "checks.intranode")
+# Keys of the facts document that happen to be check names too (preflight/facts.py reads them):
+# facts, not checks. The node scripts (preflight.node) gather the facts on the nodes, where no
+# check runs, and are not looked at.
+FACTS_KEYS = {"preflight.facts": {"limits", "hardware"}}
 
 
 def _module_name(path: Path) -> str:
@@ -84,7 +93,7 @@ def _allowed(source: str, target: str) -> bool:
         return target_top != "checks"
     if top == "checks" and target_top == "reports":
         return False
-    return not (source.startswith("checks.job") and target.startswith(("checks.allreduce", "checks.ddp")))
+    return not (source.startswith("checks.job") and target.startswith(JUDGES_OF_THE_JOB))
 
 
 def test_the_graph_sees_the_project() -> None:
@@ -120,3 +129,37 @@ def test_there_is_no_import_cycle() -> None:
 def test_modules_stay_small(name: str) -> None:
     lines = len(MODULES[name].read_text(encoding="utf-8").splitlines())
     assert lines <= MAX_LINES, f"{name} has {lines} lines"
+
+
+def _check_names() -> set[str]:
+    from preflight.registry import all_checks
+
+    return {c.name for c in all_checks()}
+
+
+def _core_names_of_checks() -> list[str]:
+    """Every string literal of the core equal to a check's name, as ``module:line: 'name'``."""
+    names = _check_names()
+    found = []
+    for module, path in MODULES.items():
+        if not module.startswith("preflight.") or module == "preflight.registry":
+            continue
+        if module.startswith("preflight.node"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            named = isinstance(node, ast.Constant) and node.value in names
+            if named and node.value not in FACTS_KEYS.get(module, set()):
+                found.append(f"{module}:{node.lineno}: {node.value!r}")
+    return found
+
+
+def test_the_core_names_no_check() -> None:
+    assert _core_names_of_checks() == []
+
+
+def test_the_core_test_sees_a_check_named_in_the_core(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The test above fails where the core names a check, here a check named like a core literal."""
+    monkeypatch.setattr(sys.modules[__name__], "_check_names", lambda: {"python3", "limits"})
+    found = _core_names_of_checks()
+    assert any(entry.startswith("preflight.config:") and "'python3'" in entry for entry in found)
+    assert not any(entry.startswith("preflight.facts:") for entry in found)  # a facts key

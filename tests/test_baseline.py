@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from checks.baseline import compare
-from preflight.config import BaselineSection, Config
+from checks.baseline import BaselineSection, compare
+from preflight.config import Config
 from preflight.model import CheckResult, HostReport, RunReport
 
 H100 = json.loads((Path(__file__).parent / "data" / "runs" / "h100_node.json").read_text())
@@ -68,7 +68,7 @@ def test_a_changed_driver_is_named_with_before_and_after() -> None:
     assert finding.status == "warn"
     assert finding.hosts == ("gpu03",)
     assert finding.summary == f"NVIDIA driver changed on gpu03: {H100['driver']['version']} -> 550.90.07"
-    strict = Config(baseline=BaselineSection(version_change="fail"))
+    strict = Config().with_sections(BaselineSection(version_change="fail"))
     assert compare(run(hosts(), []), hosts(gpu03={"driver": driver}), [], strict)[0].status == "fail"
 
 

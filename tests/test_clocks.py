@@ -4,7 +4,7 @@ each other (three or more) or the controller (fewer), and what the kernel says o
 from __future__ import annotations
 
 from checks.clocks import ClockSample, ClocksObservation, best_sample, judge_clocks
-from preflight.config import ClocksSection
+from checks.clocks.settings import ClocksSection
 from preflight.facts import TimeFacts
 
 SYNCED = TimeFacts(synchronised=True, state="ok", services=("chronyd",))

@@ -14,7 +14,9 @@ from checks.compute import judge_compute
 from checks.compute.attribution import ITEM, refer_to_compute
 from checks.compute.present import PRESENTATION, evidence
 from checks.job.node_compute import burn, reason_names, summarise_samples
-from preflight.config import ComputeSection, Config, parse_config
+from checks.job.settings import ComputeSection
+from preflight.config import Config
+from preflight.config_file import parse_config
 from preflight.errors import ConfigError
 from preflight.model import CheckResult
 from preflight.view import Note, Table
@@ -84,15 +86,15 @@ def test_a_node_held_to_a_tenth_of_a_core_is_named_with_its_ratio() -> None:
 
 
 def test_the_margin_is_configurable() -> None:
-    lenient = Config(compute=ComputeSection(cpu_slow_ratio=0.2))
+    lenient = Config().with_sections(ComputeSection(cpu_slow_ratio=0.2))
     assert only(judge_compute(QUOTA, lenient)).status == "pass"
     # GPU ranks have their own, tighter margin: CPU processes sharing cores vary more.
-    strict = Config(compute=ComputeSection(cpu_slow_ratio=0.99))
+    strict = Config().with_sections(ComputeSection(cpu_slow_ratio=0.99))
     assert [r.hosts for r in failing(judge_compute(HEALTHY, strict))] != []
 
 
 def test_an_absolute_floor_names_every_rank_below_it() -> None:
-    floor = Config(compute=ComputeSection(min_tflops=1.0))  # no CPU reaches a TFLOPS
+    floor = Config().with_sections(ComputeSection(min_tflops=1.0))  # no CPU reaches a TFLOPS
     found = failing(judge_compute(HEALTHY, floor))
     assert sorted(r.hosts[0] for r in found) == ["node1", "node2", "node3"]
     assert all("below the floor 1 TFLOPS" in r.summary for r in found)
@@ -190,7 +192,7 @@ def test_network_findings_about_a_node_slow_at_compute_refer_to_it() -> None:
 
 def test_the_compute_section_parses_and_refuses_bad_values() -> None:
     config = parse_config({"compute": {"burn_s": 3, "slow_ratio": 0.9, "min_tflops": 400}})
-    assert config.compute == ComputeSection(burn_s=3.0, slow_ratio=0.9, min_tflops=400.0)
+    assert config.section(ComputeSection) == ComputeSection(burn_s=3.0, slow_ratio=0.9, min_tflops=400.0)
     with pytest.raises(ConfigError, match=r"compute\.burn_s must not be negative"):
         parse_config({"compute": {"burn_s": -1}})
 

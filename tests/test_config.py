@@ -8,7 +8,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from preflight.config import Config, load_config, with_overrides
+from checks.gpu_memory.settings import GpuMemorySection
+from checks.versions.settings import VersionsSection
+from preflight.config import Config, with_overrides
+from preflight.config_file import load_config
 from preflight.errors import ConfigError
 
 
@@ -23,8 +26,8 @@ def test_no_config_gives_working_defaults() -> None:
     assert config.run.python == "python3"
     assert config.run.fanout == 64
     assert config.run.port == 29500
-    assert config.versions.package_drift == "warn"
-    assert 0 < config.gpu_memory.min_free_fraction < 1
+    assert config.section(VersionsSection).package_drift == "warn"
+    assert 0 < config.section(GpuMemorySection).min_free_fraction < 1
 
 
 def test_sections_and_expectations_are_read(tmp_path: Path) -> None:
@@ -37,8 +40,8 @@ def test_sections_and_expectations_are_read(tmp_path: Path) -> None:
     )
     assert config.run.fanout == 8
     assert config.run.timeout_s == 90.0
-    assert config.versions.stack_packages == ("deepspeed",)
-    assert config.versions.package_drift == "fail"
+    assert config.section(VersionsSection).stack_packages == ("deepspeed",)
+    assert config.section(VersionsSection).package_drift == "fail"
     assert config.expect == {"torch": "2.4", "driver": ">=535"}
 
 
@@ -112,7 +115,7 @@ def test_the_example_config_in_the_readme_is_valid(tmp_path: Path) -> None:
     example = readme.split("```toml\n", 1)[1].split("```", 1)[0]
     config = load_config(write(tmp_path, example))
     assert config.expect["torch"] == "2.4"
-    assert config.gpu_memory.gpus_per_node == 8
+    assert config.section(GpuMemorySection).gpus_per_node == 8
 
 
 def test_a_config_saved_with_a_byte_order_mark_reads_as_without(tmp_path: Path) -> None:

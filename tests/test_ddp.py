@@ -11,8 +11,9 @@ import pytest
 from checks import ddp
 from checks.ddp import judge_ddp
 from checks.job.outcome import JobNotRun
+from checks.job.settings import DdpSection
 from preflight.check import CheckContext
-from preflight.config import Config, DdpSection
+from preflight.config import Config
 from preflight.deadline import Deadline
 from preflight.model import CheckResult
 from tests.test_allreduce import JOBS, failing, load_job, only, replace_node, with_document
@@ -63,7 +64,7 @@ def test_a_rank_slower_only_by_noise_is_no_straggler() -> None:
     compute = list(HEALTHY.document["ddp"]["compute_step_s"])  # type: ignore[index]
     compute[2] = sorted(compute)[1] * 3  # 3x, but well under a millisecond: below the noise floor
     assert only(judge_ddp(changed_ddp(HEALTHY, compute_step_s=compute), CONFIG)).status == "pass"
-    tight = Config(ddp=DdpSection(straggler_min_excess_s=0.0001))
+    tight = Config().with_sections(DdpSection(straggler_min_excess_s=0.0001))
     assert failing(judge_ddp(changed_ddp(HEALTHY, compute_step_s=compute), tight))
 
 

@@ -13,7 +13,7 @@ from typing import Any, get_args
 from preflight.errors import ExitCode
 from preflight.handback import hand_back
 from preflight.model import HostErrorKind, RunReport
-from preflight.registry import all_checks
+from preflight.registry import all_checks, unreached_check
 from preflight.status import SEVERITY
 from reports import prometheus
 from reports.json_report import load
@@ -52,7 +52,7 @@ def _recorded_run() -> dict[str, Any]:
     """A recorded run as ``preflight check`` writes it today: with the hand-back it computes."""
     report = load(RECORDED)
     actions = {check.name: check.action for check in all_checks()}
-    handback = hand_back(report.hosts, report.results, actions).to_dict()
+    handback = hand_back(report.hosts, report.results, actions, unreached_check=unreached_check()).to_dict()
     return dataclasses.replace(report, handback=handback).to_dict()
 
 

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from checks.environment import judge_environment
-from preflight.config import MUST_MATCH
+from checks.environment.settings import MUST_MATCH
 from preflight.facts import NodeFacts
 
 

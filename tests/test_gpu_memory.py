@@ -9,7 +9,8 @@ import pytest
 
 from checks import gpu_memory
 from checks.gpu_memory import fold_indices, judge_gpu_memory
-from preflight.config import Config, GpuMemorySection
+from checks.gpu_memory.settings import GpuMemorySection
+from preflight.config import Config
 from preflight.units import GIB
 from tests.test_versions import CPU, DELETE, H100, cluster, load, only, typed
 
@@ -22,7 +23,7 @@ REMAP_PENDING = {"correctable": 0, "uncorrectable": 4, "pending": True, "failure
 
 
 def config(**settings: Any) -> Config:
-    return Config(gpu_memory=GpuMemorySection(**settings))
+    return Config().with_sections(GpuMemorySection(**settings))
 
 
 def used(used_bytes: int, processes: list[dict[str, Any]] | None = None) -> dict[str, Any]:

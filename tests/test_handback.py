@@ -15,11 +15,12 @@ from preflight.cli import main
 from preflight.errors import ExitCode
 from preflight.handback import Handback, hand_back
 from preflight.model import RunReport
-from preflight.registry import all_checks
+from preflight.registry import all_checks, unreached_check
 from reports import prometheus
 
 REPORTS = Path(__file__).parent / "data" / "reports"
 ACTIONS = {c.name: c.action for c in all_checks()}
+UNREACHED = unreached_check()
 
 
 def recorded(name: str) -> RunReport:
@@ -28,7 +29,7 @@ def recorded(name: str) -> RunReport:
 
 def judged(name: str, min_nodes: int | None = None) -> Handback:
     report = recorded(name)
-    return hand_back(report.hosts, report.results, ACTIONS, min_nodes=min_nodes)
+    return hand_back(report.hosts, report.results, ACTIONS, unreached_check=UNREACHED, min_nodes=min_nodes)
 
 
 def test_a_healthy_run_hands_back_every_node_and_drains_none() -> None:
@@ -73,7 +74,7 @@ def test_a_failure_that_names_no_node_cannot_be_routed_around() -> None:
     report = recorded("slow_node")
     # The same run, had the judge blamed the world instead of node3.
     results = [replace(r, hosts=()) if r.status == "fail" else r for r in report.results]
-    handback = hand_back(report.hosts, results, ACTIONS, min_nodes=1)
+    handback = hand_back(report.hosts, results, ACTIONS, unreached_check=UNREACHED, min_nodes=1)
     assert handback.unplaced == ("allreduce",)
     assert handback.bad == ()
     assert not handback.enough
@@ -81,7 +82,7 @@ def test_a_failure_that_names_no_node_cannot_be_routed_around() -> None:
 
 def test_min_nodes_met_turns_the_exit_code_to_pass_and_keeps_the_findings() -> None:
     report = recorded("slow_node")
-    handback = hand_back(report.hosts, report.results, ACTIONS, min_nodes=2)
+    handback = hand_back(report.hosts, report.results, ACTIONS, unreached_check=UNREACHED, min_nodes=2)
     rebuilt = RunReport.build(
         tool_version=report.tool_version,
         started_at=report.started_at,

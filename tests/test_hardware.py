@@ -10,8 +10,10 @@ from typing import Any
 import pytest
 
 from checks.hardware import judge_hardware
+from checks.hardware.settings import HardwareSection
 from checks.hardware.xid import action_of
-from preflight.config import Config, HardwareSection, parse_config
+from preflight.config import Config
+from preflight.config_file import parse_config
 from preflight.facts import NodeFacts
 from preflight.node import facts
 from tests.lab.gpu import IB_PORT_DOWN, GpuNode, write_infiniband
@@ -324,7 +326,7 @@ def test_xids_are_classified_ignored_on_request_and_an_unreadable_log_is_said(tm
         "gpu2: XID 31 on 0000:01:00 \u00d72 in the kernel log: an application fault"
     )
     assert results[0].details["xid_not_readable"] == {"gpu3": unreadable["xid"]["reason"]}
-    quiet = Config(hardware=HardwareSection(ignore_xids=(31, 79)))
+    quiet = Config().with_sections(HardwareSection(ignore_xids=(31, 79)))
     (result,) = judge_hardware(nodes, quiet)
     assert result.status == "pass"
     assert result.summary.endswith(
@@ -334,6 +336,7 @@ def test_xids_are_classified_ignored_on_request_and_an_unreadable_log_is_said(tm
 
 
 def test_the_hardware_section_parses() -> None:
-    assert parse_config({"hardware": {"ignore_xids": [13, 31]}}).hardware.ignore_xids == (13, 31)
+    parsed = parse_config({"hardware": {"ignore_xids": [13, 31]}})
+    assert parsed.section(HardwareSection).ignore_xids == (13, 31)
     with pytest.raises(Exception, match=r"hardware\.ignore_xids"):
         parse_config({"hardware": {"ignore_xids": "31"}})

@@ -7,7 +7,8 @@ from typing import Any
 
 from checks.compute.attribution import ITEM, refer_to_compute
 from checks.intranode import judge_intranode
-from preflight.config import Config, IntranodeSection
+from checks.intranode.settings import IntranodeSection
+from preflight.config import Config
 from preflight.model import CheckResult
 from tests.test_allreduce import failing, load_job, only, with_document
 
@@ -48,7 +49,7 @@ def test_a_node_slow_inside_itself_is_named_with_its_ratio() -> None:
         "node3 is slow inside itself: the all-reduce among its own ranks runs at 0.0"
     )
     assert result.details["slow_hosts"] == ["node3"]
-    lenient = Config(intranode=IntranodeSection(slow_ratio=0.01))
+    lenient = Config().with_sections(IntranodeSection(slow_ratio=0.01))
     assert only(judge_intranode(slowed(2, 0.05), lenient)).status == "pass"
 
 

@@ -3,31 +3,34 @@ before it starts), and a quick run of this machine end to end."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
-from preflight.config import Config, StorageSection
-from preflight.profiles import QUICK_CHECKS, apply_profile, expected_duration_s
+from checks.job.settings import AllreduceSection, ComputeSection, DdpSection
+from checks.storage.settings import StorageSection
+from preflight.config import Config
+from preflight.profiles import apply_profile, checks_of, expected_duration_s
 from tests.test_cli import PYTHON, preflight
 
+QUICK_CHECKS = checks_of("quick")
 EVERY_CHECK = ("connect", "versions", "ports", "gpu_memory", "allreduce", "ddp")
 
 
 def test_quick_is_a_short_sweep_without_pair_tests() -> None:
-    quick = apply_profile(Config(), "quick").allreduce
-    assert quick.sweep_budget_s < Config().allreduce.sweep_budget_s
+    quick = apply_profile(Config(), "quick").section(AllreduceSection)
+    assert quick.sweep_budget_s < AllreduceSection().sweep_budget_s
     assert quick.pairwise == "never"
     assert "ddp" not in QUICK_CHECKS
 
 
 def test_deep_tests_every_pair_longer_and_trains_longer() -> None:
     deep = apply_profile(Config(), "deep")
-    assert deep.allreduce.pair_plan == "full"
-    assert deep.allreduce.sweep_budget_s > Config().allreduce.sweep_budget_s
-    assert deep.ddp.steps > Config().ddp.steps
-    assert deep.compute.burn_s > Config().compute.burn_s
-    assert deep.allreduce.sweep_factor == 2 < Config().allreduce.sweep_factor
+    allreduce = deep.section(AllreduceSection)
+    assert allreduce.pair_plan == "full"
+    assert allreduce.sweep_budget_s > AllreduceSection().sweep_budget_s
+    assert deep.section(DdpSection).steps > DdpSection().steps
+    assert deep.section(ComputeSection).burn_s > ComputeSection().burn_s
+    assert allreduce.sweep_factor == 2 < AllreduceSection().sweep_factor
 
 
 def test_the_expected_duration_orders_the_profiles_and_grows_with_the_cluster() -> None:
@@ -59,5 +62,5 @@ def test_storage_adds_to_the_expected_duration_only_when_it_has_paths_to_look_at
     checks = ("connect", "versions", "storage")
     without = expected_duration_s(Config(), 3, checks)
     assert without == expected_duration_s(Config(), 3, ("connect", "versions"))
-    with_data = dataclasses.replace(Config(), storage=StorageSection(data=("/data/shards",)))
+    with_data = Config().with_sections(StorageSection(data=("/data/shards",)))
     assert expected_duration_s(with_data, 3, checks) > without

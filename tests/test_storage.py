@@ -16,7 +16,7 @@ from checks.storage import StorageObservation, judge_storage, sharing
 from checks.storage import node as storage_node
 from checks.storage.present import storage_blocks
 from checks.storage.probe import peers_to_look_at
-from preflight.config import StorageSection
+from checks.storage.settings import StorageSection
 from preflight.model import RunReport
 
 DATA = Path(__file__).parent / "data" / "facts"

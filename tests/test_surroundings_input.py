@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from preflight.config import ConfigError, load_config
-from preflight.errors import InputError
+from checks.storage.settings import StorageSection
+from preflight.config_file import load_config
+from preflight.errors import ConfigError, InputError
 from preflight.jobenv import job_environment, read_env_file
 from preflight.units import parse_size
 
@@ -120,8 +121,8 @@ def test_surroundings_are_read_from_a_config(tmp_path: Path) -> None:
         'checkpoint_size = "140GiB"\n[job_env]\nNCCL_SOCKET_IFNAME = "eth0"\nOMP_NUM_THREADS = 8\n'
     )
     config = load_config(path)
-    assert config.storage.data == ("/datasets/a", "/datasets/b")
-    assert config.storage.checkpoint_bytes == 140 << 30
+    assert config.section(StorageSection).data == ("/datasets/a", "/datasets/b")
+    assert config.section(StorageSection).checkpoint_bytes == 140 << 30
     assert config.job_env == {"NCCL_SOCKET_IFNAME": "eth0", "OMP_NUM_THREADS": "8"}
 
 

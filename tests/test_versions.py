@@ -14,8 +14,9 @@ import pytest
 from checks import versions
 from checks.versions import judge_versions
 from checks.versions.expectations import matches
+from checks.versions.settings import VersionsSection
 from preflight.check import CheckContext, HostSession
-from preflight.config import Config, VersionsSection
+from preflight.config import Config
 from preflight.deadline import Deadline
 from preflight.facts import NodeFacts
 from preflight.inventory import HostSpec
@@ -72,7 +73,7 @@ def only(results: list[CheckResult]) -> CheckResult:
 
 
 def config(**versions_settings: Any) -> Config:
-    return Config(versions=VersionsSection(**versions_settings))
+    return Config().with_sections(VersionsSection(**versions_settings))
 
 
 # --------------------------------------------------------------------------- agreement

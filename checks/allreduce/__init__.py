@@ -8,10 +8,12 @@ from __future__ import annotations
 from checks.allreduce.details import NAME
 from checks.allreduce.judge import judge_allreduce
 from checks.allreduce.present import PRESENTATION
+from checks.allreduce.settings import DURATION, SETTINGS
 from checks.compute.attribution import CAUSE_CHECKS, causes_in, refer_to_compute
 from checks.job import launch
 from preflight.check import Check, CheckContext
 from preflight.model import CheckResult
+from preflight.settings import PROFILES
 
 __all__ = ["CHECK", "NAME", "PRESENTATION", "judge_allreduce"]
 
@@ -28,4 +30,7 @@ CHECK = Check(
     presentation=PRESENTATION,
     warm_imports=launch.JOB_IMPORTS,
     reads=("ports", *CAUSE_CHECKS),
+    settings=SETTINGS,
+    profiles=PROFILES,
+    duration=DURATION,
 )

@@ -15,6 +15,7 @@ from checks.job.nccl_log import NcclTransport, parse_nccl_log
 from checks.job.outcome import JobOutcome, node_names
 from checks.job.pairs import Culprits, SlowGroup, name_culprits
 from checks.job.phase import read_phase
+from checks.job.settings import AllreduceSection
 from preflight.config import Config
 from preflight.model import CheckResult
 from preflight.nodeset import fold, group_by_value
@@ -60,7 +61,7 @@ def _sweep_results(
     largest = rows[-1]
     size = binary_size(int(largest["size_bytes"]))
     busbw = float(largest["busbw_gbps"])
-    floor = config.allreduce.min_busbw_gbps
+    floor = config.section(AllreduceSection).min_busbw_gbps
     if floor > 0 and busbw < floor:
         summary = f"busbw {gbps(busbw)} GB/s at {size} is below the floor {floor:g} GB/s"
         results.append(CheckResult(NAME, "fail", summary, (), {"busbw_gbps": busbw, "floor_gbps": floor}))
@@ -70,7 +71,7 @@ def _sweep_results(
     if not section.get("sweep_complete", True):
         # Not a finding by itself: a slow network is judged by the floor and by the pairs.
         top = binary_size(int(section.get("sweep_max_bytes") or largest["size_bytes"]))
-        budget = float(section.get("sweep_budget_s") or config.allreduce.sweep_budget_s)
+        budget = float(section.get("sweep_budget_s") or config.section(AllreduceSection).sweep_budget_s)
         headline += f" (the sweep's {budget:g} s budget stopped it short of {top})"
     return results, headline
 
@@ -154,7 +155,7 @@ def _pair_results(
         }
         results.append(CheckResult(NAME, "fail", summary, hosts, details))
     if culprits.below_floor:
-        floor = config.allreduce.min_pair_busbw_gbps
+        floor = config.section(AllreduceSection).min_pair_busbw_gbps
         shown = ", ".join(f"{_link(names, p)} {gbps(v)}" for p, v in culprits.below_floor[:_LISTED_PAIRS])
         more = len(culprits.below_floor) - _LISTED_PAIRS
         count = len(culprits.below_floor)
@@ -236,7 +237,7 @@ def _transport_results(
     if outcome.backend != "nccl" or not logged:
         return [], None
     results: list[CheckResult] = []
-    expect = config.allreduce.expect_transport
+    expect = config.section(AllreduceSection).expect_transport
     if n_nodes >= 2 and expect != "socket":
         fallbacks: dict[str, str] = {}
         for host, transport in logged.items():
@@ -314,13 +315,9 @@ def judge_allreduce(
     notes: list[str] = []
     pair_headline = None
     if pairs:
-        culprits = name_culprits(
-            pairs,
-            n_nodes,
-            config.allreduce.slow_ratio,
-            config.allreduce.min_pair_busbw_gbps,
-            config.allreduce.quiet_slow_ratio,
-        )
+        cfg = config.section(AllreduceSection)
+        floor = cfg.min_pair_busbw_gbps
+        culprits = name_culprits(pairs, n_nodes, cfg.slow_ratio, floor, cfg.quiet_slow_ratio)
         switches = {
             name: switch
             for name in names

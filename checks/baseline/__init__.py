@@ -24,11 +24,13 @@ from checks.baseline.details import (
     VersionChanged,
 )
 from checks.baseline.present import PRESENTATION
+from checks.baseline.settings import BaselineSection
 from checks.versions import ITEMS, lookup
 from preflight.check import Check, CheckContext
 from preflight.config import Config
 from preflight.model import CheckResult, HostReport, RunReport
 from preflight.nodeset import fold
+from preflight.settings import Settings
 from preflight.status import Status
 from preflight.units import binary_size
 
@@ -76,7 +78,7 @@ def _nodes(baseline: RunReport, hosts: Sequence[HostReport], config: Config) -> 
                 NodesGone(item="nodes", gone=gone),
             )
         )
-    status = _policy(config.baseline.new_node)
+    status = _policy(config.section(BaselineSection).new_node)
     if status and (new := [h.name for h in hosts if h.name not in before]):
         findings.append(
             _result(status, f"{fold(new)}: not in the baseline run", new, NodesNew(item="nodes", new=new))
@@ -85,7 +87,7 @@ def _nodes(baseline: RunReport, hosts: Sequence[HostReport], config: Config) -> 
 
 
 def _versions(baseline: RunReport, hosts: Sequence[HostReport], config: Config) -> list[CheckResult]:
-    status = _policy(config.baseline.version_change)
+    status = _policy(config.section(BaselineSection).version_change)
     if status is None:
         return []
     old_nodes = {h.name: h.node for h in baseline.hosts if h.reachable}
@@ -129,7 +131,7 @@ def _gpus(baseline: RunReport, hosts: Sequence[HostReport]) -> list[CheckResult]
 
 
 def _bandwidth(baseline: RunReport, results: Sequence[CheckResult], config: Config) -> list[CheckResult]:
-    floor = 1.0 - config.baseline.max_busbw_drop
+    floor = 1.0 - config.section(BaselineSection).max_busbw_drop
     findings = []
     old_sweep, new_sweep = _sweep(baseline.results), _sweep(results)
     common = sorted(set(old_sweep) & set(new_sweep))
@@ -212,4 +214,5 @@ CHECK = Check(
     presentation=PRESENTATION,
     needs_baseline=True,
     reads=("allreduce",),
+    settings=Settings(BaselineSection),
 )

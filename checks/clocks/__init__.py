@@ -11,6 +11,7 @@ from __future__ import annotations
 from checks.clocks.judge import NAME, ClockSample, ClocksObservation, best_sample, judge_clocks
 from checks.clocks.present import PRESENTATION
 from checks.clocks.probe import OBSERVE
+from checks.clocks.settings import DURATION, SETTINGS, ClocksSection
 from preflight.check import Check, CheckContext
 from preflight.model import CheckResult
 
@@ -20,7 +21,7 @@ __all__ = ["CHECK", "PRESENTATION", "ClockSample", "ClocksObservation", "best_sa
 def _run(ctx: CheckContext) -> list[CheckResult]:
     if not ctx.live_sessions:
         return [CheckResult(NAME, "skip", "no reachable host to ask")]
-    return judge_clocks(ctx.probe(OBSERVE), ctx.config.clocks)
+    return judge_clocks(ctx.probe(OBSERVE), ctx.config.section(ClocksSection))
 
 
 CHECK = Check(
@@ -29,4 +30,6 @@ CHECK = Check(
     run=_run,
     presentation=PRESENTATION,
     action="fix_config",
+    settings=SETTINGS,
+    duration=DURATION,
 )

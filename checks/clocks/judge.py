@@ -23,7 +23,7 @@ from checks.clocks.details import (
     ServiceState,
     Unsynchronised,
 )
-from preflight.config import ClocksSection
+from checks.clocks.settings import ClocksSection
 from preflight.facts import TimeFacts
 from preflight.model import CheckResult
 from preflight.nodeset import fold, group_by_value, natural_key

@@ -9,6 +9,7 @@ import contextlib
 import time
 
 from checks.clocks.judge import ClockSample, ClocksObservation, best_sample
+from checks.clocks.settings import ClocksSection
 from checks.fanout import on_every_node
 from preflight.check import CheckContext, HostSession, Probe
 from preflight.deadline import Deadline
@@ -52,7 +53,7 @@ def read_clock(session: HostSession, *, python: str, samples: int, deadline: Dea
 
 
 def observe_clocks(ctx: CheckContext) -> ClocksObservation:
-    cfg = ctx.config.clocks
+    cfg = ctx.config.section(ClocksSection)
     samples = max(1, cfg.samples)
     limit_s = _READY_S + samples * _ANSWER_S
 

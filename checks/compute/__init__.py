@@ -9,6 +9,7 @@ from __future__ import annotations
 from checks.compute.details import NAME
 from checks.compute.judge import judge_compute
 from checks.compute.present import PRESENTATION
+from checks.compute.settings import DURATION, SETTINGS
 from checks.job import launch
 from preflight.check import Check, CheckContext
 from preflight.model import CheckResult
@@ -27,4 +28,6 @@ CHECK = Check(
     presentation=PRESENTATION,
     warm_imports=launch.JOB_IMPORTS,
     reads=("ports",),
+    settings=SETTINGS,
+    duration=DURATION,
 )

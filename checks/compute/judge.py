@@ -16,6 +16,7 @@ from checks.job.failures import rank_hosts
 from checks.job.node_compute import REASON_BITS
 from checks.job.outcome import JobOutcome
 from checks.job.phase import read_phase
+from checks.job.settings import ComputeSection
 from preflight.config import Config
 from preflight.model import CheckResult
 from preflight.nodeset import fold
@@ -139,7 +140,7 @@ def judge_compute(outcome: JobOutcome, config: Config) -> list[CheckResult]:
     if phase.section is None:
         return phase.findings
     results, section = phase.findings, phase.section
-    settings = config.compute
+    settings = config.section(ComputeSection)
     cuda = phase.document.get("device") == "cuda"
     slow_ratio = settings.slow_ratio if cuda else settings.cpu_slow_ratio
     hosts = rank_hosts(outcome)

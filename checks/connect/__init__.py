@@ -14,6 +14,7 @@ from checks.connect.present import PRESENTATION
 from preflight.check import Check
 from preflight.model import CheckResult, HostReport
 from preflight.nodeset import fold
+from preflight.settings import PROFILES
 
 __all__ = ["CHECK", "PRESENTATION", "Reached", "Unreached", "judge_connect"]
 
@@ -69,4 +70,6 @@ CHECK = Check(
     presentation=PRESENTATION,
     always=True,
     node_local=True,
+    names_unreached=True,
+    profiles=PROFILES,
 )

@@ -9,6 +9,7 @@ from checks.compute.attribution import CAUSE_CHECKS, causes_in, refer_to_compute
 from checks.ddp.details import NAME
 from checks.ddp.judge import judge_ddp
 from checks.ddp.present import PRESENTATION
+from checks.ddp.settings import DURATION, SETTINGS
 from checks.job import launch
 from preflight.check import Check, CheckContext
 from preflight.model import CheckResult
@@ -28,4 +29,6 @@ CHECK = Check(
     presentation=PRESENTATION,
     warm_imports=launch.JOB_IMPORTS + launch.DDP_IMPORTS,
     reads=("ports", *CAUSE_CHECKS),
+    settings=SETTINGS,
+    duration=DURATION,
 )

@@ -15,6 +15,7 @@ from checks.ddp.details import NAME, PHASE, DdpDetails
 from checks.job.failures import describe_ranks, rank_hosts
 from checks.job.outcome import JobOutcome
 from checks.job.phase import read_phase
+from checks.job.settings import DdpSection
 from preflight.config import Config
 from preflight.model import CheckResult
 from preflight.nodeset import group_by_value
@@ -76,7 +77,7 @@ def judge_ddp(outcome: JobOutcome, config: Config) -> list[CheckResult]:
         return phase.findings
     results, section, document = phase.findings, phase.section, phase.document
 
-    section_cfg = config.ddp
+    section_cfg = config.section(DdpSection)
     hosts = rank_hosts(outcome)
     world = int(document.get("world_size") or 0)
     steps = int(section.get("steps") or 0)

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 from checks.environment.judge import NAME, effective_settings, judge_environment
 from checks.environment.present import PRESENTATION
+from checks.environment.settings import SETTINGS, EnvironmentSection
 from preflight.check import Check, CheckContext
 from preflight.model import CheckResult
+from preflight.settings import PROFILES
 
 __all__ = ["CHECK", "PRESENTATION", "effective_settings", "judge_environment"]
 
@@ -22,7 +24,7 @@ __all__ = ["CHECK", "PRESENTATION", "effective_settings", "judge_environment"]
 def _run(ctx: CheckContext) -> list[CheckResult]:
     nodes = ctx.nodes()
     nccl_in_use = ctx.backend == "nccl" or (ctx.backend is None and any(n.uses_cuda for n in nodes.values()))
-    cfg = ctx.config.environment
+    cfg = ctx.config.section(EnvironmentSection)
     return judge_environment(
         nodes,
         ctx.config.job_env,
@@ -39,4 +41,6 @@ CHECK = Check(
     run=_run,
     presentation=PRESENTATION,
     action="fix_config",
+    settings=SETTINGS,
+    profiles=PROFILES,
 )

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from checks.gpu_memory.judge import NAME, fold_indices, judge_gpu_memory
 from checks.gpu_memory.present import PRESENTATION, gpu_blocks
+from checks.gpu_memory.settings import SETTINGS
 from preflight.check import Check, CheckContext
 from preflight.model import CheckResult
+from preflight.settings import PROFILES
 
 __all__ = ["CHECK", "PRESENTATION", "fold_indices", "gpu_blocks", "judge_gpu_memory"]
 
@@ -26,4 +28,6 @@ CHECK = Check(
     presentation=PRESENTATION,
     action="reset_gpu",
     node_local=True,
+    settings=SETTINGS,
+    profiles=PROFILES,
 )

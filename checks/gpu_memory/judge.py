@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from checks.gpu_memory.details import GpuDetails, GpuRow
+from checks.gpu_memory.settings import GpuMemorySection
 from preflight.config import Config
 from preflight.facts import GpuFacts, NodeFacts
 from preflight.model import CheckResult
@@ -134,7 +135,7 @@ def _count_findings(
     counts: Mapping[str, int], reasons: Mapping[str, str], by_host: Mapping[str, list[_Gpu]], config: Config
 ) -> list[CheckResult]:
     """Nodes with fewer GPUs than ``gpus_per_node`` or, when it is not set, than the others."""
-    stated = config.gpu_memory.gpus_per_node
+    stated = config.section(GpuMemorySection).gpus_per_node
     if stated:
         expected, why = stated, "per node (gpus_per_node)"
     elif len(counts) >= 2:
@@ -411,7 +412,7 @@ def judge_gpu_memory(nodes: Mapping[str, NodeFacts], config: Config) -> list[Che
             reasons[host] = reason
     counts = {h: len(g) for h, g in by_host.items()}
     all_gpus = [g for gpus in by_host.values() for g in gpus]
-    settings = config.gpu_memory
+    settings = config.section(GpuMemorySection)
     if not all_gpus and not settings.gpus_per_node:
         cpu_only: GpuDetails = {"item": "gpu_count", "reasons": dict(reasons)}
         return [CheckResult(NAME, "skip", "no GPUs on any node: CPU-only cluster", (), cpu_only)]

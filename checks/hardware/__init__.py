@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from checks.hardware.judge import NAME, judge_hardware
 from checks.hardware.present import PRESENTATION
+from checks.hardware.settings import SETTINGS
 from preflight.check import Check, CheckContext
 from preflight.model import CheckResult
 
@@ -21,4 +22,5 @@ CHECK = Check(
     title="GPU and fabric health from the facts: PCIe links, slowdowns, InfiniBand ports, XID errors",
     run=_run,
     presentation=PRESENTATION,
+    settings=SETTINGS,
 )

@@ -25,6 +25,7 @@ from checks.hardware.details import (
     NodeFinding,
     Xid,
 )
+from checks.hardware.settings import HardwareSection
 from checks.hardware.xid import ACTION_TEXT, Action, action_of
 from checks.job.node_compute import reason_names
 from preflight.config import Config
@@ -362,7 +363,7 @@ def judge_hardware(nodes: Mapping[str, NodeFacts], config: Config) -> list[Check
         + _nic_findings(nodes)
         + _fabric_findings(nodes)
     )
-    xid_results, unreadable = _xid_findings(nodes, config.hardware.ignore_xids)
+    xid_results, unreadable = _xid_findings(nodes, config.section(HardwareSection).ignore_xids)
     results += xid_results
     gpus = sum(n.gpu_count for n in nodes.values())
     ports = [p for n in nodes.values() for p in n.ib_ports]

@@ -9,6 +9,7 @@ from __future__ import annotations
 from checks.compute.attribution import refer_to_compute
 from checks.intranode.judge import NAME, judge_intranode
 from checks.intranode.present import PRESENTATION
+from checks.intranode.settings import DURATION, SETTINGS
 from checks.job import launch
 from preflight.check import Check, CheckContext
 from preflight.model import CheckResult
@@ -29,4 +30,6 @@ CHECK = Check(
     presentation=PRESENTATION,
     warm_imports=launch.JOB_IMPORTS,
     reads=("ports", "hardware"),
+    settings=SETTINGS,
+    duration=DURATION,
 )

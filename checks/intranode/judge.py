@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from checks.intranode.details import Measured, SlowCopy, SlowInside
+from checks.intranode.settings import IntranodeSection
 from checks.job.failures import rank_hosts
 from checks.job.outcome import JobOutcome, node_names
 from checks.job.phase import read_phase
@@ -37,7 +38,7 @@ def judge_intranode(outcome: JobOutcome, config: Config) -> list[CheckResult]:
     results, section = phase.findings, phase.section
     if section.get("skipped"):
         return [*results, CheckResult(NAME, "skip", f"not measured: {section['skipped']}")]
-    ratio_limit = config.intranode.slow_ratio
+    ratio_limit = config.section(IntranodeSection).slow_ratio
     names = node_names(outcome)
     hosts = rank_hosts(outcome)
     records = [r for r in section.get("ranks") or [] if isinstance(r, Mapping)]

@@ -24,7 +24,8 @@ from checks.job.layout import decide_devices, socket_environment, socket_interfa
 from checks.job.nccl_log import parse_nccl_log
 from checks.job.node import BEAT_INTERVAL_S, BEAT_MARKER, marked_lines, parse_result_line
 from checks.job.outcome import JOB_PHASES, JobNotRun, JobOutcome, NodeOutcome
-from checks.job.pairs import plan_mode, plan_rounds
+from checks.job.pairs import pairs_tested, plan_mode, plan_rounds
+from checks.job.settings import AllreduceSection, ComputeSection, DdpSection
 from preflight.bundle import locate
 from preflight.check import CheckContext, HostSession, Probe
 from preflight.deadline import Deadline
@@ -110,11 +111,12 @@ def _routes(ctx: CheckContext, sessions: Sequence[HostSession], master_address: 
 
 
 def _job_args(ctx: CheckContext, phases: tuple[str, ...], names: list[str], gpu: bool) -> dict[str, Any]:
-    cfg = ctx.config.allreduce
+    cfg = ctx.config.section(AllreduceSection)
+    compute = ctx.config.section(ComputeSection)
     n = len(names)
     switch_of = ctx.config.switch_of
     switches = [switch_of.get(name, "") for name in names] if switch_of else None
-    pairwise = (cfg.pairwise == "always" or (cfg.pairwise == "auto" and n >= 3)) and n >= 2
+    pairwise = pairs_tested(n, cfg.pairwise)
     plan = plan_mode(n, cfg.pair_plan)
     # The sparse plan's partners are drawn per run; the seed goes in the report, to replay them.
     seed = (cfg.pair_seed or random.SystemRandom().randrange(1, 2**31)) if plan == "sparse" else None
@@ -139,8 +141,8 @@ def _job_args(ctx: CheckContext, phases: tuple[str, ...], names: list[str], gpu:
             "rounds": plan_rounds(n, plan, switches, seed) if pairwise else [],
             **({"pair_seed": seed} if pairwise and seed is not None else {}),
         },
-        "ddp": {"steps": ctx.config.ddp.steps},
-        "compute": {"burn_s": ctx.config.compute.burn_s, "matrix": ctx.config.compute.matrix},
+        "ddp": {"steps": ctx.config.section(DdpSection).steps},
+        "compute": {"burn_s": compute.burn_s, "matrix": compute.matrix},
     }
 
 
@@ -238,7 +240,8 @@ def launch(ctx: CheckContext, phases: tuple[str, ...]) -> JobOutcome | JobNotRun
     names = [s.spec.name for s in ordered]
     args = _job_args(ctx, phases, names, gpu)
     budget = ctx.deadline.cap(_budget_s(args))
-    routes = {} if ctx.config.allreduce.socket_ifname else _routes(ctx, ordered, master_address)
+    socket_ifname = ctx.config.section(AllreduceSection).socket_ifname
+    routes = {} if socket_ifname else _routes(ctx, ordered, master_address)
     companions = {variable: base64.b64encode(_source(module)).decode()
                   for variable, module in COMPANION_SCRIPTS.items()}  # fmt: skip
     python = ctx.config.run.python
@@ -250,7 +253,7 @@ def launch(ctx: CheckContext, phases: tuple[str, ...]) -> JobOutcome | JobNotRun
     rank_offset = 0
     for node_rank, session in enumerate(ordered):
         name = session.spec.name
-        ifname = socket_interface(nodes[name], routes.get(name) or {}, ctx.config.allreduce.socket_ifname)
+        ifname = socket_interface(nodes[name], routes.get(name) or {}, socket_ifname)
         env = {"OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", **socket_environment(ifname)}
         if gpu:
             # Which network NCCL really used is read from its INIT/NET log lines; Ring because

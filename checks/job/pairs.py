@@ -44,10 +44,12 @@ __all__ = [
     "node_best",
     "pack_rounds",
     "pair_key",
+    "pairs_tested",
     "plan_mode",
     "plan_rounds",
     "retest_plan",
     "retest_threshold",
+    "round_count",
     "side_plan",
     "slow_pairs",
     "typical_busbw",
@@ -59,6 +61,7 @@ Pair = tuple[int, int]
 FAST_SIGMAS = 1.0
 CONFIRM_SIGMAS = 2.5
 PlanMode = Literal["full", "sparse", "auto"]
+Pairwise = Literal["auto", "always", "never"]
 
 # Up to this many nodes every pair is tested (n-1 rounds); beyond, one round covers every node.
 FULL_PLAN_MAX_NODES = 16
@@ -146,6 +149,22 @@ def plan_mode(n_nodes: int, mode: PlanMode = "auto") -> Literal["full", "sparse"
     if mode == "auto":
         return "full" if n_nodes <= FULL_PLAN_MAX_NODES else "sparse"
     return mode
+
+
+def pairs_tested(n_nodes: int, pairwise: Pairwise = "auto") -> bool:
+    """Whether the job tests pairs of nodes at ``n_nodes``: ``auto`` from 3 nodes, ``always``
+    from 2, ``never`` not."""
+    return (pairwise == "always" or (pairwise == "auto" and n_nodes >= 3)) and n_nodes >= 2
+
+
+def round_count(n_nodes: int, mode: PlanMode = "auto") -> int:
+    """How many rounds :func:`plan_rounds` gives at ``n_nodes``, without drawing them: n-1 for
+    the full plan (n when n is odd), one for the sparse plan (two when n is odd)."""
+    if n_nodes < 2:
+        return 0
+    if plan_mode(n_nodes, mode) == "full":
+        return n_nodes - 1 if n_nodes % 2 == 0 else n_nodes
+    return 1 if n_nodes % 2 == 0 else 2
 
 
 def plan_rounds(

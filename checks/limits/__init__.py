@@ -26,15 +26,18 @@ from checks.limits.details import (
     ShmFull,
 )
 from checks.limits.present import PRESENTATION
+from checks.limits.settings import LimitsSection
 from preflight.check import Check, CheckContext
 from preflight.config import Config
 from preflight.facts import Limit, NodeFacts
 from preflight.model import CheckResult
 from preflight.nodeset import fold, group_by_value, minority, natural_key
+from preflight.settings import PROFILES, Settings
 from preflight.status import Status
 from preflight.units import capacity
 
 __all__ = ["CHECK", "NAME", "PRESENTATION", "NodeLimits", "judge_limits", "limit_text"]
+
 
 # A /dev/shm this much smaller than the median of the other nodes' stands out even above the need.
 SHM_PEER_RATIO = 0.25
@@ -176,7 +179,7 @@ def _rows(nodes: Mapping[str, NodeFacts]) -> dict[str, NodeLimits]:
 
 
 def judge_limits(nodes: Mapping[str, NodeFacts], config: Config) -> list[CheckResult]:
-    cfg = config.limits
+    cfg = config.section(LimitsSection)
     findings = [
         *_judge_shm(nodes, cfg.min_shm_bytes),
         *_judge_memlock(nodes, cfg.rdma_memlock_bytes),
@@ -221,4 +224,6 @@ CHECK = Check(
     presentation=PRESENTATION,
     action="fix_config",
     node_local=True,
+    settings=Settings(LimitsSection),
+    profiles=PROFILES,
 )

@@ -10,6 +10,7 @@ from __future__ import annotations
 from checks.names.judge import NAME, Answer, NamedNode, NamesObservation, judge_names
 from checks.names.present import PRESENTATION
 from checks.names.probe import OBSERVE, names_to_ask, node_names
+from checks.names.settings import DURATION, SETTINGS
 from preflight.check import Check, CheckContext
 from preflight.model import CheckResult
 
@@ -37,4 +38,6 @@ CHECK = Check(
     run=_run,
     presentation=PRESENTATION,
     action="fix_config",
+    settings=SETTINGS,
+    duration=DURATION,
 )

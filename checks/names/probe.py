@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from checks.fanout import on_every_node
 from checks.names.judge import Answer, NamedNode, NamesObservation, is_address
+from checks.names.settings import NamesSection
 from checks.ports import master_of
 from preflight.check import CheckContext, HostSession, Probe
 from preflight.probes import run_node_script
@@ -65,7 +66,7 @@ def names_to_ask(sessions: Sequence[HostSession], master: str, max_peers: int) -
 
 
 def observe_names(ctx: CheckContext) -> NamesObservation:
-    cfg = ctx.config.names
+    cfg = ctx.config.section(NamesSection)
     master, _ = master_of(ctx)
     sessions = ctx.live_sessions
     named: dict[str, NamedNode] = {}

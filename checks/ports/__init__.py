@@ -13,8 +13,10 @@ from __future__ import annotations
 from checks.ports.judge import NAME, PortsObservation, judge_neighbour_limits, judge_ports
 from checks.ports.present import PRESENTATION
 from checks.ports.probe import NODE_SCRIPT, OBSERVE, master_of, observe_ports, routes
+from checks.ports.settings import DURATION, SETTINGS
 from preflight.check import Check, CheckContext
 from preflight.model import CheckResult
+from preflight.settings import PROFILES
 
 __all__ = [
     "CHECK",
@@ -42,4 +44,7 @@ CHECK = Check(
     run=run,
     presentation=PRESENTATION,
     action="fix_config",
+    settings=SETTINGS,
+    profiles=PROFILES,
+    duration=DURATION,
 )

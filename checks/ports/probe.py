@@ -11,6 +11,7 @@ import json
 
 from checks.ports.details import NodeReport, ProbeRecord, Route
 from checks.ports.judge import PortsObservation
+from checks.ports.settings import PortsSection
 from preflight.check import CheckContext, HostSession, Probe
 from preflight.deadline import Deadline
 from preflight.probes import start_node_script
@@ -24,7 +25,7 @@ _READY_S = 20.0
 
 def master_of(ctx: CheckContext) -> tuple[str, str]:
     """(name, address) of the job's master: the config's address, or the first host."""
-    configured = ctx.config.ports.master_addr
+    configured = ctx.config.section(PortsSection).master_addr
     for session in ctx.sessions:
         if not configured or configured in (session.spec.address, session.spec.name):
             return session.spec.name, configured or session.spec.address
@@ -40,11 +41,12 @@ def _kind(port: int, obs_port: int, ephemeral: int | None) -> str:
 def observe_ports(ctx: CheckContext) -> PortsObservation:
     """Run the ports probe on every reachable node at once: listen, then probe each other."""
     cfg = ctx.config
+    settings = cfg.section(PortsSection)
     master, master_address = master_of(ctx)
-    ports = [cfg.run.port, *cfg.ports.extra_ports]
+    ports = [cfg.run.port, *settings.extra_ports]
     sessions = ctx.live_sessions
-    setup = json.dumps({"ports": ports, "ephemeral": cfg.ports.probe_ephemeral, "master": master_address})
-    budget = ctx.deadline.cap(_READY_S + 2 * cfg.ports.connect_timeout_s + 15)
+    setup = json.dumps({"ports": ports, "ephemeral": settings.probe_ephemeral, "master": master_address})
+    budget = ctx.deadline.cap(_READY_S + 2 * settings.connect_timeout_s + 15)
     nodes: dict[str, NodeReport] = {}
     processes: dict[str, RemoteProcess] = {}
 
@@ -81,12 +83,12 @@ def observe_ports(ctx: CheckContext) -> PortsObservation:
         ]
         try:
             process.write(
-                f"GO {json.dumps({'targets': targets, 'timeout_s': cfg.ports.connect_timeout_s})}\n".encode()
+                f"GO {json.dumps({'targets': targets, 'timeout_s': settings.connect_timeout_s})}\n".encode()
             )
         except OSError as exc:
             nodes[name] = {**nodes[name], "error": str(exc)}
             return []
-        line = process.readline(ctx.deadline.sooner(2 * cfg.ports.connect_timeout_s + 10))
+        line = process.readline(ctx.deadline.sooner(2 * settings.connect_timeout_s + 10))
         if line is None or not line.startswith(b"RESULT "):
             nodes[name] = {**nodes[name], "error": "the ports probe gave no result"}
             return []
@@ -123,7 +125,7 @@ def observe_ports(ctx: CheckContext) -> PortsObservation:
         master=master,
         master_address=master_address,
         port=cfg.run.port,
-        extra_ports=tuple(cfg.ports.extra_ports),
+        extra_ports=tuple(settings.extra_ports),
         nodes=nodes,
         probes=probes,
     )

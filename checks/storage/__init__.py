@@ -12,6 +12,7 @@ from __future__ import annotations
 from checks.storage.judge import NAME, Sharing, StorageObservation, judge_storage, sharing
 from checks.storage.present import PRESENTATION
 from checks.storage.probe import OBSERVE
+from checks.storage.settings import DURATION, SETTINGS, StorageSection
 from preflight.check import Check, CheckContext
 from preflight.model import CheckResult
 
@@ -19,7 +20,7 @@ __all__ = ["CHECK", "Sharing", "StorageObservation", "judge_storage", "sharing"]
 
 
 def _run(ctx: CheckContext) -> list[CheckResult]:
-    cfg = ctx.config.storage
+    cfg = ctx.config.section(StorageSection)
     if not cfg.has_paths:
         return judge_storage(StorageObservation((), "", {}), cfg)
     if not ctx.live_sessions:
@@ -33,4 +34,6 @@ CHECK = Check(
     run=_run,
     presentation=PRESENTATION,
     action="fix_config",
+    settings=SETTINGS,
+    duration=DURATION,
 )

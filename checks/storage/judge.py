@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from preflight.config import StorageSection
+from checks.storage.settings import StorageSection
 from preflight.model import CheckResult
 from preflight.nodeset import fold, group_by_value, minority, natural_key
 from preflight.status import Status

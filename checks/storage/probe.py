@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from checks.storage.judge import StorageObservation, sharing, walkers
+from checks.storage.settings import StorageSection
 from preflight.check import CheckContext, HostSession, Probe
 from preflight.deadline import Deadline
 from preflight.probes import start_node_script
@@ -57,7 +58,7 @@ def peers_to_look_at(host: str, writers: Sequence[str], count: int) -> list[str]
 
 
 def observe_storage(ctx: CheckContext) -> StorageObservation:
-    cfg = ctx.config.storage
+    cfg = ctx.config.section(StorageSection)
     data, checkpoint = tuple(cfg.data), cfg.checkpoint_dir
     sessions = ctx.live_sessions
     token = secrets.token_hex(6)

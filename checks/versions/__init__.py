@@ -15,8 +15,10 @@ from __future__ import annotations
 
 from checks.versions.judge import ITEMS, NAME, canonical_package, judge_versions, lookup
 from checks.versions.present import PRESENTATION, version_matrix
+from checks.versions.settings import SETTINGS
 from preflight.check import Check, CheckContext
 from preflight.model import CheckResult
+from preflight.settings import PROFILES
 
 __all__ = [
     "CHECK",
@@ -40,4 +42,6 @@ CHECK = Check(
     presentation=PRESENTATION,
     action="fix_config",
     node_local=True,
+    settings=SETTINGS,
+    profiles=PROFILES,
 )

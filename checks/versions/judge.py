@@ -13,6 +13,7 @@ from typing import Literal
 
 from checks.versions.details import Agreement, ExpectDetails, ItemDrift, PackageDetails
 from checks.versions.expectations import matches, specifier_error
+from checks.versions.settings import VersionsSection
 from preflight.config import Config
 from preflight.facts import NodeFacts, version_text
 from preflight.model import CheckResult
@@ -83,7 +84,7 @@ def is_stack_package(name: str, config: Config) -> bool:
     return (
         canonical in _BUILTIN_STACK
         or _NVIDIA_WHEEL_RE.match(canonical) is not None
-        or _matches_any(canonical, config.versions.stack_packages)
+        or _matches_any(canonical, config.section(VersionsSection).stack_packages)
     )
 
 
@@ -181,7 +182,7 @@ class _PackageDrift:
 def _package_status(name: str, config: Config) -> Status | None:
     if is_stack_package(name, config):
         return "fail"
-    policy = config.versions.package_drift
+    policy = config.section(VersionsSection).package_drift
     return None if policy == "ignore" else policy
 
 
@@ -251,7 +252,7 @@ def _judge_packages(
     if unlisted:
         # Unlisted packages hide the training stack when the other nodes have one.
         stack_elsewhere = any(is_stack_package(n, config) for n in names)
-        policy = config.versions.package_drift
+        policy = config.section(VersionsSection).package_drift
         status: Status | None = "fail" if stack_elsewhere else (None if policy == "ignore" else policy)
         if status is not None:
             hosts = list(unlisted)
@@ -269,7 +270,7 @@ def _judge_packages(
     groups: dict[tuple[Status, tuple[str, ...]], list[_PackageDrift]] = {}
     compared = 0
     for canonical, shown in names.items():
-        if _matches_any(canonical, config.versions.ignore_packages):
+        if _matches_any(canonical, config.section(VersionsSection).ignore_packages):
             continue
         # torch is compared as the version torch itself reports; a second finding would repeat it.
         if canonical == "torch" and torch_compared:

@@ -31,16 +31,19 @@ from typing import Any
 from checks.allreduce import judge_allreduce
 from checks.baseline import compare
 from checks.clocks import ClockSample, ClocksObservation, judge_clocks
+from checks.clocks.settings import ClocksSection
 from checks.compute.attribution import refer_to_compute
 from checks.connect import judge_connect
 from checks.environment import judge_environment
+from checks.environment.settings import MUST_MATCH
 from checks.hardware import judge_hardware
 from checks.intranode import judge_intranode
 from checks.job.outcome import JobOutcome, NodeOutcome
 from checks.limits import judge_limits
 from checks.names import Answer, NamedNode, NamesObservation, judge_names
 from checks.storage import StorageObservation, judge_storage
-from preflight.config import MUST_MATCH, Config, StorageSection
+from checks.storage.settings import StorageSection
+from preflight.config import Config
 from preflight.facts import TimeFacts
 from preflight.model import CheckResult, HostReport, RunReport
 from preflight.node.facts import parse_xid_lines
@@ -158,7 +161,7 @@ def faults_run() -> RunReport:
         *judge_environment(nodes, {}, must_match=MUST_MATCH, addresses=ADDRESS),
         *judge_limits(nodes, config),
         *judge_names(_names()),
-        *judge_clocks(_clocks(), config.clocks),
+        *judge_clocks(_clocks(), config.section(ClocksSection)),
         *judge_storage(_storage(), StorageSection(checkpoint_dir="/ckpt")),
         *intranode,
         *allreduce,
