@@ -4,7 +4,7 @@ separate copies (the report says which); the checkpoint directory is writable wi
 checkpoint on every node, and shared or not. Nothing is left behind on any node.
 
 Observed in :mod:`checks.storage.probe` by the node script :mod:`checks.storage.node`, judged in
-:mod:`checks.storage.judge`.
+:mod:`checks.storage.judge`; :mod:`checks.storage.details` says what its findings carry.
 """
 
 from __future__ import annotations

@@ -13,8 +13,24 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any
 
+from checks.storage.details import (
+    CheckpointFinding,
+    CheckpointPass,
+    DataFinding,
+    DataPass,
+    DataWhere,
+    Differs,
+    Layout,
+    LeftBehind,
+    NoAnswer,
+    SharedBy,
+    Skipped,
+    Space,
+    StorageDetails,
+    Where,
+)
 from checks.storage.settings import StorageSection
 from preflight.model import CheckResult
 from preflight.nodeset import fold, group_by_value, minority, natural_key
@@ -23,7 +39,6 @@ from preflight.units import capacity
 
 NAME = "storage"
 
-Layout = Literal["shared", "separate", "mixed", "one node", "nowhere"]
 # Newest files this far apart are the same moment (filesystems keep mtimes at different grains).
 MTIME_SLACK_S = 2.0
 
@@ -50,7 +65,7 @@ class Sharing:
     """The nodes that have a path, in groups that see one filesystem, and how that was told."""
 
     groups: tuple[tuple[str, ...], ...]
-    by: Literal["marker", "ids", "none"]
+    by: SharedBy
 
     @property
     def layout(self) -> Layout:
@@ -86,7 +101,7 @@ def sharing(path: str, obs: StorageObservation) -> Sharing:
     def join(a: str, b: str) -> None:
         parent[root(b)] = root(a)
 
-    by: Literal["marker", "ids", "none"] = "none"
+    by: SharedBy = "none"
     for host in present:
         for marker in obs.seen.get(host, {}).get(path, ()):
             owner = obs.owners.get(marker)
@@ -175,11 +190,11 @@ def difference(odd: Mapping[str, Any], good: Mapping[str, Any]) -> str:
     return "; ".join(parts) or "a different manifest"
 
 
-def _result(status: Status, summary: str, hosts: Sequence[str], **details: Any) -> CheckResult:
-    return CheckResult(NAME, status, summary, tuple(sorted(hosts, key=natural_key)), details)
+def _result(status: Status, summary: str, hosts: Sequence[str], details: StorageDetails) -> CheckResult:
+    return CheckResult(NAME, status, summary, tuple(sorted(hosts, key=natural_key)), dict(details))
 
 
-def _path_details(path: str, role: str, share: Sharing) -> dict[str, Any]:
+def _path_details(path: str, role: str, share: Sharing) -> Where:
     """What every finding about one path carries: the path, its role and where it lives."""
     return {
         "path": path,
@@ -190,7 +205,10 @@ def _path_details(path: str, role: str, share: Sharing) -> dict[str, Any]:
     }
 
 
-def _missing(path: str, role: str, obs: StorageObservation, details: Mapping[str, Any]) -> list[CheckResult]:
+def _missing(
+    path: str, role: str, obs: StorageObservation, details: DataFinding | CheckpointFinding
+) -> list[CheckResult]:
+    """A finding for each reason the path is absent, each with ``details`` (``item`` ``missing``)."""
     absent = {
         h: str(p[path].get("error") or "not there")
         for h, p in obs.inspected.items()
@@ -205,7 +223,7 @@ def _missing(path: str, role: str, obs: StorageObservation, details: Mapping[str
                 "fail",
                 f"{fold(hosts)}: the {role} path {path} does not exist {where} ({why})",
                 hosts,
-                **{**details, "item": "missing"},
+                details,
             )
         )
     return findings
@@ -235,7 +253,6 @@ def _alike(nodes: int, many: str = "alike on all {n} nodes", one: str = "on the 
 
 def judge_data(path: str, obs: StorageObservation) -> list[CheckResult]:
     share = sharing(path, obs)
-    details = _path_details(path, "data", share)
     manifests = obs.manifests.get(path, {})
     per_node: dict[str, Mapping[str, Any]] = {}
     for group in share.groups:
@@ -245,10 +262,14 @@ def judge_data(path: str, obs: StorageObservation) -> list[CheckResult]:
     compared = {h: m for h, m in per_node.items() if not m.get("incomplete")}
     reference, odd = minority({h: _content(m) for h, m in compared.items()})
     # Each distinct copy as people read it, with the nodes that have it: the evidence.
-    details["copies"] = {
-        text: hosts for text, hosts in group_by_value({h: describe(m) for h, m in per_node.items()})
+    details: DataWhere = {
+        **_path_details(path, "data", share),
+        "copies": {
+            text: hosts for text, hosts in group_by_value({h: describe(m) for h, m in per_node.items()})
+        },
     }
-    findings = _missing(path, "data", obs, details)
+    missing: DataFinding = {**details, "item": "missing"}
+    findings = _missing(path, "data", obs, missing)
     if odd:
         good = next((m for m in compared.values() if _content(m) == reference), None)
         texts = {h: difference(compared[h], good) if good else describe(compared[h]) for h in odd}
@@ -263,16 +284,12 @@ def judge_data(path: str, obs: StorageObservation) -> list[CheckResult]:
                     for _, hs in group_by_value({h: _content(compared[h]) for h in odd})
                 )
                 summary = f"the copies of {path} differ and no copy is on most nodes: {sides}"
-            findings.append(
-                _result(
-                    "fail",
-                    summary,
-                    hosts,
-                    item="differs",
-                    **details,
-                    reference=describe(good) if good else None,
-                )
-            )
+            differs: Differs = {
+                "item": "differs",
+                **details,
+                "reference": describe(good) if good else None,
+            }
+            findings.append(_result("fail", summary, hosts, differs))
             if good is None:
                 break
     else:
@@ -280,24 +297,24 @@ def judge_data(path: str, obs: StorageObservation) -> list[CheckResult]:
         stamps = [t for t in times.values() if isinstance(t, int | float)]
         if stamps and max(stamps) - min(stamps) > MTIME_SLACK_S:
             _, late = minority({h: round(t or 0) for h, t in times.items()})
+            mtime: DataFinding = {"item": "mtime", **details}
             findings.append(
                 _result(
                     "warn",
                     f"{fold(late)}: the copy of {path} has the same files and sampled content, but its "
                     "newest modification time differs (copied without keeping times?)",
                     late,
-                    item="mtime",
-                    **details,
+                    mtime,
                 )
             )
     if incomplete:
+        not_walked: DataFinding = {"item": "incomplete", **details}
         findings.append(
             _result(
                 "warn",
                 f"{fold(incomplete)}: {path} could not be walked in time; its copy is not compared",
                 incomplete,
-                item="incomplete",
-                **details,
+                not_walked,
             )
         )
     if findings:
@@ -306,14 +323,23 @@ def judge_data(path: str, obs: StorageObservation) -> list[CheckResult]:
         return []
     sample = next(iter(compared.values()), {})
     truncated = " (the first files only)" if sample.get("truncated") else ""
+    passed: DataPass = {
+        **details,
+        "manifest": {
+            "files": sample.get("files"),
+            "bytes": sample.get("bytes"),
+            "newest": sample.get("newest"),
+            "newest_mtime": sample.get("newest_mtime"),
+            "truncated": sample.get("truncated"),
+        },
+    }
     return [
         _result(
             "pass",
             f"{path}: {_layout_text(share, obs, path)}; {_alike(len(per_node))}: "
             f"{describe(sample)}{truncated}",
             [],
-            **details,
-            manifest={k: sample.get(k) for k in ("files", "bytes", "newest", "newest_mtime", "truncated")},
+            passed,
         )
     ]
 
@@ -321,7 +347,8 @@ def judge_data(path: str, obs: StorageObservation) -> list[CheckResult]:
 def judge_checkpoint(path: str, obs: StorageObservation, cfg: StorageSection) -> list[CheckResult]:
     share = sharing(path, obs)
     details = _path_details(path, "checkpoint", share)
-    findings = _missing(path, "checkpoint", obs, details)
+    missing: CheckpointFinding = {**details, "item": "missing"}
+    findings = _missing(path, "checkpoint", obs, missing)
     present = {h: p[path] for h, p in obs.inspected.items() if p.get(path, {}).get("exists")}
     unwritable = {
         h: str(i.get("write_error") or i.get("error") or "not writable")
@@ -329,57 +356,60 @@ def judge_checkpoint(path: str, obs: StorageObservation, cfg: StorageSection) ->
         if not i.get("writable")
     }
     for why, hosts in group_by_value(unwritable):
+        not_writable: CheckpointFinding = {"item": "not_writable", **details}
         findings.append(
             _result(
                 "fail",
                 f"{fold(hosts)}: cannot write to the checkpoint directory {path} ({why})",
                 hosts,
-                item="not_writable",
-                **details,
+                not_writable,
             )
         )
     need = cfg.free_needed_bytes
     free = {h: (i.get("filesystem") or {}).get("free_bytes") for h, i in present.items()}
     inodes = {h: (i.get("filesystem") or {}).get("free_inodes") for h, i in present.items()}
     short = {h: f for h, f in free.items() if need is not None and isinstance(f, int) and f < need}
-    if short:
+    if short and need is not None:
         hosts = sorted(short, key=natural_key)
         least = min(short.values())
+        space: Space = {
+            "item": "space",
+            **details,
+            "free_bytes": {h: short[h] for h in hosts},
+            "need_bytes": need,
+        }
         findings.append(
             _result(
                 "fail",
-                f"{fold(hosts)}: {capacity(least)} free in {path}, below the {capacity(need or 0)} "
+                f"{fold(hosts)}: {capacity(least)} free in {path}, below the {capacity(need)} "
                 "a checkpoint needs",
                 hosts,
-                item="space",
-                **details,
-                free_bytes={h: short[h] for h in hosts},
-                need_bytes=need,
+                space,
             )
         )
     few = {h: n for h, n in inodes.items() if isinstance(n, int) and n < cfg.checkpoint_files}
     if few:
         hosts = sorted(few, key=natural_key)
+        no_inodes: CheckpointFinding = {"item": "inodes", **details}
         findings.append(
             _result(
                 "fail",
                 f"{fold(hosts)}: {min(few.values()):,} free inodes in {path}, below the "
                 f"{cfg.checkpoint_files:,} files a checkpoint writes",
                 hosts,
-                item="inodes",
-                **details,
+                no_inodes,
             )
         )
     if share.layout == "mixed":
         lone = [g[0] for g in share.groups if len(g) == 1]
+        not_shared: CheckpointFinding = {"item": "not_shared", **details}
         findings.append(
             _result(
                 "warn",
                 f"{fold(lone)}: the checkpoint directory {path} is not the filesystem the other nodes share "
                 f"({_layout_text(share, obs, path)}): a checkpoint saved there is not seen elsewhere",
                 lone,
-                item="not_shared",
-                **details,
+                not_shared,
             )
         )
     if findings or not present:
@@ -388,23 +418,26 @@ def judge_checkpoint(path: str, obs: StorageObservation, cfg: StorageSection) ->
     room = f"{capacity(min(amounts))} free or more" if amounts else "free space unknown"
     if need is not None:
         room += f" (a checkpoint needs {capacity(need)})"
+    passed: CheckpointPass = {**details, "free_bytes": free, "free_inodes": inodes, "need_bytes": need}
     return [
         _result(
             "pass",
             f"{path}: writable {_alike(len(present), 'on all {n} nodes', 'on the node')}, "
             f"{_layout_text(share, obs, path)}; {room}",
             [],
-            **details,
-            free_bytes=free,
-            free_inodes=inodes,
-            need_bytes=need,
+            passed,
         )
     ]
 
 
 def judge_storage(obs: StorageObservation, cfg: StorageSection) -> list[CheckResult]:
     if not obs.data and not obs.checkpoint:
-        return [_result("skip", "no data path or checkpoint directory given (--data, --checkpoint-dir)", [])]
+        nothing: Skipped = {}
+        return [
+            _result(
+                "skip", "no data path or checkpoint directory given (--data, --checkpoint-dir)", [], nothing
+            )
+        ]
     findings: list[CheckResult] = []
     for path in obs.data:
         findings += judge_data(path, obs)
@@ -412,23 +445,18 @@ def judge_storage(obs: StorageObservation, cfg: StorageSection) -> list[CheckRes
         findings += judge_checkpoint(obs.checkpoint, obs, cfg)
     for host, left in obs.left.items():
         if left:
+            left_behind: LeftBehind = {"item": "left_behind", "files": list(left)}
             findings.append(
-                _result(
-                    "error",
-                    f"{host}: could not remove its marker: {left[0]}",
-                    [host],
-                    item="left_behind",
-                    files=list(left),
-                )
+                _result("error", f"{host}: could not remove its marker: {left[0]}", [host], left_behind)
             )
     if obs.errors:
+        no_answer: NoAnswer = {"item": "no_answer", "errors": dict(obs.errors)}
         findings.append(
             _result(
                 "error",
                 f"{fold(obs.errors)}: storage could not be looked at: {next(iter(obs.errors.values()))}",
                 list(obs.errors),
-                item="no_answer",
-                errors=dict(obs.errors),
+                no_answer,
             )
         )
     return findings

@@ -6,8 +6,9 @@ do about a finding.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
+from checks.storage.details import CheckpointPass, DataWhere, Where
 from checks.storage.judge import NAME
 from preflight.model import RunReport
 from preflight.nodeset import fold
@@ -23,12 +24,15 @@ def storage_blocks(report: RunReport) -> list[Block]:
     rows: list[list[TCell]] = []
     shown: set[str] = set()
     for result in report.results_for(NAME):
-        path = result.details.get("path")
+        # Every result about a path carries where it lives (Where); a report read back from its
+        # JSON may not hold what the types say, so each value is checked before it is used.
+        details = cast(Where, result.details)
+        path = details.get("path")
         if not isinstance(path, str) or path in shown:
             continue
         shown.add(path)
-        groups = [fold(str(h) for h in listed(g)) for g in listed(result.details.get("groups"))]
-        copies = _mapping(result.details.get("copies"))
+        groups = [fold(str(h) for h in listed(g)) for g in listed(details.get("groups"))]
+        copies = _mapping(cast(DataWhere, details).get("copies"))  # a data path's
         holds = "\u2014"
         if len(copies) == 1:
             holds = str(next(iter(copies)))
@@ -36,15 +40,16 @@ def storage_blocks(report: RunReport) -> list[Block]:
             holds = "; ".join(
                 f"{fold(str(h) for h in listed(hosts))}: {text}" for text, hosts in copies.items()
             )
-        free = [v for v in _mapping(result.details.get("free_bytes")).values() if isinstance(v, int)]
+        free_bytes = cast(CheckpointPass, details).get("free_bytes")  # the checkpoint's pass, ``space``
+        free = [v for v in _mapping(free_bytes).values() if isinstance(v, int)]
         if free:
             holds = f"{capacity(min(free))} free or more"
         css = "" if result.status == "pass" else "odd odd-fail"
         rows.append(
             [
                 TCell(plain(path), "mono " + css),
-                TCell(plain(result.details.get("role", ""))),
-                TCell(plain(result.details.get("layout", ""))),
+                TCell(plain(details.get("role", ""))),
+                TCell(plain(details.get("layout", ""))),
                 TCell(plain("; ".join(groups)), "mono"),
                 TCell(plain(holds)),
                 TCell(plain(result.status)),
