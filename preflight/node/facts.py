@@ -9,6 +9,9 @@ Every fact is optional. A fact that cannot be read is left out of ``facts`` and 
 (:mod:`preflight.node.collect`). Nothing but the JSON document is written to stdout. With the
 options ``stay`` or ``serve`` the process then hosts the scripts the controller sends next
 (:mod:`preflight.node.host`).
+
+Each gatherer's module keeps its parsers as pure functions (text in, data out), so that the
+controller's tests run them on recorded outputs; the I/O lives in its small ``gather_*`` functions.
 """
 
 from __future__ import annotations
