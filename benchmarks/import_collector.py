@@ -1,6 +1,6 @@
 """What the cyclic collector costs the node's host: torch and DDP's modules imported in fresh
 interpreters, interleaved, as plain imports and as the host imports them
-(``preflight.node.facts._import_quietly``: the collector paused, then what was imported frozen),
+(``preflight.node.shared.import_quietly``: the collector paused, then what was imported frozen),
 each followed by one full collection, as any later one in the host or a child forked from it.
 
 Prints the median CPU seconds of each and their ratio. Needs torch; no root.
@@ -17,14 +17,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-FACTS = Path(__file__).resolve().parent.parent / "preflight" / "node" / "facts.py"
+SHARED = Path(__file__).resolve().parent.parent / "preflight" / "node" / "shared.py"
 MODULES = ("torch", "torch.distributed", "torch.nn.parallel", "torch._dynamo")
 PROBE = """
 import gc, importlib, json, sys, time, warnings
 warnings.simplefilter("ignore")
 sys.path.insert(0, {folder!r})
-import facts
-load = facts._import_quietly if {host} else importlib.import_module
+import shared
+load = shared.import_quietly if {host} else importlib.import_module
 started = time.process_time()
 for name in {modules!r}:
     load(name)
@@ -35,7 +35,7 @@ print(json.dumps({{"import": imported - started, "collect": time.process_time() 
 
 
 def one(host: bool) -> dict[str, float]:
-    code = PROBE.format(folder=str(FACTS.parent), host=host, modules=MODULES)
+    code = PROBE.format(folder=str(SHARED.parent), host=host, modules=MODULES)
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     result: dict[str, float] = json.loads(run.stdout.splitlines()[-1])
     return result

@@ -20,6 +20,7 @@ from preflight.check import HostSession
 from preflight.deadline import Deadline
 from preflight.inventory import HostSpec
 from preflight.model import HostError, HostReport
+from preflight.node.nccl import JOB_ENV_USED
 from preflight.probes import parse_script_output, run_node_script, start_node_script
 from preflight.progress import Progress
 from preflight.redact import redact
@@ -27,14 +28,10 @@ from preflight.transport import GRACE_S, HostUnavailable, RemoteProcess, Transpo
 
 TransportFactory = Callable[[HostSpec], Transport]
 FACTS_SCRIPT = "preflight.node.facts"
-# The private TMPDIR a staying facts probe announces on stderr (preflight.node.facts).
+# The private TMPDIR a staying facts probe announces on stderr (preflight.node.host).
 _TMPDIR_RE = re.compile(rb"^preflight-tmpdir=(/[\w./-]*/preflight\.\w{6,})$", re.MULTILINE)
 # Seconds an unused staying probe gets to end by itself once its stdin ends.
 HOST_EXIT_S = 3.0
-
-# Variables of the job's own environment that change what the facts probe finds: where NCCL's
-# configuration file and network plugin are (preflight.node.facts.JOB_ENV_USED).
-FACTS_JOB_ENV = ("LD_LIBRARY_PATH", "NCCL_CONF_FILE", "NCCL_NET_PLUGIN")
 
 
 def facts_probe_args(job_env: Mapping[str, str], stay_imports: Sequence[str] = ()) -> tuple[str, ...]:
@@ -44,7 +41,7 @@ def facts_probe_args(job_env: Mapping[str, str], stay_imports: Sequence[str] = (
     its facts as the host's script host (:attr:`HostSession.host`), these modules imported."""
     options: dict[str, object] = {
         "salt": secrets.token_hex(16),
-        "job_env": {k: v for k, v in job_env.items() if k in FACTS_JOB_ENV},
+        "job_env": {k: v for k, v in job_env.items() if k in JOB_ENV_USED},
     }
     if stay_imports:
         options["stay"] = {"imports": list(stay_imports)}

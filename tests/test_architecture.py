@@ -27,7 +27,6 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("preflight", "checks", "reports")
 # Scripts sent to nodes are single files by necessity (nothing is installed there).
 NODE_SCRIPTS = {
-    "preflight.node.facts",
     "checks.job.node",
     "checks.job.node_compute",
     "checks.ports.node",

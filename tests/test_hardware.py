@@ -15,12 +15,12 @@ from checks.hardware.xid import action_of
 from preflight.config import Config
 from preflight.config_file import parse_config
 from preflight.facts import NodeFacts
-from preflight.node import facts
+from preflight.node import hardware, net, smi
 from tests.lab.gpu import IB_PORT_DOWN, GpuNode, write_infiniband
 
 DATA = Path(__file__).parent / "data"
 HARDWARE = DATA / "hardware"
-H100 = facts.gpus_from_smi(
+H100 = smi.gpus_from_smi(
     (DATA / "facts" / "smi_query_gpu_h100_590.48.01_idle.csv").read_text(),
     (DATA / "facts" / "smi_compute_apps_h100_590.48.01_idle.csv").read_text(),
     header=True,
@@ -47,7 +47,7 @@ def node(
     if ib is not None:
         root = tmp_path / name / "infiniband"
         write_infiniband(root, ib)
-        ib_devices = facts.ib_devices(str(root))
+        ib_devices = net.ib_devices(str(root))
     raw = {
         "gpus": gpus,
         "net": {"interfaces": [], "ib_devices": ib_devices},
@@ -62,18 +62,18 @@ def findings(nodes: dict[str, NodeFacts], config: Config = CONFIG) -> list[tuple
 
 
 def test_recorded_xid_lines_are_read_with_their_gpu_and_number() -> None:
-    events = facts.parse_xid_lines((HARDWARE / "dmesg_xid31_rtx4090.txt").read_text())
+    events = hardware.parse_xid_lines((HARDWARE / "dmesg_xid31_rtx4090.txt").read_text())
     assert [(e["pci"], e["xid"]) for e in events] == [("0000:01:00", 31), ("0000:01:00", 31)]
     assert events[0]["detail"].startswith("pid=14292, name=python, Ch 00000030")
-    events = facts.parse_xid_lines((HARDWARE / "dmesg_xid62_45.txt").read_text())
+    events = hardware.parse_xid_lines((HARDWARE / "dmesg_xid62_45.txt").read_text())
     assert [e["xid"] for e in events] == [31, 62, 45, 45]
-    events = facts.parse_xid_lines((HARDWARE / "journal_xid45_after_149.txt").read_text())
+    events = hardware.parse_xid_lines((HARDWARE / "journal_xid45_after_149.txt").read_text())
     assert [(e["pci"], e["xid"]) for e in events] == [
         ("0000:dc:00", 45),
         ("0000:ed:00", 45),
         ("0000:ba:00", 45),
     ]
-    (fell,) = facts.parse_xid_lines((HARDWARE / "xid79_line.txt").read_text())
+    (fell,) = hardware.parse_xid_lines((HARDWARE / "xid79_line.txt").read_text())
     assert fell == {"pci": "0000:44:00", "xid": 79, "detail": "GPU has fallen off the bus"}
     assert (action_of(79), action_of(48), action_of(31), action_of(45), action_of(149)) == (
         "reboot", "reset_gpu", "application", "info", None,
@@ -86,15 +86,15 @@ def test_pcie_links_read_from_sysfs_as_the_kernel_prints_them(tmp_path: Path) ->
     for name, text in (("current_link_speed", "16.0 GT/s PCIe"), ("max_link_speed", "32.0 GT/s PCIe"),
                        ("current_link_width", "8"), ("max_link_width", "16")):  # fmt: skip
         (device / name).write_text(text + "\n")
-    assert facts.pcie_link(str(device)) == {
+    assert net.pcie_link(str(device)) == {
         "gen_current": 4,
         "gen_max": 5,
         "width_current": 8,
         "width_max": 16,
     }
-    assert facts.parse_pcie_speed("2.5 GT/s") == 2.5 and facts.pcie_generation(2.5) == 1
-    assert facts.parse_pcie_speed("Unknown") is None
-    assert facts.pcie_link(str(tmp_path / "virtual")) is None
+    assert net.parse_pcie_speed("2.5 GT/s") == 2.5 and net.pcie_generation(2.5) == 1
+    assert net.parse_pcie_speed("Unknown") is None
+    assert net.pcie_link(str(tmp_path / "virtual")) is None
 
 
 def test_the_recorded_h100_reads_its_link_persistence_and_reasons() -> None:
@@ -107,7 +107,7 @@ def test_the_recorded_h100_reads_its_link_persistence_and_reasons() -> None:
 def test_ib_ports_read_state_physical_state_and_counters(tmp_path: Path) -> None:
     root = tmp_path / "ib"
     write_infiniband(root, GpuNode(ib_changes={"mlx5_1": {**IB_PORT_DOWN, "counters/link_downed": "3"}}))
-    ports = facts.ib_devices(str(root))
+    ports = net.ib_devices(str(root))
     assert [(p["name"], p["state"], p["phys_state"]) for p in ports] == [
         ("mlx5_0", "ACTIVE", "LinkUp"), ("mlx5_1", "DOWN", "Disabled"),
         ("mlx5_2", "ACTIVE", "LinkUp"), ("mlx5_3", "ACTIVE", "LinkUp"),
@@ -305,7 +305,7 @@ def test_links_inactive_alike_on_every_gpu_are_not_named(tmp_path: Path) -> None
 
 def test_xids_are_classified_ignored_on_request_and_an_unreadable_log_is_said(tmp_path: Path) -> None:
     def log(name: str) -> dict[str, Any]:
-        events = facts.parse_xid_lines((HARDWARE / name).read_text())
+        events = hardware.parse_xid_lines((HARDWARE / name).read_text())
         return {"nvswitches": 0, "fabric_manager_running": False, "xid": {"readable": True, "events": events}}
 
     unreadable = {

@@ -19,10 +19,12 @@ from typing import Any
 
 import pytest
 
-from preflight.node import facts
+from preflight.bundle import pack
+from preflight.node import collect, gathering, masking, net, nvidia, nvml, shared, smi, stack, system
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "preflight" / "node" / "facts.py"
+# What the controller sends a node to run the facts probe.
+SCRIPT = pack("preflight.node.facts")
 DATA = Path(__file__).resolve().parent / "data" / "facts"
 LAB_SMI = ROOT / "tests" / "lab" / "nvidia_smi.py"
 MIB = 1024 * 1024
@@ -36,7 +38,7 @@ def data(name: str) -> str:
 
 
 def test_os_release_pretty_name() -> None:
-    release = facts.parse_os_release(data("os-release.txt"))
+    release = system.parse_os_release(data("os-release.txt"))
     assert release["PRETTY_NAME"] == "Debian GNU/Linux 12 (bookworm)"
     assert release["ID"] == "debian"
     assert release["VERSION_ID"] == "12"
@@ -44,12 +46,12 @@ def test_os_release_pretty_name() -> None:
 
 def test_os_release_quoting() -> None:
     text = '# comment\nNAME=\'Rocky Linux\'\nPRETTY_NAME="Ubuntu \\"22.04\\" LTS"\nID=ubuntu\n\n'
-    release = facts.parse_os_release(text)
+    release = system.parse_os_release(text)
     assert release == {"NAME": "Rocky Linux", "PRETTY_NAME": 'Ubuntu "22.04" LTS', "ID": "ubuntu"}
 
 
 def test_meminfo_in_bytes() -> None:
-    info = facts.parse_meminfo(data("meminfo.txt"))
+    info = system.parse_meminfo(data("meminfo.txt"))
     assert info["MemTotal"] == 24683656 * 1024
     assert info["MemAvailable"] == 24209224 * 1024
     assert info["MemAvailable"] <= info["MemTotal"]
@@ -58,12 +60,12 @@ def test_meminfo_in_bytes() -> None:
 
 
 def test_cpuinfo_model_name() -> None:
-    assert facts.parse_cpuinfo_model(data("cpuinfo.txt")) == "AMD EPYC"
-    assert facts.parse_cpuinfo_model("processor\t: 0\nBogoMIPS\t: 50.00\n") is None
+    assert system.parse_cpuinfo_model(data("cpuinfo.txt")) == "AMD EPYC"
+    assert system.parse_cpuinfo_model("processor\t: 0\nBogoMIPS\t: 50.00\n") is None
 
 
 def test_ip_addr_json_recorded() -> None:
-    interfaces = facts.parse_ip_addr_json(data("ip_addr_show.json"))
+    interfaces = net.parse_ip_addr_json(data("ip_addr_show.json"))
     assert [i["name"] for i in interfaces] == ["ifb0", "ifb1", "eth0"]  # lo left out
     eth0 = interfaces[2]
     assert eth0 == {
@@ -77,11 +79,11 @@ def test_ip_addr_json_recorded() -> None:
 
 
 def test_link_speed() -> None:
-    assert facts.parse_link_speed("10000\n") == 10000
-    assert facts.parse_link_speed("-1\n") is None
-    assert facts.parse_link_speed("4294967295\n") is None
-    assert facts.parse_link_speed("") is None
-    assert facts.parse_link_speed(None) is None
+    assert net.parse_link_speed("10000\n") == 10000
+    assert net.parse_link_speed("-1\n") is None
+    assert net.parse_link_speed("4294967295\n") is None
+    assert net.parse_link_speed("") is None
+    assert net.parse_link_speed(None) is None
 
 
 # ------------------------------------------------------------------ driver, nvcc, versions
@@ -97,12 +99,12 @@ def test_link_speed() -> None:
     ],
 )
 def test_proc_driver_version(name: str, version: str) -> None:
-    assert facts.parse_nvidia_driver_version(data(name)) == version
+    assert nvidia.parse_nvidia_driver_version(data(name)) == version
 
 
 def test_proc_driver_version_garbage() -> None:
-    assert facts.parse_nvidia_driver_version("") is None
-    assert facts.parse_nvidia_driver_version("GCC version:  gcc version 12.2.0\n") is None
+    assert nvidia.parse_nvidia_driver_version("") is None
+    assert nvidia.parse_nvidia_driver_version("GCC version:  gcc version 12.2.0\n") is None
 
 
 @pytest.mark.parametrize(
@@ -116,44 +118,44 @@ def test_proc_driver_version_garbage() -> None:
     ],
 )
 def test_nvcc_version(name: str, version: str) -> None:
-    assert facts.parse_nvcc_version(data(name)) == version
+    assert stack.parse_nvcc_version(data(name)) == version
 
 
 def test_nvcc_version_without_v_part() -> None:
-    assert facts.parse_nvcc_version("Cuda compilation tools, release 12.4\n") == "12.4"
-    assert facts.parse_nvcc_version("command not found") is None
+    assert stack.parse_nvcc_version("Cuda compilation tools, release 12.4\n") == "12.4"
+    assert stack.parse_nvcc_version("command not found") is None
 
 
 def test_nccl_versions() -> None:
-    assert facts.decode_nccl_version(22105) == "2.21.5"  # >= 2.9: X*10000 + Y*100 + Z
-    assert facts.decode_nccl_version(21805) == "2.18.5"
-    assert facts.decode_nccl_version(20901) == "2.9.1"
-    assert facts.decode_nccl_version(2708) == "2.7.8"  # before 2.9: X*1000 + Y*100 + Z
-    assert facts.format_nccl_version((2, 21, 5)) == "2.21.5"
-    assert facts.format_nccl_version(2708) == "2.7.8"
-    assert facts.format_nccl_version(None) is None
+    assert shared.decode_nccl_version(22105) == "2.21.5"  # >= 2.9: X*10000 + Y*100 + Z
+    assert shared.decode_nccl_version(21805) == "2.18.5"
+    assert shared.decode_nccl_version(20901) == "2.9.1"
+    assert shared.decode_nccl_version(2708) == "2.7.8"  # before 2.9: X*1000 + Y*100 + Z
+    assert shared.format_nccl_version((2, 21, 5)) == "2.21.5"
+    assert shared.format_nccl_version(2708) == "2.7.8"
+    assert shared.format_nccl_version(None) is None
 
 
 def test_cudnn_and_cuda_versions() -> None:
-    assert facts.decode_cudnn_version(90100) == "9.1.0"
-    assert facts.decode_cudnn_version(91002) == "9.10.2"
-    assert facts.decode_cudnn_version(8902) == "8.9.2"
-    assert facts.decode_cudnn_version(7605) == "7.6.5"
-    assert facts.decode_cuda_version(12040) == "12.4"
-    assert facts.decode_cuda_version(11080) == "11.8"
-    assert facts.decode_cuda_version(13010) == "13.1"
+    assert shared.decode_cudnn_version(90100) == "9.1.0"
+    assert shared.decode_cudnn_version(91002) == "9.10.2"
+    assert shared.decode_cudnn_version(8902) == "8.9.2"
+    assert shared.decode_cudnn_version(7605) == "7.6.5"
+    assert shared.decode_cuda_version(12040) == "12.4"
+    assert shared.decode_cuda_version(11080) == "11.8"
+    assert shared.decode_cuda_version(13010) == "13.1"
 
 
 def test_package_names_normalised() -> None:
-    assert facts.normalize_package_name("Foo_Bar.baz--Qux") == "foo-bar-baz-qux"
-    assert facts.normalize_package_name("nvidia_ml_py") == "nvidia-ml-py"
+    assert stack.normalize_package_name("Foo_Bar.baz--Qux") == "foo-bar-baz-qux"
+    assert stack.normalize_package_name("nvidia_ml_py") == "nvidia-ml-py"
 
 
 # ------------------------------------------------------------------ nvidia-smi outputs
 
 
 def test_smi_h100_idle() -> None:
-    gpus = facts.gpus_from_smi(
+    gpus = smi.gpus_from_smi(
         data("smi_query_gpu_h100_590.48.01_idle.csv"),
         data("smi_compute_apps_h100_590.48.01_idle.csv"),
         header=True,
@@ -192,7 +194,7 @@ def test_smi_h100_idle() -> None:
 
 
 def test_smi_h100_under_load_with_processes() -> None:
-    (gpu,) = facts.gpus_from_smi(
+    (gpu,) = smi.gpus_from_smi(
         data("smi_query_gpu_h100_590.48.01_load.csv"),
         data("smi_compute_apps_h100_590.48.01_load.csv"),
         header=True,
@@ -209,7 +211,7 @@ def test_smi_h100_under_load_with_processes() -> None:
 
 
 def test_smi_consumer_card_without_ecc() -> None:
-    (gpu,) = facts.gpus_from_smi(data("smi_query_gpu_rtx2080super_471.11_windows.csv"), None, header=True)
+    (gpu,) = smi.gpus_from_smi(data("smi_query_gpu_rtx2080super_471.11_windows.csv"), None, header=True)
     assert gpu["name"] == "NVIDIA GeForce RTX 2080 SUPER"
     assert gpu["uuid"] == "GPU-df6e7a7c-7314-46f8-abc4-b88b36dcf3aa"
     assert gpu["pci_bus_id"] == "00000000:0C:00.0"
@@ -234,13 +236,13 @@ RTX2080_QUERY = (
 
 def test_smi_noheader_with_bare_na() -> None:
     fields = RTX2080_QUERY.split(",")
-    (row,) = facts.parse_smi_csv(data("smi_noheader_rtx2080_440.64.txt"), fields)
+    (row,) = smi.parse_smi_csv(data("smi_noheader_rtx2080_440.64.txt"), fields)
     assert row["name"] == "GeForce RTX 2080"
     assert row["gpu_uuid"] == "GPU-22b2c6ac-2d49-4863-197c-9c469071178a"
-    assert facts.smi_number(row["power.draw"]) == 176.98
-    assert facts.smi_number(row["memory.total"]) == 7979
-    assert facts.smi_value(row["temperature.memory"]) is None  # "N/A"
-    assert facts.smi_value(row["pstate"]) == "P2"
+    assert smi.smi_number(row["power.draw"]) == 176.98
+    assert smi.smi_number(row["memory.total"]) == 7979
+    assert smi.smi_value(row["temperature.memory"]) is None  # "N/A"
+    assert smi.smi_value(row["pstate"]) == "P2"
 
 
 @pytest.mark.parametrize("name", ["smi_noheader_na_new.txt", "smi_noheader_na_old.txt"])
@@ -254,10 +256,10 @@ def test_smi_unsupported_markers(name: str) -> None:
         "utilization.gpu",
         "utilization.memory",
     ]
-    (row,) = facts.parse_smi_csv(data(name), fields)
-    assert facts.smi_number(row["memory.total"]) == 2004
-    assert facts.smi_number(row["fan.speed"]) is None  # [N/A] or [Not Supported]
-    assert facts.smi_number(row["temperature.gpu"]) == 44
+    (row,) = smi.parse_smi_csv(data(name), fields)
+    assert smi.smi_number(row["memory.total"]) == 2004
+    assert smi.smi_number(row["fan.speed"]) is None  # [N/A] or [Not Supported]
+    assert smi.smi_number(row["temperature.gpu"]) == 44
 
 
 def test_smi_noheader_in_probe_field_order() -> None:
@@ -267,7 +269,7 @@ def test_smi_noheader_in_probe_field_order() -> None:
         "81559, 19818, 61263, Enabled, 0, 0, 59, 631.95"
     )
     apps = "GPU-00000000-0000-0000-0000-000000000000, 11345, 15690, ./gpu_burn, extra args\n"
-    (gpu,) = facts.gpus_from_smi(line + "\n", apps)
+    (gpu,) = smi.gpus_from_smi(line + "\n", apps)
     assert gpu["memory_total_bytes"] == 81559 * MIB
     assert gpu["ecc_mode"] == "enabled"
     assert gpu["remapped_rows"] is None
@@ -278,8 +280,8 @@ def test_smi_noheader_in_probe_field_order() -> None:
 
 
 def test_smi_short_rows_are_skipped() -> None:
-    assert facts.parse_smi_csv("1, 2\n", ["a", "b", "c"]) == []
-    assert facts.parse_smi_csv("", None) == []
+    assert smi.parse_smi_csv("1, 2\n", ["a", "b", "c"]) == []
+    assert smi.parse_smi_csv("", None) == []
 
 
 # ------------------------------------------------------------------ masking
@@ -299,7 +301,7 @@ def test_mask_env_by_name() -> None:
         "MASTER_ADDR": "10.0.0.11",
         "LD_LIBRARY_PATH": "/usr/local/cuda/lib64:/opt/lib",
     }
-    masked = facts.mask_env(env)
+    masked = masking.mask_env(env)
     for name in (
         "HF_TOKEN",
         "WANDB_API_KEY",
@@ -323,7 +325,7 @@ def test_mask_env_url_credentials() -> None:
         "TORCH_PLAIN_URL": "http://mirror.example:8080/path?q=1",
         "NCCL_EMAIL": "ops@example.com",
     }
-    masked = facts.mask_env(env)
+    masked = masking.mask_env(env)
     assert masked["TORCH_HOME_URL"] == "https://alice:***@mirror.example:8443/torch"
     assert masked["PYTORCH_INDEX"] == "https://***@github.com/org/repo.git"
     assert masked["NCCL_URLS"] == "http://u1:***@h1:1,http://u2:***@h2:2/x"
@@ -348,7 +350,7 @@ def test_select_env() -> None:
         "PATH": "/usr/bin",
         "MY_NCCL_THING": "no",
     }
-    assert list(facts.select_env(environ)) == [
+    assert list(stack.select_env(environ)) == [
         "CUDA_HOME",
         "GLOO_SOCKET_IFNAME",
         "MASTER_PORT",
@@ -362,14 +364,22 @@ def test_select_env() -> None:
 
 def test_scrub_masks_urls_everywhere() -> None:
     doc = {"a": ["x", {"b": "git+https://u:pw@host/r"}], "n": 3, "none": None}
-    assert facts.scrub(doc) == {"a": ["x", {"b": "git+https://u:***@host/r"}], "n": 3, "none": None}
+    assert masking.scrub(doc) == {"a": ["x", {"b": "git+https://u:***@host/r"}], "n": 3, "none": None}
+
+
+def test_scrub_masks_secret_named_env_entries_at_any_depth() -> None:
+    """The controller applies this same function again (preflight.redact): an ``env`` anywhere in what
+    a node sent is masked by name, whatever put it there."""
+    doc = {"jobs": ({"env": {"HF_TOKEN": "hf_x", "MIRROR": "https://u:pw@host/", "N": 3}},)}
+    masked = {"HF_TOKEN": "***", "MIRROR": "https://u:***@host/", "N": 3}
+    assert masking.scrub(doc) == {"jobs": [{"env": masked}]}
 
 
 def test_collect_masks_secret_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NCCL_SECRET_THING", "do-not-leak")
     monkeypatch.setenv("TORCH_MIRROR", "https://bob:do-not-leak@mirror.example/")
-    monkeypatch.setattr(facts, "_gatherers", lambda: [(("env",), facts._gather_env)])
-    document = facts.collect()
+    monkeypatch.setattr(collect, "_gatherers", lambda: [(("env",), stack.gather_env)])
+    document = collect.collect()
     assert "do-not-leak" not in json.dumps(document)
     assert document["facts"]["env"]["NCCL_SECRET_THING"] == "***"
 
@@ -378,22 +388,22 @@ def test_collect_masks_secret_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_one_failing_gatherer_does_not_stop_the_others(monkeypatch: pytest.MonkeyPatch) -> None:
-    def boom(sink: facts.Sink) -> None:
+    def boom(sink: gathering.Sink) -> None:
         raise RuntimeError("boom")
 
-    def unavailable(sink: facts.Sink) -> None:
-        raise facts.Unavailable("nvcc not found on PATH")
+    def unavailable(sink: gathering.Sink) -> None:
+        raise gathering.Unavailable("nvcc not found on PATH")
 
     monkeypatch.setattr(
-        facts,
+        collect,
         "_gatherers",
         lambda: [
             (("memory",), boom),
             (("nvcc",), unavailable),
-            (("hostname",), facts._gather_hostname),
+            (("hostname",), system.gather_hostname),
         ],
     )
-    document = facts.collect()
+    document = collect.collect()
     assert document["probe_version"] == 1
     assert document["facts"]["hostname"] == socket.gethostname()
     assert document["facts"]["unavailable"] == {
@@ -410,8 +420,8 @@ def test_packages_first_on_sys_path_wins(tmp_path: Path, monkeypatch: pytest.Mon
             f"Metadata-Version: 2.1\nName: Foo_Bar\nVersion: {version}\n", encoding="utf-8"
         )
     monkeypatch.setattr(sys, "path", [str(tmp_path / "first"), str(tmp_path / "second")])
-    sink = facts.Sink()
-    facts._gather_packages(sink)
+    sink = gathering.Sink()
+    stack.gather_packages(sink)
     assert sink.facts["packages"] == {"foo-bar": "1.0"}
 
 
@@ -419,11 +429,11 @@ def test_packages_are_read_as_importlib_reads_them(tmp_path: Path, monkeypatch: 
     """Only the head of each METADATA is read: the same names and versions as importlib's full
     reading, for every distribution installed here, and for metadata whose description (after
     the blank line) holds Name: and Version: lines of its own, or that is an egg's PKG-INFO."""
-    sink = facts.Sink()
-    facts._gather_packages(sink)
+    sink = gathering.Sink()
+    stack.gather_packages(sink)
     expected: dict[str, str] = {}
     for dist in metadata.distributions():
-        expected.setdefault(facts.normalize_package_name(dist.metadata["Name"]), dist.version)
+        expected.setdefault(stack.normalize_package_name(dist.metadata["Name"]), dist.version)
     assert sink.facts["packages"] == expected and len(expected) > 10
 
     wheel = tmp_path / "site" / "tricky-3.1.dist-info"
@@ -440,8 +450,8 @@ def test_packages_are_read_as_importlib_reads_them(tmp_path: Path, monkeypatch: 
         encoding="utf-8",
     )
     monkeypatch.setattr(sys, "path", [str(tmp_path / "site")])
-    sink = facts.Sink()
-    facts._gather_packages(sink)
+    sink = gathering.Sink()
+    stack.gather_packages(sink)
     assert sink.facts["packages"] == {"old-style": "0.4", "tricky": "3.1"}
 
 
@@ -459,7 +469,7 @@ def test_ib_devices_from_sysfs(tmp_path: Path) -> None:
     _write(down / "state", "1: DOWN\n")
     _write(down / "rate", "10 Gb/sec (4X SDR)\n")
     _write(down / "link_layer", "Ethernet\n")
-    assert facts.ib_devices(str(tmp_path)) == [
+    assert net.ib_devices(str(tmp_path)) == [
         {
             "name": "mlx5_0",
             "port": 1,
@@ -481,25 +491,25 @@ def test_ib_devices_from_sysfs(tmp_path: Path) -> None:
             "pcie": None,
         },
     ]
-    assert facts.ib_devices(str(tmp_path / "missing")) == []
+    assert net.ib_devices(str(tmp_path / "missing")) == []
 
 
 def test_net_without_ip_reads_sysfs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    net = tmp_path / "net"
+    net_root = tmp_path / "net"
     for name, mtu, state, speed in (
         ("eth0", "9000", "up", "100000"),
         ("lo", "65536", "unknown", None),
         ("veth1", "1500", "down", "-1"),
     ):
-        _write(net / name / "mtu", mtu + "\n")
-        _write(net / name / "operstate", state + "\n")
+        _write(net_root / name / "mtu", mtu + "\n")
+        _write(net_root / name / "operstate", state + "\n")
         if speed is not None:
-            _write(net / name / "speed", speed + "\n")
+            _write(net_root / name / "speed", speed + "\n")
     empty = tmp_path / "bin"
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))
-    monkeypatch.setattr(facts, "IP_FALLBACK_PATHS", ())
-    assert facts.net_facts(str(net), str(tmp_path / "no-ib")) == {
+    monkeypatch.setattr(net, "IP_FALLBACK_PATHS", ())
+    assert net.net_facts(str(net_root), str(tmp_path / "no-ib")) == {
         "interfaces": [
             {"name": "eth0", "addresses": [], "mtu": 9000, "state": "up", "speed_mbps": 100000, "pcie": None},
             {
@@ -620,7 +630,7 @@ def fake_pynvml(*, init_error: Exception | None = None) -> Any:
 
 def test_nvml_snapshot() -> None:
     nv = fake_pynvml()
-    driver, gpus, problems = facts.nvml_snapshot(nv)
+    driver, gpus, problems = nvml.nvml_snapshot(nv)
     assert driver == {"version": "550.54.15", "cuda": "12.4", "source": "nvml"}
     hopper, volta = gpus
     assert hopper == {
@@ -685,7 +695,7 @@ def test_nvml_fabric_registration(state: int, status: int, expected: Any) -> Non
     nv.c_nvmlGpuFabricInfo_t = pynvml.c_nvmlGpuFabricInfo_t
     nv.nvmlDeviceGetGpuFabricInfo = fabric_info
     nv.nvmlErrorString = lambda code: {999: "Unknown Error"}[code]
-    _, (hopper, volta), problems = facts.nvml_snapshot(nv)
+    _, (hopper, volta), problems = nvml.nvml_snapshot(nv)
     assert hopper["fabric"] == expected
     assert volta["fabric"] is None
     assert "gpus[0].fabric" not in problems and "gpus[1].fabric" not in problems
@@ -702,29 +712,29 @@ def test_nvml_fabric_registration(state: int, status: int, expected: Any) -> Non
 )
 def test_smi_fabric_registration(state: str, status: str, expected: Any) -> None:
     row = {"index": "0", "uuid": "GPU-1", "fabric.state": state, "fabric.status": status}
-    assert facts.gpu_from_smi_row(row)["fabric"] == expected
+    assert smi.gpu_from_smi_row(row)["fabric"] == expected
 
 
 def test_a_failed_nvml_process_query_is_not_reported_rather_than_no_process() -> None:
     nv = fake_pynvml()
     nv.nvmlDeviceGetComputeRunningProcesses = lambda handle: (_ for _ in ()).throw(FakeUnknownError())
-    _, (hopper, volta), problems = facts.nvml_snapshot(nv)
+    _, (hopper, volta), problems = nvml.nvml_snapshot(nv)
     assert hopper["processes"] is None and volta["processes"] is None
     assert problems["gpus[0].processes"] == "NVML: Unknown Error"
 
 
 def test_nvml_init_failure_is_a_reason() -> None:
     nv = fake_pynvml(init_error=FakeNVMLError("Driver Not Loaded"))
-    with pytest.raises(facts.Unavailable, match="NVML: Driver Not Loaded"):
-        facts.nvml_snapshot(nv)
+    with pytest.raises(gathering.Unavailable, match="NVML: Driver Not Loaded"):
+        nvml.nvml_snapshot(nv)
     assert nv.calls == ["init"]
 
 
 def test_gather_nvidia_through_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
     nv = fake_pynvml()
     monkeypatch.setitem(sys.modules, "pynvml", nv)
-    sink = facts.Sink()
-    facts._gather_nvidia(sink)
+    sink = gathering.Sink()
+    nvidia.gather_nvidia(sink)
     assert sink.facts["driver"]["source"] == "nvml"
     assert len(sink.facts["gpus"]) == 2
     assert sink.unavailable == {"gpus[1].power_w": "NVML: Unknown Error"}
@@ -734,26 +744,26 @@ def test_gather_nvidia_without_pynvml(tmp_path: Path, monkeypatch: pytest.Monkey
     # The stand-in nvidia-smi of the lab's GPU nodes, serving the whole recorded H100 capture.
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    smi = bin_dir / "nvidia-smi"
-    smi.write_text(
+    smi_path = bin_dir / "nvidia-smi"
+    smi_path.write_text(
         f'#!/bin/sh\nexec "{sys.executable}" "{LAB_SMI}" "{DATA / "smi_query_gpu_h100_590.48.01_load.csv"}" '
         f'"{DATA / "smi_compute_apps_h100_590.48.01_load.csv"}" "$@"\n',
         encoding="utf-8",
     )
-    smi.chmod(0o755)
+    smi_path.chmod(0o755)
     proc_version = tmp_path / "version"
     proc_version.write_text(data("nvidia_version_open_565.57.01.txt"), encoding="utf-8")
     monkeypatch.setitem(sys.modules, "pynvml", None)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}/usr/bin{os.pathsep}/bin")
-    monkeypatch.setattr(facts, "PROC_DRIVER_VERSION", str(proc_version))
+    monkeypatch.setattr(nvidia, "PROC_DRIVER_VERSION", str(proc_version))
 
-    sink = facts.Sink()
-    facts._gather_nvidia(sink)
+    sink = gathering.Sink()
+    nvidia.gather_nvidia(sink)
     assert sink.unavailable == {}
     assert sink.facts["driver"]["version"] == "565.57.01"
     assert sink.facts["driver"]["source"] == "proc"
     (gpu,) = sink.facts["gpus"]
-    expected = facts.gpus_from_smi(
+    expected = smi.gpus_from_smi(
         data("smi_query_gpu_h100_590.48.01_load.csv"),
         data("smi_compute_apps_h100_590.48.01_load.csv"),
         header=True,
@@ -766,30 +776,30 @@ def test_gather_nvidia_without_pynvml(tmp_path: Path, monkeypatch: pytest.Monkey
 def _stand_in_smi(tmp_path: Path, gpu_capture: Path, apps_capture: Path) -> Path:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
-    smi = bin_dir / "nvidia-smi"
-    smi.write_text(
+    smi_path = bin_dir / "nvidia-smi"
+    smi_path.write_text(
         f'#!/bin/sh\nexec "{sys.executable}" "{LAB_SMI}" "{gpu_capture}" "{apps_capture}" "$@"\n',
         encoding="utf-8",
     )
-    smi.chmod(0o755)
-    return smi
+    smi_path.chmod(0o755)
+    return smi_path
 
 
 def test_the_stand_in_refuses_an_unknown_field_as_nvidia_smi_does(tmp_path: Path) -> None:
-    smi = _stand_in_smi(
+    smi_path = _stand_in_smi(
         tmp_path,
         DATA / "smi_query_gpu_h100_590.48.01_idle.csv",
         DATA / "smi_compute_apps_h100_590.48.01_idle.csv",
     )
     refused = subprocess.run(
-        [smi, "--query-gpu=uuid,device_minor", "--format=csv,noheader"], capture_output=True, text=True
+        [smi_path, "--query-gpu=uuid,device_minor", "--format=csv,noheader"], capture_output=True, text=True
     )
     assert (refused.returncode, refused.stdout) == (
         2,
         'Field "device_minor" is not a valid field to query.\n\n',
     )
     served = subprocess.run(
-        [smi, "--query-gpu=memory.total,remapped_rows.pending", "--format=csv"],
+        [smi_path, "--query-gpu=memory.total,remapped_rows.pending", "--format=csv"],
         capture_output=True,
         text=True,
     )
@@ -806,30 +816,30 @@ def test_an_older_nvidia_smi_without_row_remapping_still_answers_the_other_healt
     older.write_text(
         "\n".join(", ".join(row[i] for i in keep) for row in rows if row) + "\n", encoding="utf-8"
     )
-    smi = _stand_in_smi(tmp_path, older, DATA / "smi_compute_apps_h100_590.48.01_idle.csv")
-    (gpu,) = facts._smi_gpus(str(smi))
+    smi_path = _stand_in_smi(tmp_path, older, DATA / "smi_compute_apps_h100_590.48.01_idle.csv")
+    (gpu,) = smi.smi_gpus(str(smi_path))
     assert gpu["remapped_rows"] is None  # not asked of a driver that does not know it
     assert gpu["mig_mode"] == "disabled"  # the other groups still answered
     assert gpu["processes"] == []
 
 
 def test_nvlink_status_recorded_with_two_links_down() -> None:
-    assert facts.nvlinks_from_smi(data("smi_nvlink_status_v100_inactive.txt")) == {
+    assert smi.nvlinks_from_smi(data("smi_nvlink_status_v100_inactive.txt")) == {
         3: {"active": 4, "inactive": [3, 5]}
     }
 
 
 def test_nvlink_status_recorded_with_every_link_down() -> None:
     """nvidia-smi lists no link of a GPU whose links are all down: it says so instead."""
-    assert facts.nvlinks_from_smi(data("smi_nvlink_status_b200_all_inactive.txt")) == {
+    assert smi.nvlinks_from_smi(data("smi_nvlink_status_b200_all_inactive.txt")) == {
         2: {"active": 0, "inactive": [], "all_inactive": True}
     }
 
 
 def test_nvlink_status_of_a_gpu_without_nvlink_gives_nothing() -> None:
     text = "GPU 0: NVIDIA L4 (UUID: GPU-0)\nGPU 1: NVIDIA L4 (UUID: GPU-1)\n"
-    assert facts.nvlinks_from_smi(text) == {}
-    assert facts.nvlinks_from_smi("") == {}
+    assert smi.nvlinks_from_smi(text) == {}
+    assert smi.nvlinks_from_smi("") == {}
 
 
 def test_nvlink_status_is_merged_by_gpu_index(tmp_path: Path) -> None:
@@ -839,8 +849,8 @@ def test_nvlink_status_is_merged_by_gpu_index(tmp_path: Path) -> None:
     capture.write_text(data("smi_query_gpu_h100_590.48.01_idle.csv"), encoding="utf-8")
     links = "".join(f"\t Link {k}: {'<inactive>' if k == 7 else '26.562 GB/s'}\n" for k in range(18))
     (tmp_path / "nvlink-status.txt").write_text(f"GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)\n{links}")
-    smi = _stand_in_smi(tmp_path, capture, DATA / "smi_compute_apps_h100_590.48.01_idle.csv")
-    (gpu,) = facts._smi_gpus(str(smi))
+    smi_path = _stand_in_smi(tmp_path, capture, DATA / "smi_compute_apps_h100_590.48.01_idle.csv")
+    (gpu,) = smi.smi_gpus(str(smi_path))
     assert gpu["nvlink"] == {"active": 17, "inactive": [7]}
     assert gpu["pcie_link"] == {"gen_current": 5, "gen_max": 5, "width_current": 16, "width_max": 16}
 
@@ -862,7 +872,7 @@ def test_nvml_nvlink_states() -> None:
     nv.NVML_NVLINK_MAX_LINKS = 18
     nv.NVML_FEATURE_ENABLED = 1
     nv.nvmlDeviceGetNvLinkState = state
-    _, (hopper, volta), problems = facts.nvml_snapshot(nv)
+    _, (hopper, volta), problems = nvml.nvml_snapshot(nv)
     assert hopper["nvlink"] == {"active": 10, "inactive": [2, 9]}
     assert asked == list(range(18))
     assert volta["nvlink"] is None
@@ -872,9 +882,9 @@ def test_nvml_nvlink_states() -> None:
 def test_gather_nvidia_no_driver_at_all(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "pynvml", None)
     monkeypatch.setenv("PATH", str(tmp_path))
-    monkeypatch.setattr(facts, "PROC_DRIVER_VERSION", str(tmp_path / "missing"))
-    sink = facts.Sink()
-    facts._gather_nvidia(sink)
+    monkeypatch.setattr(nvidia, "PROC_DRIVER_VERSION", str(tmp_path / "missing"))
+    sink = gathering.Sink()
+    nvidia.gather_nvidia(sink)
     assert "driver" not in sink.facts and "gpus" not in sink.facts
     assert sink.unavailable["driver"].startswith("no NVIDIA driver: ")
     assert "pynvml not importable" in sink.unavailable["driver"]
@@ -903,7 +913,7 @@ def fake_torch(*, nccl: Any = (2, 21, 5), cudnn: int | None = 90100) -> Any:
 
 
 def test_torch_facts_cuda_build() -> None:
-    assert facts.torch_facts(fake_torch()) == {
+    assert stack.torch_facts(fake_torch()) == {
         "version": "2.5.1+cu124",
         "cuda": "12.4",
         "cudnn": "9.1.0",
@@ -917,7 +927,7 @@ def test_torch_facts_cuda_build() -> None:
 
 
 def test_torch_facts_old_int_nccl_and_cudnn8() -> None:
-    got = facts.torch_facts(fake_torch(nccl=2708, cudnn=8902))
+    got = stack.torch_facts(fake_torch(nccl=2708, cudnn=8902))
     assert (got["nccl"], got["cudnn"]) == ("2.7.8", "8.9.2")
 
 
@@ -925,11 +935,11 @@ def test_torch_facts_old_int_nccl_and_cudnn8() -> None:
 
 
 def run_probe(argv: list[str], env: dict[str, str] | None = None) -> tuple[dict[str, Any], float]:
-    """Run facts.py as the controller does (stdin of `python -`); one JSON document or fail."""
+    """Run the facts bundle as the controller does (stdin of `python -`); one JSON document or fail."""
     started = time.monotonic()
     proc = subprocess.run(
         [*argv, "-"],
-        input=SCRIPT.read_bytes(),
+        input=SCRIPT,
         capture_output=True,
         timeout=120,
         env=env,
@@ -1067,7 +1077,7 @@ def test_script_ends_without_tearing_torch_down(tmp_path: Path) -> None:
         "sys.stderr.write('a warning without its newline')\n",
     )
     proc = subprocess.run(
-        [sys.executable, "-S", "-"], input=SCRIPT.read_bytes(), capture_output=True, env=env, timeout=120
+        [sys.executable, "-S", "-"], input=SCRIPT, capture_output=True, env=env, timeout=120
     )
     assert proc.returncode == 0, proc.stderr.decode(errors="replace")
     assert json.loads(proc.stdout)["facts"]["torch"]["version"] == "9.9.9+fake"
@@ -1101,15 +1111,15 @@ def test_the_system_nccl_is_read_in_a_child_so_torch_still_loads_its_own(
     library = tmp_path / "libnccl.so.2"
     subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(library), str(source)], check=True)
     monkeypatch.setenv("LD_LIBRARY_PATH", str(tmp_path))
-    sink = facts.Sink()
-    facts._gather_system_libraries(sink)
+    sink = gathering.Sink()
+    stack.gather_system_libraries(sink)
     assert sink.facts["nccl_system"] == "2.21.5"
     assert "cudnn_system" in sink.unavailable
     assert str(library) not in Path("/proc/self/maps").read_text(encoding="utf-8")
 
 
 def test_system_library_answers_decode_or_say_why() -> None:
-    found, reasons = facts.system_libraries(
+    found, reasons = stack.system_libraries(
         '{"nccl_system": [21903, null], "cudnn_system": [null, "libcudnn.so.9 not loadable: not found"]}'
     )
     assert found == {"nccl_system": "2.19.3"}

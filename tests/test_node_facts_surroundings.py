@@ -14,11 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from preflight.bundle import pack
 from preflight.facts import NodeFacts
-from preflight.node import facts
+from preflight.node import masking, nccl, net, system
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "preflight" / "node" / "facts.py"
+# What the controller sends a node to run the facts probe.
+SCRIPT = pack("preflight.node.facts")
 DATA = Path(__file__).resolve().parent / "data" / "facts"
 
 
@@ -32,13 +34,13 @@ def test_nccl_conf_is_read_as_nccl_reads_it() -> None:
         "no equals sign here\n"
         "NCCL_ALGO=Ring\r\n"  # a CRLF file keeps its carriage return in the value
     )
-    settings, unread = facts.parse_nccl_conf(text)
+    settings, unread = nccl.parse_nccl_conf(text)
     assert settings == {"NCCL_SOCKET_IFNAME": "=ens1f0", "NCCL_DEBUG": "WARN", "NCCL_ALGO": "Ring\r"}
     assert unread == ["NCCL_IB_HCA "]
 
 
 def test_the_loader_cache_is_read_from_a_recorded_ldconfig() -> None:
-    cache = facts.parse_ldconfig_cache((DATA / "ldconfig_p_debian12.txt").read_text())
+    cache = nccl.parse_ldconfig_cache((DATA / "ldconfig_p_debian12.txt").read_text())
     assert len(cache) == 565  # as its header says
     assert ("libz.so.1", "libc6,x86-64", "/lib/x86_64-linux-gnu/libz.so.1") in cache
     assert not [name for name, _, _ in cache if name.startswith("libnccl-net")]
@@ -59,7 +61,7 @@ def test_the_loader_cache_is_read_from_a_recorded_ldconfig() -> None:
     ],
 )
 def test_the_plugin_nccl_tries_follows_nccl_net_plugin(setting: str | None, wanted: list[str]) -> None:
-    assert facts.nccl_plugin_names(setting) == wanted
+    assert nccl.nccl_plugin_names(setting) == wanted
 
 
 def test_nccl_facts_find_the_conf_files_and_the_plugin_on_the_library_path(tmp_path: Path) -> None:
@@ -70,7 +72,7 @@ def test_nccl_facts_find_the_conf_files_and_the_plugin_on_the_library_path(tmp_p
     libs.mkdir()
     (libs / "libnccl-net.so").write_bytes(b"\x7fELF")
     (libs / "libnccl-net-ofi.so").write_bytes(b"\x7fELF")
-    found = facts.nccl_facts({"LD_LIBRARY_PATH": f"/nonexistent:{libs}"}, str(home))
+    found = nccl.nccl_facts({"LD_LIBRARY_PATH": f"/nonexistent:{libs}"}, str(home))
     user, system = found["conf_files"]
     assert user == {
         "role": "user",
@@ -85,23 +87,23 @@ def test_nccl_facts_find_the_conf_files_and_the_plugin_on_the_library_path(tmp_p
     # NCCL_CONF_FILE replaces ~/.nccl.conf; NCCL_NET_PLUGIN picks the suffixed library.
     other = tmp_path / "job.conf"
     other.write_text("NCCL_DEBUG=INFO\n")
-    chosen = facts.nccl_facts(
+    chosen = nccl.nccl_facts(
         {"LD_LIBRARY_PATH": str(libs), "NCCL_CONF_FILE": str(other), "NCCL_NET_PLUGIN": "ofi"}, str(home)
     )
     assert chosen["conf_files"][0]["path"] == str(other)
     assert chosen["conf_files"][0]["settings"] == {"NCCL_DEBUG": "INFO"}
     assert chosen["net_plugin"] == str(libs / "libnccl-net-ofi.so")
-    assert facts.nccl_facts({"NCCL_NET_PLUGIN": "none"}, None)["net_plugin"] is None
+    assert nccl.nccl_facts({"NCCL_NET_PLUGIN": "none"}, None)["net_plugin"] is None
 
 
 def test_time_services_are_named_from_process_names() -> None:
     comms = ["bash", "systemd-timesyn", "chronyd\n", "sshd", "chronyd"]
-    assert facts.time_services(comms) == ["chronyd", "systemd-timesyncd"]
+    assert system.time_services(comms) == ["chronyd", "systemd-timesyncd"]
 
 
 def test_an_unresolvable_name_says_why_and_a_resolvable_one_lists_addresses() -> None:
-    assert facts.resolve_name("localhost")["addresses"][0] in ("127.0.0.1", "::1")
-    failed = facts.resolve_name("no-such-host.invalid")
+    assert net.resolve_name("localhost")["addresses"][0] in ("127.0.0.1", "::1")
+    failed = net.resolve_name("no-such-host.invalid")
     assert "addresses" not in failed and failed["error"]
 
 
@@ -111,13 +113,13 @@ def test_a_lookup_that_hangs_is_cut_at_its_timeout(monkeypatch: pytest.MonkeyPat
         raise OSError("a resolver that answers too late")
 
     monkeypatch.setattr(socket, "getaddrinfo", hang)
-    assert facts.resolve_name("gpu01", timeout_s=0.2) == {"name": "gpu01", "error": "no answer within 0.2 s"}
+    assert net.resolve_name("gpu01", timeout_s=0.2) == {"name": "gpu01", "error": "no answer within 0.2 s"}
 
 
 def run_probe(*args: str, env: dict[str, str] | None = None) -> dict[str, object]:
     out = subprocess.run(
         [sys.executable, "-", *args],
-        input=SCRIPT.read_bytes(),
+        input=SCRIPT,
         capture_output=True,
         timeout=120,
         env=env,
@@ -134,7 +136,7 @@ def test_the_script_reports_the_surroundings_and_compares_secrets_by_digest_only
     assert "do-not-leak" not in json.dumps(found)
     node = NodeFacts(found)
     assert node.env["NCCL_IB_TOKEN"] == "***" and node.env["FI_PROVIDER"] == "efa"
-    assert node.env_secret_digests["NCCL_IB_TOKEN"] == facts.secret_digest("0123", "tok-do-not-leak")
+    assert node.env_secret_digests["NCCL_IB_TOKEN"] == masking.secret_digest("0123", "tok-do-not-leak")
     assert node.limits["nofile"].soft is not None and node.limits["nofile"].soft > 0
     assert node.shm is not None and node.shm.size_bytes > 0
     assert node.nccl is not None and node.nccl.net_plugin_wanted == ()  # the job's "none" applied

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from preflight.escape import printable
+from preflight.node.masking import mask_env, scrub
 from preflight.redact import MASK, redact
 
 
@@ -26,6 +27,19 @@ def test_credentials_in_urls_are_masked_anywhere() -> None:
     text = redact(facts)["notes"][0]
     assert "hunter2" not in text
     assert text == f"pip index https://ci:{MASK}@pypi.internal/simple"
+
+
+def test_what_a_node_masked_passes_the_controller_unchanged() -> None:
+    """One set of rules on both sides: what the node's masking gives, the controller's keeps as is."""
+    sent = scrub(
+        {
+            "env": {"HF_TOKEN": "hf_abcdef", "PIP_INDEX_URL": "https://ci:hunter2@pypi.internal/simple"},
+            "nccl": {"conf_files": [{"settings": mask_env({"NCCL_IB_TOKEN": "t", "NCCL_DEBUG": "INFO"})}]},
+            "torch": "https://tok@host/x",
+        }
+    )
+    assert "hunter2" not in str(sent) and "hf_abcdef" not in str(sent) and "tok@" not in str(sent)
+    assert redact(sent) == sent
 
 
 def test_ansi_and_control_characters_are_removed() -> None:

@@ -15,7 +15,8 @@ from typing import Any
 from checks.environment.details import Agreement, Differences, VariableValues
 from preflight.facts import NodeFacts
 from preflight.model import CheckResult
-from preflight.node.facts import ENV_NAMES, ENV_PREFIXES, MASK, is_secret_name
+from preflight.node.masking import MASK, is_secret_name
+from preflight.node.stack import ENV_NAMES, ENV_PREFIXES
 from preflight.nodeset import fold, group_by_value, minority
 from preflight.status import Status
 

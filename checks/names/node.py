@@ -1,6 +1,6 @@
 """Node side of the ``names`` check: resolve the names the controller sends, as the job would.
 
-Self-contained (standard library only, Python 3.8+), never imports preflight. Run as
+Node code (:mod:`preflight.bundle`): standard library only, Python 3.8+. Run as
 ``python - '{"names": [...], "timeout_s": 5}'``; prints one JSON document:
 ``{"hostname": ..., "answers": {name: {"addresses": [...], "canonical": ...} | {"error": ...}}}``.
 Lookups run at once, each under its own deadline: a resolver that hangs costs one timeout.
@@ -13,6 +13,8 @@ import socket
 import sys
 import threading
 from typing import Any
+
+from preflight.node.shared import write_line
 
 # Lookups in flight at once: a node resolves the master, itself and a bounded set of peers.
 PARALLEL = 16
@@ -59,7 +61,7 @@ def main(argv: list[str]) -> int:
     for thread in threads:
         thread.join()
     document = {"hostname": socket.gethostname(), "answers": {n: answers[n] for n in dict.fromkeys(names)}}
-    sys.stdout.write(json.dumps(document) + "\n")
+    write_line(document)
     return 0
 
 

@@ -1,0 +1,220 @@
+"""The node's network: interfaces and their links, InfiniBand/RoCE ports with their counters, the
+PCIe links of both, and how the node resolves its own name.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import threading
+from typing import TYPE_CHECKING, Any
+
+from preflight.node.gathering import Sink, Unavailable, read_text, run_command
+
+if TYPE_CHECKING:
+    JsonDict = dict[str, Any]
+
+SYS_CLASS_NET = "/sys/class/net"
+SYS_CLASS_INFINIBAND = "/sys/class/infiniband"
+# Port counters read from /sys/class/infiniband/DEV/ports/N/counters.
+IB_COUNTERS = ("link_downed", "symbol_error", "link_error_recovery", "port_rcv_errors")
+PCIE_LINK_FILES = ("current_link_speed", "current_link_width", "max_link_speed", "max_link_width")
+PCIE_RATES_GT = ((1, 2.5), (2, 5.0), (3, 8.0), (4, 16.0), (5, 32.0), (6, 64.0), (7, 128.0))
+
+# Where ip lives when the SSH session's PATH has no sbin directory in it.
+IP_FALLBACK_PATHS = ("/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip")
+
+
+def parse_ip_addr_json(text: str) -> list[JsonDict]:
+    """``ip -j addr show`` -> interfaces (name, "addr/prefix" list, mtu, state); ``lo`` left out."""
+    interfaces: list[JsonDict] = []
+    for link in json.loads(text or "[]"):
+        if not isinstance(link, dict):
+            continue
+        name = link.get("ifname")
+        if not name or name == "lo" or link.get("link_type") == "loopback":
+            continue
+        addresses = [
+            f"{info['local']}/{info['prefixlen']}" if "prefixlen" in info else str(info["local"])
+            for info in link.get("addr_info") or []
+            if isinstance(info, dict) and info.get("local")
+        ]
+        mtu = link.get("mtu")
+        state = link.get("operstate")
+        interfaces.append(
+            {
+                "name": str(name),
+                "addresses": addresses,
+                "mtu": int(mtu) if isinstance(mtu, int) else None,
+                "state": str(state).lower() if state else None,
+            }
+        )
+    return interfaces
+
+
+def parse_link_speed(text: str | None) -> int | None:
+    """``/sys/class/net/NAME/speed`` in Mb/s; None when missing, invalid or unknown (-1)."""
+    if text is None:
+        return None
+    try:
+        speed = int(text.strip())
+    except ValueError:
+        return None
+    # -1 (or -1 read as unsigned) means unknown: no link, or a virtual device.
+    return speed if 0 < speed < 0xFFFFFFFF else None
+
+
+def parse_ib_state(text: str) -> str:
+    """``/sys/class/infiniband/DEV/ports/N/state`` -> "ACTIVE" (from "4: ACTIVE")."""
+    value = text.strip()
+    return value.split(":", 1)[1].strip() if ":" in value else value
+
+
+NAME_LOOKUP_TIMEOUT_S = 5.0
+
+
+def resolve_name(name: str, timeout_s: float = NAME_LOOKUP_TIMEOUT_S) -> JsonDict:
+    """How this node resolves ``name``: its addresses in the resolver's order (the first is what
+    gloo and most tools use), its canonical name, or why it does not resolve."""
+    answer: JsonDict = {"name": name}
+
+    def lookup() -> None:
+        try:
+            infos = socket.getaddrinfo(name, None, 0, socket.SOCK_STREAM, 0, socket.AI_CANONNAME)
+        except (OSError, UnicodeError) as exc:
+            answer["error"] = getattr(exc, "strerror", None) or str(exc)
+            return
+        answer["addresses"] = list(dict.fromkeys(str(info[4][0]) for info in infos))
+        answer["canonical"] = next((info[3] for info in infos if info[3]), None)
+
+    worker = threading.Thread(target=lookup, daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+    if worker.is_alive():
+        return {"name": name, "error": f"no answer within {timeout_s:g} s"}
+    return answer
+
+
+def gather_name_resolution(sink: Sink) -> None:
+    sink.facts["name_resolution"] = resolve_name(socket.gethostname())
+
+
+def _sysfs_interfaces(net_root: str) -> list[JsonDict]:
+    interfaces: list[JsonDict] = []
+    for name in sorted(os.listdir(net_root)):
+        if name == "lo":
+            continue
+        mtu = (read_text(os.path.join(net_root, name, "mtu")) or "").strip()
+        state = (read_text(os.path.join(net_root, name, "operstate")) or "").strip()
+        interfaces.append(
+            {
+                "name": name,
+                "addresses": [],
+                "mtu": int(mtu) if mtu.isdigit() else None,
+                "state": state.lower() or None,
+            }
+        )
+    return interfaces
+
+
+def _counter(text: str | None) -> int | None:
+    try:
+        return int(text.strip()) if text is not None else None
+    except ValueError:
+        return None
+
+
+def parse_pcie_speed(text: str | None) -> float | None:
+    """``/sys/bus/pci/devices/*/current_link_speed`` -> GT/s: ``16.0 GT/s PCIe`` -> 16.0, ``2.5 GT/s`` -> 2.5;
+    None for ``Unknown`` or an unreadable file."""
+    found = re.match(r"\s*([\d.]+)\s*GT/s", text or "")
+    return float(found.group(1)) if found else None
+
+
+def pcie_generation(gt_per_s: float | None) -> int | None:
+    """The PCIe generation of a per-lane rate: 2.5 -> 1, 5 -> 2, 8 -> 3, 16 -> 4, 32 -> 5, 64 -> 6."""
+    if gt_per_s is None:
+        return None
+    return next((gen for gen, rate in PCIE_RATES_GT if abs(gt_per_s - rate) < 0.5), None)
+
+
+def pcie_link(device_dir: str) -> JsonDict | None:
+    """A PCI device's link from sysfs (``current_link_speed/width``, ``max_link_speed/width``), as
+    generations and lane counts; None where the device has no such files (virtual devices)."""
+    values = {name: read_text(os.path.join(device_dir, name)) for name in PCIE_LINK_FILES}
+    if all(value is None for value in values.values()):
+        return None
+
+    def width(name: str) -> int | None:
+        value = (values[name] or "").strip()
+        return int(value) if value.isdigit() and int(value) > 0 else None
+
+    return {
+        "gen_current": pcie_generation(parse_pcie_speed(values["current_link_speed"])),
+        "gen_max": pcie_generation(parse_pcie_speed(values["max_link_speed"])),
+        "width_current": width("current_link_width"),
+        "width_max": width("max_link_width"),
+    }
+
+
+def ib_devices(ib_root: str = SYS_CLASS_INFINIBAND) -> list[JsonDict]:
+    """InfiniBand/RoCE ports from sysfs (an empty list where there are none)."""
+    devices: list[JsonDict] = []
+    if not os.path.isdir(ib_root):
+        return devices
+    for device in sorted(os.listdir(ib_root)):
+        ports_dir = os.path.join(ib_root, device, "ports")
+        if not os.path.isdir(ports_dir):
+            continue
+        ports = sorted(
+            os.listdir(ports_dir), key=lambda p: (not p.isdigit(), int(p) if p.isdigit() else 0, p)
+        )
+        for port in ports:
+            base = os.path.join(ports_dir, port)
+            state = read_text(os.path.join(base, "state"))
+            rate = read_text(os.path.join(base, "rate"))
+            link_layer = read_text(os.path.join(base, "link_layer"))
+            phys_state = read_text(os.path.join(base, "phys_state"))
+            counters = {
+                name: _counter(read_text(os.path.join(base, "counters", name))) for name in IB_COUNTERS
+            }
+            devices.append(
+                {
+                    "name": device,
+                    "port": int(port) if port.isdigit() else port,
+                    "state": parse_ib_state(state) if state is not None else None,
+                    "rate": rate.strip() if rate is not None else None,
+                    "link_layer": link_layer.strip() if link_layer is not None else None,
+                    "phys_state": parse_ib_state(phys_state) if phys_state is not None else None,
+                    "counters": {k: v for k, v in counters.items() if v is not None},
+                    "pcie": pcie_link(os.path.join(ib_root, device, "device")),
+                }
+            )
+    return devices
+
+
+def net_facts(net_root: str = SYS_CLASS_NET, ib_root: str = SYS_CLASS_INFINIBAND) -> JsonDict:
+    """Interfaces from ``ip -j addr show`` (or sysfs without ``ip``) and IB ports."""
+    interfaces: list[JsonDict] | None = None
+    ip = shutil.which("ip") or next((p for p in IP_FALLBACK_PATHS if os.access(p, os.X_OK)), None)
+    if ip is not None:
+        try:
+            interfaces = parse_ip_addr_json(run_command([ip, "-j", "addr", "show"]))
+        except (Unavailable, ValueError):
+            interfaces = None  # e.g. an old iproute2 without -j: fall back to sysfs
+    if interfaces is None:
+        if not os.path.isdir(net_root):
+            raise Unavailable(f"ip not usable and {net_root} missing")
+        interfaces = _sysfs_interfaces(net_root)
+    for interface in interfaces:
+        speed_path = os.path.join(net_root, interface["name"], "speed")
+        interface["speed_mbps"] = parse_link_speed(read_text(speed_path))
+        interface["pcie"] = pcie_link(os.path.join(net_root, interface["name"], "device"))
+    return {"interfaces": interfaces, "ib_devices": ib_devices(ib_root)}
+
+
+def gather_net(sink: Sink) -> None:
+    sink.facts["net"] = net_facts()

@@ -1,0 +1,226 @@
+"""GPU facts through NVML (pynvml, where the node has it): the driver, every GPU's identity, memory,
+ECC and row remapping, processes, PCIe and NVLink links, and NVSwitch fabric registration.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+from typing import TYPE_CHECKING, Any
+
+from preflight.node.gathering import Unavailable, read_text
+from preflight.node.shared import decode_cuda_version, text_of
+from preflight.node.smi import gpu_fabric
+
+if TYPE_CHECKING:
+    JsonDict = dict[str, Any]
+
+# nvmlGpuFabricState_t (nvml.h): NOT_SUPPORTED is left out, as nvidia-smi's "Not Supported" is.
+NVML_FABRIC_STATES = {1: "not_started", 2: "in_progress", 3: "completed"}
+
+
+def _nvml_error_types(nv: Any) -> tuple[type[BaseException], type[BaseException] | None]:
+    base = getattr(nv, "NVMLError", Exception)
+    not_supported = getattr(nv, "NVMLError_NotSupported", None)
+    return base, not_supported
+
+
+def _nvml_call(nv: Any, problems: dict[str, str], label: str, fname: str, *args: Any) -> Any:
+    """Call ``nv.<fname>(*args)``: NotSupported gives None; other errors are noted in problems."""
+    base, not_supported = _nvml_error_types(nv)
+    func = getattr(nv, fname, None)
+    if func is None:
+        problems[label] = f"NVML: {fname} not in this pynvml"
+        return None
+    try:
+        return func(*args)
+    except base as exc:
+        if not_supported is not None and isinstance(exc, not_supported):
+            return None
+        problems[label] = f"NVML: {exc}"
+        return None
+
+
+def _process_name(nv: Any, pid: int) -> str | None:
+    try:
+        name = text_of(nv.nvmlSystemGetProcessName(pid)).strip()
+    except Exception:
+        name = ""
+    if not name:
+        name = (read_text(f"/proc/{pid}/comm") or "").strip()
+    return name or None
+
+
+def _nvml_process(nv: Any, proc: Any) -> JsonDict:
+    pid = int(proc.pid)
+    used = getattr(proc, "usedGpuMemory", None)
+    return {
+        "pid": pid,
+        "used_memory_bytes": int(used) if used is not None else None,
+        "name": _process_name(nv, pid),
+    }
+
+
+def _nvml_gpu(nv: Any, index: int, problems: dict[str, str]) -> JsonDict:
+    handle = nv.nvmlDeviceGetHandleByIndex(index)
+    prefix = f"gpus[{index}]."
+
+    def call(field: str, fname: str, *args: Any) -> Any:
+        return _nvml_call(nv, problems, prefix + field, fname, handle, *args)
+
+    memory = call("memory", "nvmlDeviceGetMemoryInfo")
+    pci = call("pci_bus_id", "nvmlDeviceGetPciInfo")
+    ecc = call("ecc_mode", "nvmlDeviceGetEccMode")
+    uncorrected = getattr(nv, "NVML_MEMORY_ERROR_TYPE_UNCORRECTED", 1)
+    volatile = call(
+        "ecc_uncorrected_volatile",
+        "nvmlDeviceGetTotalEccErrors",
+        uncorrected,
+        getattr(nv, "NVML_VOLATILE_ECC", 0),
+    )
+    aggregate = call(
+        "ecc_uncorrected_aggregate",
+        "nvmlDeviceGetTotalEccErrors",
+        uncorrected,
+        getattr(nv, "NVML_AGGREGATE_ECC", 1),
+    )
+    remapped = call("remapped_rows", "nvmlDeviceGetRemappedRows")
+    # Page retirement is the pre-Ampere mechanism; Ampere and later remap rows instead.
+    arch = _nvml_call(nv, {}, "", "nvmlDeviceGetArchitecture", handle)
+    ampere = getattr(nv, "NVML_DEVICE_ARCH_AMPERE", 7)
+    retired_pending = None
+    if not (isinstance(arch, int) and ampere <= arch < 0xFFFFFFFF):
+        retired_pending = call("retired_pages_pending", "nvmlDeviceGetRetiredPagesPendingStatus")
+    temperature = call("temperature_c", "nvmlDeviceGetTemperature", getattr(nv, "NVML_TEMPERATURE_GPU", 0))
+    power_mw = call("power_w", "nvmlDeviceGetPowerUsage")
+    procs = call("processes", "nvmlDeviceGetComputeRunningProcesses")
+
+    mig = call("mig_mode", "nvmlDeviceGetMigMode")
+    # None: the query failed or is not supported here, which is not the same as "no process".
+    processes = None if procs is None else [_nvml_process(nv, proc) for proc in procs]
+    name = call("name", "nvmlDeviceGetName")
+    uuid = call("uuid", "nvmlDeviceGetUUID")
+    # Best effort, without a problem noted: these say more about health than identity.
+    quiet: dict[str, str] = {}
+    serial = _nvml_call(nv, quiet, "", "nvmlDeviceGetSerial", handle)
+    persistence = _nvml_call(nv, quiet, "", "nvmlDeviceGetPersistenceMode", handle)
+    reasons_function = (
+        "nvmlDeviceGetCurrentClocksEventReasons"
+        if hasattr(nv, "nvmlDeviceGetCurrentClocksEventReasons")
+        else "nvmlDeviceGetCurrentClocksThrottleReasons"
+    )
+    reasons = _nvml_call(nv, quiet, "", reasons_function, handle)
+    link = {
+        key: _nvml_call(nv, quiet, "", function, handle)
+        for key, function in (
+            ("gen_current", "nvmlDeviceGetCurrPcieLinkGeneration"),
+            ("gen_max", "nvmlDeviceGetMaxPcieLinkGeneration"),
+            ("width_current", "nvmlDeviceGetCurrPcieLinkWidth"),
+            ("width_max", "nvmlDeviceGetMaxPcieLinkWidth"),
+        )
+    }
+    return {
+        "serial": text_of(serial) if serial is not None else None,
+        "pcie_link": {k: int(v) for k, v in link.items() if v is not None} or None,
+        "fabric": _nvml_fabric(nv, handle),
+        "nvlink": _nvml_nvlinks(nv, handle),
+        # NVML_FEATURE_ENABLED = 1
+        "persistence_mode": None
+        if persistence is None
+        else ("enabled" if int(persistence) == 1 else "disabled"),
+        "clock_event_reasons": int(reasons) if reasons is not None else None,
+        "index": index,
+        "name": text_of(name) if name is not None else None,
+        "uuid": text_of(uuid) if uuid is not None else None,
+        "pci_bus_id": text_of(pci.busId) if pci is not None else None,
+        "memory_total_bytes": int(memory.total) if memory is not None else None,
+        "memory_used_bytes": int(memory.used) if memory is not None else None,
+        "memory_free_bytes": int(memory.free) if memory is not None else None,
+        "ecc_mode": None if ecc is None else ("enabled" if int(ecc[0]) else "disabled"),
+        "ecc_uncorrected_volatile": int(volatile) if volatile is not None else None,
+        "ecc_uncorrected_aggregate": int(aggregate) if aggregate is not None else None,
+        "remapped_rows": None
+        if remapped is None
+        else {
+            "correctable": int(remapped[0]),
+            "uncorrectable": int(remapped[1]),
+            "pending": bool(remapped[2]),
+            "failure": bool(remapped[3]),
+        },
+        "retired_pages_pending": None if retired_pending is None else bool(retired_pending),
+        # nvmlDeviceGetMigMode: (current, pending), NVML_DEVICE_MIG_ENABLE = 1.
+        "mig_mode": None if mig is None else ("enabled" if int(mig[0]) == 1 else "disabled"),
+        "processes": processes,
+        "temperature_c": int(temperature) if temperature is not None else None,
+        "power_w": round(power_mw / 1000.0, 2) if power_mw is not None else None,
+    }
+
+
+def _nvml_nvlinks(nv: Any, handle: Any) -> JsonDict | None:
+    """nvmlDeviceGetNvLinkState over every link NVML can name, as :func:`nvlinks_from_smi` gives
+    them; a link the GPU does not have answers an error and is left out. None: no NVLink."""
+    if not hasattr(nv, "nvmlDeviceGetNvLinkState"):
+        return None
+    active, inactive = 0, []
+    for link in range(int(getattr(nv, "NVML_NVLINK_MAX_LINKS", 18))):
+        state = _nvml_call(nv, {}, "", "nvmlDeviceGetNvLinkState", handle, link)
+        if state is None:
+            continue
+        if int(state) == getattr(nv, "NVML_FEATURE_ENABLED", 1):
+            active += 1
+        else:
+            inactive.append(link)
+    return {"active": active, "inactive": inactive} if active or inactive else None
+
+
+def _nvml_fabric(nv: Any, handle: Any) -> JsonDict | None:
+    """nvmlDeviceGetGpuFabricInfo, as :func:`gpu_fabric` gives it; None where the GPU or this NVML
+    has no fabric probe (not a problem: most GPUs have no NVSwitch)."""
+    info_type = getattr(nv, "c_nvmlGpuFabricInfo_t", None)
+    if info_type is None or not hasattr(nv, "nvmlDeviceGetGpuFabricInfo"):
+        return None
+    info = info_type()
+    try:
+        if _nvml_call(nv, {}, "", "nvmlDeviceGetGpuFabricInfo", handle, ctypes.byref(info)) is None:
+            return None
+    except (TypeError, ValueError, ctypes.ArgumentError):  # a pynvml whose struct does not fit
+        return None
+    state = NVML_FABRIC_STATES.get(int(info.state))
+    if state is None:
+        return None
+    code = int(info.status)
+    status = "Success" if code == 0 else _nvml_call(nv, {}, "", "nvmlErrorString", code)
+    return gpu_fabric(state, text_of(status) if status is not None else f"NVML error {code}")
+
+
+def nvml_snapshot(nv: Any) -> tuple[JsonDict, list[JsonDict], dict[str, str]]:
+    """Driver, GPUs and per-field problems read through pynvml module ``nv``.
+
+    Raises Unavailable when NVML cannot start. nvmlShutdown is always called after a
+    successful nvmlInit.
+    """
+    base, _ = _nvml_error_types(nv)
+    try:
+        nv.nvmlInit()
+    except base as exc:
+        raise Unavailable(f"NVML: {exc}") from None
+    try:
+        problems: dict[str, str] = {}
+        driver_version = _nvml_call(nv, problems, "driver", "nvmlSystemGetDriverVersion")
+        cuda_code = _nvml_call(nv, problems, "driver.cuda", "nvmlSystemGetCudaDriverVersion_v2")
+        driver: JsonDict = {
+            "version": text_of(driver_version) if driver_version is not None else None,
+            "cuda": decode_cuda_version(int(cuda_code)) if cuda_code else None,
+            "source": "nvml",
+        }
+        count = int(nv.nvmlDeviceGetCount())
+        gpus = []
+        for index in range(count):
+            try:
+                gpus.append(_nvml_gpu(nv, index, problems))
+            except base as exc:
+                problems[f"gpus[{index}]"] = f"NVML: {exc}"
+        return driver, gpus, problems
+    finally:
+        with contextlib.suppress(Exception):
+            nv.nvmlShutdown()

@@ -1,0 +1,329 @@
+"""GPU facts from nvidia-smi, where NVML is not usable: its CSV queries and ``nvlink --status``,
+parsed into the same GPU facts as :mod:`preflight.node.nvml` gives.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from typing import TYPE_CHECKING, Any
+
+from preflight.node.gathering import Unavailable, run_command
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping, Sequence
+
+    JsonDict = dict[str, Any]
+
+# nvidia-smi can be slow to start on nodes without the persistence daemon: it gets more time than
+# other commands.
+NVIDIA_SMI_TIMEOUT_S = 10.0
+
+# nvidia-smi fallback queries (used when pynvml is missing or NVML cannot start).
+SMI_GPU_FIELDS = (
+    "index",
+    "name",
+    "uuid",
+    "pci.bus_id",
+    "memory.total",
+    "memory.used",
+    "memory.free",
+    "ecc.mode.current",
+    "ecc.errors.uncorrected.volatile.total",
+    "ecc.errors.uncorrected.aggregate.total",
+    "temperature.gpu",
+    "power.draw",
+)
+# Asked in a second, best-effort query: one field a driver does not know makes nvidia-smi refuse
+# the whole query ("Field ... is not a valid field to query", exit 2), and these are newer than
+# the fields above (row remapping came with Ampere-era drivers). Refused together, each group
+# is asked on its own. Merged into the GPUs by uuid.
+SMI_HEALTH_GROUPS = (
+    (
+        "remapped_rows.correctable",
+        "remapped_rows.uncorrectable",
+        "remapped_rows.pending",
+        "remapped_rows.failure",
+    ),
+    ("retired_pages.pending",),
+    ("mig.mode.current",),
+    ("pcie.link.gen.current", "pcie.link.gen.max", "pcie.link.width.current", "pcie.link.width.max"),
+    ("persistence_mode", "serial"),
+    # Renamed from clocks_throttle_reasons in driver 535; older drivers know only the old name.
+    ("clocks_event_reasons.active",),
+    ("clocks_throttle_reasons.active",),
+    # The GPU's registration with the NVSwitch fabric (Hopper-era drivers; "N/A" where the GPU has
+    # no such fabric or the driver does not probe it, as on A100 systems).
+    ("fabric.state", "fabric.status"),
+)
+
+SMI_APP_FIELDS = ("gpu_uuid", "pid", "used_memory", "process_name")
+# Free-text columns: a value with commas in it is folded back into these.
+_SMI_TEXT_FIELDS = ("process_name", "name", "gpu_name")
+
+MIB = 1024 * 1024
+
+
+def _header_name(column: str) -> str:
+    return re.sub(r"\s*\[[^\]]*\]\s*$", "", column.strip())
+
+
+def parse_smi_csv(text: str, fields: Sequence[str] | None = None) -> list[dict[str, str]]:
+    """nvidia-smi ``--format=csv`` output as one dict per row, keyed by field name.
+
+    With ``fields`` the text has no header (``noheader``); without, the first line is the
+    header and its unit suffixes (``memory.total [MiB]``) are dropped. Values are the raw
+    stripped strings. A free-text column (a process or GPU name) that itself contains
+    commas is put back together.
+    """
+    lines = [line for line in text.splitlines() if line.strip()]
+    if fields is None:
+        if not lines:
+            return []
+        names = [_header_name(column) for column in lines[0].split(",")]
+        lines = lines[1:]
+    else:
+        names = list(fields)
+    rows: list[dict[str, str]] = []
+    for line in lines:
+        values = [value.strip() for value in line.split(",")]
+        if len(values) > len(names):
+            text_at = next((names.index(n) for n in _SMI_TEXT_FIELDS if n in names), None)
+            if text_at is None:
+                continue
+            after = len(names) - text_at - 1
+            end = len(values) - after
+            values = [*values[:text_at], ", ".join(values[text_at:end]), *values[end:]]
+        if len(values) != len(names):
+            continue
+        rows.append(dict(zip(names, values)))  # noqa: B905 - lengths checked above
+    return rows
+
+
+def smi_value(raw: str | None) -> str | None:
+    """A raw nvidia-smi value, or None for "N/A", "[Not Supported]" and other [markers]."""
+    if raw is None:
+        return None
+    value = raw.strip()
+    if not value or value in ("N/A", "Not Supported") or (value[0] == "[" and value[-1] == "]"):
+        return None
+    return value
+
+
+def smi_number(raw: str | None) -> float | None:
+    """A numeric nvidia-smi value with any unit suffix ("81559 MiB", "69.85 W") dropped."""
+    value = smi_value(raw)
+    if value is None:
+        return None
+    match = re.match(r"^(-?\d+(?:\.\d+)?)(?:\s*[A-Za-z%]+)?$", value)
+    return float(match.group(1)) if match else None
+
+
+def _smi_int(raw: str | None) -> int | None:
+    number = smi_number(raw)
+    return None if number is None else int(number)
+
+
+def _smi_mib(raw: str | None) -> int | None:
+    number = smi_number(raw)
+    return None if number is None else int(number * MIB)
+
+
+def _smi_bool(raw: str | None) -> bool | None:
+    value = smi_value(raw)
+    if value is None:
+        return None
+    return value.lower() in ("yes", "true", "enabled", "1")
+
+
+def _smi_hex(raw: str | None) -> int | None:
+    """``0x0000000000000008`` -> 8; None for N/A or anything else."""
+    value = smi_value(raw)
+    try:
+        return int(value, 16) if value else None
+    except ValueError:
+        return None
+
+
+def gpu_fabric(state: str | None, status: str | None) -> JsonDict | None:
+    """A GPU's registration with the NVSwitch fabric: ``state`` (not_started, in_progress or
+    completed) and ``status`` ("Success" or the error; it means something only once completed).
+    None where the GPU does not report one."""
+    if not state:
+        return None
+    return {"state": state.strip().lower().replace(" ", "_"), "status": status}
+
+
+def gpu_from_smi_row(row: Mapping[str, str]) -> JsonDict:
+    """One ``--query-gpu`` row as a GPU fact (the same keys as the NVML path)."""
+    ecc_mode = smi_value(row.get("ecc.mode.current"))
+    remapped: JsonDict | None = None
+    if any(key.startswith("remapped_rows.") for key in row):
+        remapped = {
+            "correctable": _smi_int(row.get("remapped_rows.correctable")),
+            "uncorrectable": _smi_int(row.get("remapped_rows.uncorrectable")),
+            "pending": _smi_bool(row.get("remapped_rows.pending")),
+            "failure": _smi_bool(row.get("remapped_rows.failure")),
+        }
+        if all(value is None for value in remapped.values()):
+            remapped = None
+    power = smi_number(row.get("power.draw"))
+    mig = smi_value(row.get("mig.mode.current"))
+    persistence = smi_value(row.get("persistence_mode"))
+    reasons = smi_value(row.get("clocks_event_reasons.active") or row.get("clocks_throttle_reasons.active"))
+    link = {
+        "gen_current": _smi_int(row.get("pcie.link.gen.current")),
+        "gen_max": _smi_int(row.get("pcie.link.gen.max")),
+        "width_current": _smi_int(row.get("pcie.link.width.current")),
+        "width_max": _smi_int(row.get("pcie.link.width.max")),
+    }
+    return {
+        "index": _smi_int(row.get("index")),
+        "name": smi_value(row.get("name")),
+        "uuid": smi_value(row.get("uuid")),
+        "pci_bus_id": smi_value(row.get("pci.bus_id")),
+        "memory_total_bytes": _smi_mib(row.get("memory.total")),
+        "memory_used_bytes": _smi_mib(row.get("memory.used")),
+        "memory_free_bytes": _smi_mib(row.get("memory.free")),
+        "ecc_mode": ecc_mode.lower() if ecc_mode else None,
+        "ecc_uncorrected_volatile": _smi_int(row.get("ecc.errors.uncorrected.volatile.total")),
+        "ecc_uncorrected_aggregate": _smi_int(row.get("ecc.errors.uncorrected.aggregate.total")),
+        "remapped_rows": remapped,
+        "retired_pages_pending": _smi_bool(row.get("retired_pages.pending")),
+        "mig_mode": mig.lower() if mig else None,
+        "processes": [],
+        "temperature_c": _smi_int(row.get("temperature.gpu")),
+        "power_w": None if power is None else round(power, 2),
+        "serial": smi_value(row.get("serial")),
+        "pcie_link": link if any(v is not None for v in link.values()) else None,
+        "fabric": gpu_fabric(smi_value(row.get("fabric.state")), smi_value(row.get("fabric.status"))),
+        "nvlink": None,  # from nvidia-smi nvlink --status (nvlinks_from_smi)
+        "persistence_mode": persistence.lower() if persistence else None,
+        "clock_event_reasons": _smi_hex(reasons),
+    }
+
+
+def processes_from_smi_rows(rows: Iterable[Mapping[str, str]]) -> dict[str, list[JsonDict]]:
+    """``--query-compute-apps`` rows grouped by GPU UUID."""
+    by_gpu: dict[str, list[JsonDict]] = {}
+    for row in rows:
+        uuid = smi_value(row.get("gpu_uuid"))
+        pid = _smi_int(row.get("pid"))
+        if uuid is None or pid is None:
+            continue
+        used = row.get("used_memory", row.get("used_gpu_memory"))
+        by_gpu.setdefault(uuid, []).append(
+            {
+                "pid": pid,
+                "used_memory_bytes": _smi_mib(used),
+                "name": smi_value(row.get("process_name")),
+            }
+        )
+    return by_gpu
+
+
+def gpus_from_smi(
+    gpu_text: str,
+    apps_text: str | None,
+    header: bool = False,
+    health: Sequence[tuple[Sequence[str], str]] = (),
+) -> list[JsonDict]:
+    """GPU facts from the nvidia-smi queries (``noheader`` with our fields by default): the GPUs,
+    their processes (None: the query failed, which is not "no process"), and the health
+    queries that answered, each a (fields after ``uuid``, output) pair, merged by uuid."""
+    gpu_rows = parse_smi_csv(gpu_text, None if header else SMI_GPU_FIELDS)
+    for fields, text in health:
+        by_uuid = {row.get("uuid"): row for row in parse_smi_csv(text, None if header else ["uuid", *fields])}
+        for row in gpu_rows:
+            extra = by_uuid.get(row.get("uuid"))
+            if extra is not None:
+                row.update({k: v for k, v in extra.items() if k != "uuid"})
+    gpus = [gpu_from_smi_row(row) for row in gpu_rows]
+    if apps_text is not None:
+        by_gpu = processes_from_smi_rows(parse_smi_csv(apps_text, None if header else SMI_APP_FIELDS))
+        for gpu in gpus:
+            gpu["processes"] = by_gpu.get(gpu["uuid"], [])
+    return gpus
+
+
+_NVLINK_GPU_RE = re.compile(r"^GPU (\d+): ")
+_NVLINK_LINK_RE = re.compile(r"^\s+Link (\d+): (.+?)\s*$")
+_NVLINK_SPEED_RE = re.compile(r"^\d+(?:\.\d+)? GB/s$")
+# What nvidia-smi prints under a GPU instead of its links when none is up ("... as all links are
+# inActive"): NVLinks down, or an NVLink card without its bridge.
+_NVLINK_ALL_DOWN_RE = re.compile(r"all links are inactive", re.IGNORECASE)
+
+
+def nvlinks_from_smi(text: str) -> dict[int, JsonDict]:
+    """``nvidia-smi nvlink -s`` by GPU index: how many links are up (a speed) and which are
+    ``<inactive>``; ``all_inactive`` where the driver says all are, without listing them. A GPU
+    that lists no link (no NVLink) has no entry."""
+    found: dict[int, JsonDict] = {}
+    current: JsonDict | None = None
+    for line in text.splitlines():
+        if gpu := _NVLINK_GPU_RE.match(line):
+            current = found.setdefault(int(gpu.group(1)), {"active": 0, "inactive": []})
+        elif current is not None and (link := _NVLINK_LINK_RE.match(line)):
+            value = link.group(2)
+            if value == "<inactive>":
+                current["inactive"].append(int(link.group(1)))
+            elif _NVLINK_SPEED_RE.match(value):
+                current["active"] += 1
+        elif current is not None and _NVLINK_ALL_DOWN_RE.search(line):
+            current["all_inactive"] = True
+    return {
+        index: links
+        for index, links in found.items()
+        if links["active"] or links["inactive"] or links.get("all_inactive")
+    }
+
+
+def smi_gpus(smi: str) -> list[JsonDict]:
+    """The GPUs as nvidia-smi ``smi`` reports them: the main and health queries, the processes (None
+    where that query failed) and the NVLink states."""
+    gpu_text = run_command(
+        [smi, "--query-gpu=" + ",".join(SMI_GPU_FIELDS), "--format=csv,noheader,nounits"],
+        NVIDIA_SMI_TIMEOUT_S,
+    )
+    try:
+        apps_text: str | None = run_command(
+            [
+                smi,
+                "--query-compute-apps=" + ",".join(SMI_APP_FIELDS),
+                "--format=csv,noheader,nounits",
+            ],
+            NVIDIA_SMI_TIMEOUT_S,
+        )
+    except Unavailable:
+        apps_text = None
+    gpus = gpus_from_smi(gpu_text, apps_text, health=_smi_health(smi))
+    if apps_text is None:
+        for gpu in gpus:
+            gpu["processes"] = None
+    if gpus:
+        try:
+            links = nvlinks_from_smi(run_command([smi, "nvlink", "--status"], NVIDIA_SMI_TIMEOUT_S))
+        except Unavailable:
+            links = {}
+        for gpu in gpus:
+            gpu["nvlink"] = links.get(gpu["index"]) if isinstance(gpu["index"], int) else None
+    return gpus
+
+
+def _smi_health(smi: str) -> list[tuple[Sequence[str], str]]:
+    """The health fields this nvidia-smi knows: all groups in one query, else group by group."""
+
+    def ask(fields: Sequence[str]) -> str:
+        query = "--query-gpu=uuid," + ",".join(fields)
+        return run_command([smi, query, "--format=csv,noheader,nounits"], NVIDIA_SMI_TIMEOUT_S)
+
+    every = [field for group in SMI_HEALTH_GROUPS for field in group]
+    try:
+        return [(every, ask(every))]
+    except Unavailable:
+        pass
+    answered: list[tuple[Sequence[str], str]] = []
+    for group in SMI_HEALTH_GROUPS:
+        with contextlib.suppress(Unavailable):
+            answered.append((group, ask(group)))
+    return answered

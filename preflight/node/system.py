@@ -1,0 +1,204 @@
+"""The node's system facts: host name, OS, CPU, memory, kernel settings, resource limits, shared
+memory, and whether a time service keeps the clock synchronised.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import resource
+import socket
+from typing import TYPE_CHECKING, Any
+
+from preflight.node.gathering import Sink, Unavailable, read_text
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    JsonDict = dict[str, Any]
+
+
+def parse_os_release(text: str) -> dict[str, str]:
+    """``/etc/os-release`` as a dict (shell-style quoting removed)."""
+    result: dict[str, str] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        key, value = line.split("=", 1)
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+            quote = value[0]
+            value = value[1:-1]
+            if quote == '"':
+                value = re.sub(r"\\([\\$\"`])", r"\1", value)
+        result[key.strip()] = value
+    return result
+
+
+def parse_meminfo(text: str) -> dict[str, int]:
+    """``/proc/meminfo`` as bytes per field (``kB`` values are multiplied by 1024)."""
+    result: dict[str, int] = {}
+    for line in text.splitlines():
+        match = re.match(r"^([^:\s]+):\s+(\d+)(?:\s+(\w+))?", line)
+        if not match:
+            continue
+        number = int(match.group(2))
+        unit = (match.group(3) or "").lower()
+        result[match.group(1)] = number * 1024 if unit == "kb" else number
+    return result
+
+
+def parse_cpuinfo_model(text: str) -> str | None:
+    """The first CPU model name in ``/proc/cpuinfo`` (None where the kernel gives none)."""
+    for key in ("model name", "Model", "cpu model", "Processor"):
+        for line in text.splitlines():
+            name, sep, value = line.partition(":")
+            if sep and name.strip() == key and value.strip():
+                return value.strip()
+    return None
+
+
+def gather_hostname(sink: Sink) -> None:
+    sink.facts["hostname"] = socket.gethostname()
+
+
+def gather_os(sink: Sink) -> None:
+    uname = os.uname()  # not platform.uname(): on 3.8 that runs `uname -p` in a subprocess
+    text = read_text("/etc/os-release") or read_text("/usr/lib/os-release")
+    release = parse_os_release(text) if text else {}
+    sink.facts["os"] = {
+        "name": release.get("PRETTY_NAME") or release.get("NAME") or None,
+        "kernel": uname.release or None,
+        "machine": uname.machine or None,
+    }
+
+
+def gather_cpu(sink: Sink) -> None:
+    text = read_text("/proc/cpuinfo")
+    sink.facts["cpu"] = {
+        "count": os.cpu_count(),
+        "model": parse_cpuinfo_model(text) if text else None,
+    }
+
+
+def gather_memory(sink: Sink) -> None:
+    text = read_text("/proc/meminfo")
+    if text is None:
+        raise Unavailable("/proc/meminfo not readable")
+    info = parse_meminfo(text)
+    if "MemTotal" not in info:
+        raise Unavailable("/proc/meminfo has no MemTotal")
+    sink.facts["memory"] = {
+        "total_bytes": info["MemTotal"],
+        "available_bytes": info.get("MemAvailable"),
+    }
+
+
+# Kernel settings a multi-node job depends on. gc_thresh3 caps the neighbour (ARP) table:
+# a node that talks to more peers on its own subnet than this has some of them refused.
+SYSCTLS = (
+    "net.ipv4.neigh.default.gc_thresh3",
+    "net.core.somaxconn",
+    "net.ipv4.ip_local_port_range",
+)
+
+
+def gather_sysctl(sink: Sink) -> None:
+    found: dict[str, Any] = {}
+    for name in SYSCTLS:
+        text = read_text("/proc/sys/" + name.replace(".", "/"))
+        if text is not None:
+            words = text.split()
+            found[name] = int(words[0]) if len(words) == 1 and words[0].isdigit() else " ".join(words)
+    if not found:
+        raise Unavailable("/proc/sys not readable")
+    sink.facts["sysctl"] = found
+
+
+def limit_value(value: int) -> int | str:
+    """A resource limit as reported: a number, or "unlimited"."""
+    return "unlimited" if value == resource.RLIM_INFINITY or value < 0 else int(value)
+
+
+def gather_limits(sink: Sink) -> None:
+    limits: JsonDict = {}
+    for name, which in (
+        ("memlock", "RLIMIT_MEMLOCK"),
+        ("nofile", "RLIMIT_NOFILE"),
+        ("nproc", "RLIMIT_NPROC"),
+        ("stack", "RLIMIT_STACK"),
+    ):
+        number = getattr(resource, which, None)
+        if number is None:
+            continue
+        soft, hard = resource.getrlimit(number)
+        limits[name] = {"soft": limit_value(soft), "hard": limit_value(hard)}
+    sink.facts["limits"] = limits
+
+
+SHM_PATH = "/dev/shm"
+
+
+def gather_shm(sink: Sink) -> None:
+    try:
+        stat = os.statvfs(SHM_PATH)
+    except OSError as exc:
+        raise Unavailable(f"{SHM_PATH}: {exc.strerror}") from None
+    sink.facts["shm"] = {
+        "path": SHM_PATH,
+        "size_bytes": stat.f_blocks * stat.f_frsize,
+        "free_bytes": stat.f_bavail * stat.f_frsize,
+    }
+
+
+# Kernel clock states (adjtimex): TIME_ERROR is a clock no time service keeps synchronised.
+CLOCK_STATES = {0: "ok", 1: "insert leap second", 2: "delete leap second", 3: "leap second", 4: "wait"}
+TIME_ERROR = 5
+# Processes that keep a clock synchronised (as /proc/PID/comm shows them, 15 characters at most).
+TIME_SERVICES = {
+    "chronyd": "chronyd",
+    "ntpd": "ntpd",
+    "openntpd": "openntpd",
+    "systemd-timesyn": "systemd-timesyncd",
+    "ptp4l": "ptp4l",
+    "phc2sys": "phc2sys",
+    "timemaster": "timemaster",
+    "vmtoolsd": "vmtoolsd",
+}
+
+
+def time_services(comms: Iterable[str]) -> list[str]:
+    """The time services among process names, each once, sorted."""
+    return sorted({TIME_SERVICES[c.strip()] for c in comms if c.strip() in TIME_SERVICES})
+
+
+def _kernel_clock_state() -> int | None:
+    """adjtimex(2) with nothing to change: the kernel's clock state, None where it cannot say."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        timex = ctypes.create_string_buffer(512)  # larger than struct timex on every ABI; zeroed
+        state = int(libc.adjtimex(timex))
+    except (OSError, AttributeError):
+        return None
+    return None if state < 0 else state
+
+
+def _process_names() -> list[str]:
+    names = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            text = read_text(f"/proc/{entry}/comm")
+            if text:
+                names.append(text.strip())
+    return names
+
+
+def gather_time(sink: Sink) -> None:
+    state = _kernel_clock_state()
+    sink.facts["time"] = {
+        "synchronised": None if state is None else state != TIME_ERROR,
+        "state": None if state is None else CLOCK_STATES.get(state, "unsynchronised"),
+        "services": time_services(_process_names()),
+    }
