@@ -46,7 +46,7 @@ from checks.storage.settings import StorageSection
 from preflight.config import Config
 from preflight.facts import TimeFacts
 from preflight.model import CheckResult, HostReport, RunReport
-from preflight.node.facts import parse_xid_lines
+from preflight.node.hardware import parse_xid_lines
 from tests.data.reports.make_synthetic import small_bandwidth_run
 
 DATA = Path(__file__).resolve().parents[1]
