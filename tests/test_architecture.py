@@ -25,8 +25,6 @@ PACKAGES = ("preflight", "checks", "reports")
 # Scripts sent to nodes are single files by necessity (nothing is installed there).
 NODE_SCRIPTS = {
     "preflight.node.facts",
-    "checks.job.node",
-    "checks.job.node_compute",
     "checks.ports.node",
     "checks.names.node",
     "checks.clocks.node",

@@ -1,7 +1,8 @@
-"""The one training job that ``allreduce`` and ``ddp`` share: the script every node's host and
-every rank run (``node``), what the job produced (``outcome``), reading it (``nccl_log``, ``pairs``,
-``failures``, ``phase``) and launching it over SSH (``launch``).
+"""The one training job that ``allreduce`` and ``ddp`` share: the code every node's host and
+every rank run (the package ``node``, shipped to the nodes as one bundle), what the job produced
+(``outcome``), reading it (``nccl_log``, ``pairs``, ``failures``, ``phase``) and launching it over
+SSH (``launch``).
 
 Imports flow one way: node <- outcome <- nccl_log, pairs, failures <- phase, launch. Importing
-the package imports none of them (``checks.job.node`` is read as a file and shipped to nodes).
+the package imports none of them.
 """
