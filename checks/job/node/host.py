@@ -1,7 +1,6 @@
-"""The node's side of the job: the node's host (the facts probe that stayed,
-``preflight.node.facts.serve``) starts the node's ranks as torchrun would (the same variables),
-forked from itself with torch already imported, and watches them: when one fails, it ends the
-others at once; when the controller goes away (stdin ends) or ends it, it ends them all.
+"""The node's host for the job (the facts probe that stayed): it starts the node's ranks as torchrun
+would, forked with torch already imported, and watches them; when one fails it ends the others,
+and when the controller goes away (stdin ends) or ends it, it ends them all.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
-"""The job's node script: the entry module of its bundle. Sent to each node's host with
-``{"host": ..., "job": ...}`` in ``sys.argv[1]``, it starts and watches the node's ranks
-(``host``); given the job's arguments alone (a rank started in a fresh interpreter) it is one rank
-(``rank``). Rank 0 prints one ``PREFLIGHT-JOB-RESULT <json>`` line.
+"""The job's node script, the entry of its bundle: given ``{"host": ..., "job": ...}`` in
+``sys.argv[1]`` it starts and watches the node's ranks (``host``); given the job's arguments alone
+(a rank started in a fresh interpreter) it is one rank (``rank``).
 """
 
 from __future__ import annotations
