@@ -10,7 +10,7 @@ memory through a finder on ``sys.meta_path`` and runs the entry module as ``__ma
 ``python -m`` would. Nothing is written to the node's disk.
 
 A node module is a module of the project with a part named ``node`` or ``node_*`` in its dotted
-name (``preflight.node.facts``, ``checks.ports.node``, ``checks.job.node_compute``). It imports
+name (``preflight.node.facts``, ``checks.ports.node``, ``checks.job.node.harness``). It imports
 the standard library, the training stack where the node has it (torch, pynvml), and other node
 modules; never the controller (``tests/test_architecture.py`` holds it). The packages above a
 node module that are not node code themselves (``preflight``, ``checks.job``) are served empty.

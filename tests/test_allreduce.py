@@ -14,9 +14,9 @@ import pytest
 from checks import allreduce
 from checks.allreduce import judge_allreduce
 from checks.job import launch
-from checks.job.node import bus_bandwidth, first_busbw
+from checks.job.node.planning import bus_bandwidth, first_busbw
 from checks.job.outcome import JobNotRun, JobOutcome, NodeOutcome
-from checks.job.pairs import plan_rounds, retest_plan
+from checks.job.pairs import QUIET_SLOW_RATIO, plan_rounds, retest_plan
 from checks.job.settings import AllreduceSection
 from preflight.check import CheckContext
 from preflight.config import Config
@@ -77,7 +77,7 @@ def with_pairs(
 
     plan = plan_rounds(n_nodes, "full")
     pairs = [record(p, i, busbw.get(p, typical_gbps), False) for i, r in enumerate(plan) for p in r]
-    retests = retest_plan(first_busbw(pairs), 0.5)
+    retests = retest_plan(first_busbw(pairs), 0.5, QUIET_SLOW_RATIO)
     again = {**busbw, **(retest_busbw or {})}
     pairs += [
         record(p, len(plan) + i, again.get(p, typical_gbps), True) for i, r in enumerate(retests) for p in r

@@ -13,7 +13,8 @@ import pytest
 from checks.compute import judge_compute
 from checks.compute.attribution import ITEM, refer_to_compute
 from checks.compute.present import PRESENTATION, evidence
-from checks.job.node_compute import burn, reason_names, summarise_samples
+from checks.job.node.compute import burn
+from checks.job.node.nvml import reason_names, summarise_samples
 from checks.job.settings import ComputeSection
 from preflight.config import Config
 from preflight.config_file import parse_config

@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 
 from checks.job.failures import explain_failures, last_error_line
-from checks.job.node import first_busbw
+from checks.job.node.planning import first_busbw
 from checks.job.pairs import (
     FULL_PLAN_MAX_NODES,
+    QUIET_SLOW_RATIO,
     Culprits,
     name_culprits,
     pack_rounds,
@@ -67,10 +68,10 @@ def simulate(
 
     plan = plan_rounds(n_nodes, mode, seed=plan_seed)  # type: ignore[arg-type]
     records = [measure(p, i, False) for i, pairs in enumerate(plan) for p in pairs]
-    retests = retest_plan(first_busbw(records), slow_ratio)
+    retests = retest_plan(first_busbw(records), slow_ratio, QUIET_SLOW_RATIO)
     records += [measure(p, len(plan) + i, True) for i, pairs in enumerate(retests) for p in pairs]
     if retests:
-        sides = side_plan(records, slow_ratio)
+        sides = side_plan(records, slow_ratio, QUIET_SLOW_RATIO)
         first = len(plan) + len(retests)
         records += [measure(p, first + i, True) for i, pairs in enumerate(sides) for p in pairs]
         retests += sides
@@ -193,7 +194,8 @@ def test_retests_in_sparse_mode_give_each_suspect_a_new_good_partner() -> None:
 def test_the_retest_plan_is_the_same_for_the_same_measurements() -> None:
     records, _, _ = simulate(12, slow_nodes={3: 0.1}, slow_links={(4, 9): 0.1}, noise=0.1, seed=7)
     first = first_busbw(records)
-    assert retest_plan(first, 0.5) == retest_plan(dict(reversed(list(first.items()))), 0.5)
+    reordered = dict(reversed(list(first.items())))
+    assert retest_plan(first, 0.5, QUIET_SLOW_RATIO) == retest_plan(reordered, 0.5, QUIET_SLOW_RATIO)
 
 
 # --------------------------------------------------------------------------- naming

@@ -5,7 +5,6 @@ host per node that starts the node's ranks): one node with three ranks, and thre
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import signal
@@ -22,27 +21,22 @@ from typing import Any
 import pytest
 
 from checks.job import launch
-from checks.job import node as job_node
-from checks.job.node import (
-    PHASE_MARKER,
-    RANK_MARKER,
-    Job,
-    bus_bandwidth,
-    count_unlike,
-    expected_sums,
-    fill_periodic,
-    pair_size,
-    parse_result_line,
-    pattern_values,
-    plan_iterations,
-    sweep_sizes,
-    wait_for_master,
-)
+from checks.job.node.harness import Job, MissingSetting, StoppedByPeer, wait_for_master
+from checks.job.node.host import _spawn_rank, rank_environment
+from checks.job.node.markers import PHASE_MARKER, RANK_MARKER, parse_result_line
+from checks.job.node.pair_tests import PairTests
+from checks.job.node.pattern import count_unlike, expected_sums, fill_periodic, pattern_values
+from checks.job.node.planning import bus_bandwidth, pair_size, plan_iterations, sweep_sizes
+from checks.job.node.sweep import sweep
+from checks.job.outcome import JOB_PHASES
 from checks.job.pairs import plan_rounds
+from checks.job.settings import AllreduceSection, ComputeSection
+from preflight.check import CheckContext
+from preflight.config import Config
+from preflight.deadline import Deadline
 from preflight.probes import STREAM_BOOTSTRAP, node_script
+from tests.test_bundle import _oldest_python
 
-SCRIPT = Path(job_node.__file__)
-COMPUTE_SCRIPT = SCRIPT.parent / "node_compute.py"
 PYTHON = sys.executable
 MIB = 1024 * 1024
 
@@ -53,29 +47,15 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def job_args(n_nodes: int, **allreduce: Any) -> dict[str, Any]:
-    """Arguments as the launcher sends them, sized for a two-core machine."""
-    settings: dict[str, Any] = {
-        "sweep_budget_s": 3.0,
-        "max_bytes": 4 * MIB,
-        "pair_bytes": 1 * MIB,
-        "pair_budget_s": 0.5,
-        "warmup_iters": 3,
-        "iters": 10,
-        "slow_ratio": 0.5,
-        "pairwise": n_nodes >= 2,
-        "rounds": [[list(p) for p in r] for r in plan_rounds(n_nodes, "full")],
-    }
-    settings.update(allreduce)
-    return {
-        "phases": ["allreduce", "ddp"],
-        "backend": "gloo",
-        "device": "cpu",
-        "timeout_s": 20,
-        "nodes": [f"node{i + 1}" for i in range(n_nodes)],
-        "allreduce": settings,
-        "ddp": {"steps": 30},
-    }
+def job_args(n_nodes: int, phases: Sequence[str] = ("allreduce", "ddp"), **allreduce: Any) -> dict[str, Any]:
+    """Arguments as the launcher makes them (``launch._job_args``) from the configuration's
+    defaults, for CPU nodes, with the all-reduce sized for a two-core machine (a short sweep to
+    4 MiB, 1 MiB pairs, every pair tested from two nodes on); ``allreduce`` changes more of it."""
+    sized = {"sweep_budget_s": 3.0, "max_bytes": 4 * MIB, "pair_bytes": 1 * MIB, "pair_budget_s": 0.5,
+             "warmup_iters": 3, "iters": 10, "pairwise": "always", "pair_plan": "full"}  # fmt: skip
+    config = Config().with_sections(AllreduceSection(**{**sized, **allreduce}))
+    ctx = CheckContext(config=config, sessions=[], deadline=Deadline.after(60))
+    return launch._job_args(ctx, tuple(phases), [f"node{i + 1}" for i in range(n_nodes)], False)
 
 
 @dataclass
@@ -99,12 +79,7 @@ def host_request(n_nodes: int, nproc: int, node_rank: int, port: int, args: Mapp
         "world_size": n_nodes * nproc,
         "master_addr": "127.0.0.1",
         "master_port": port,
-        "env": {
-            "OMP_NUM_THREADS": "1",
-            "PREFLIGHT_JOB_COMPUTE": base64.b64encode(
-                (SCRIPT.parent / "node_compute.py").read_bytes()
-            ).decode(),
-        },
+        "env": {"OMP_NUM_THREADS": "1"},
     }
     return launch.host_request({"host": settings, "job": dict(args)})
 
@@ -180,8 +155,9 @@ def markers(stderr: str, marker: str) -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def one_node() -> tuple[list[LocalNode], dict[str, Any], float]:
+    """One node running every phase with the settings the launcher sends."""
     started = time.monotonic()
-    nodes = run_job(1, 3, job_args(1))
+    nodes = run_job(1, 3, job_args(1, phases=JOB_PHASES))
     return nodes, document_of(nodes), time.monotonic() - started
 
 
@@ -207,11 +183,11 @@ def test_one_node_with_three_ranks_measures_a_growing_correct_sweep(
         (1, 0, 1),
         (2, 0, 2),
     ]
-    sweep = document["allreduce"]["sweep"]
-    sizes = [row["size_bytes"] for row in sweep]
+    rows = document["allreduce"]["sweep"]
+    sizes = [row["size_bytes"] for row in rows]
     assert sizes == sorted(set(sizes)) and sizes[0] == 1024 and len(sizes) >= 4
-    assert all(row["busbw_gbps"] > 0 and row["wrong"] == 0 and row["iters"] >= 1 for row in sweep)
-    for row in sweep:
+    assert all(row["busbw_gbps"] > 0 and row["wrong"] == 0 and row["iters"] >= 1 for row in rows)
+    for row in rows:
         algbw, busbw = bus_bandwidth(row["size_bytes"], row["time_s"], 3)
         assert row["algbw_gbps"] == pytest.approx(algbw) and row["busbw_gbps"] == pytest.approx(busbw)
     assert document["allreduce"]["pairs"] == []  # one node: no pairs between nodes
@@ -229,6 +205,20 @@ def test_one_node_trains_with_identical_checksums(
     assert len(ddp["compute_step_s"]) == 3 and all(t > 0 for t in ddp["compute_step_s"])
     assert ddp["compute_work"] == "16-32-1 MLP forward+backward on CPU"
     assert len(ddp["wall_step_s"]) == 3
+
+
+def test_one_node_burns_and_measures_its_inside_path_with_the_launchers_settings(
+    one_node: tuple[list[LocalNode], dict[str, Any], float],
+) -> None:
+    nodes, document, _ = one_node
+    assert [m["phase"] for m in markers(nodes[0].stderr, PHASE_MARKER)] == list(JOB_PHASES)
+    compute = document["compute"]
+    assert compute["burn_s"] == Config().section(ComputeSection).burn_s
+    assert [r["rank"] for r in compute["ranks"]] == [0, 1, 2]
+    assert all(r["dtype"] == "fp32" and r["flops_per_s"] > 0 for r in compute["ranks"])
+    intranode = document["intranode"]
+    assert intranode["skipped"] is None and len(intranode["ranks"]) == 3
+    assert all(r["size_bytes"] == launch.INTRANODE_BYTES and r["busbw_gbps"] > 0 for r in intranode["ranks"])
 
 
 # --------------------------------------------------------------------------- three nodes on localhost
@@ -277,9 +267,9 @@ def test_the_job_plans_its_sweep_within_its_budget(
     three_nodes: tuple[list[LocalNode], dict[str, Any], float],
 ) -> None:
     _, document, _ = three_nodes
-    sweep = document["allreduce"]["sweep"]
+    rows = document["allreduce"]["sweep"]
     # What the sweep planned to spend on timed and warm-up ops fits the 3 s budget it was given.
-    planned = sum(row["time_s"] * (row["iters"] + row["warmup_iters"]) for row in sweep)
+    planned = sum(row["time_s"] * (row["iters"] + row["warmup_iters"]) for row in rows)
     assert planned <= 3.0, planned
 
 
@@ -287,8 +277,8 @@ def test_the_job_plans_its_sweep_within_its_budget(
 
 
 def test_sweep_sizes_double_from_one_kib_to_the_maximum() -> None:
-    assert sweep_sizes(8192) == [1024, 2048, 4096, 8192]
-    assert sweep_sizes(5000) == [1024, 2048, 4096, 5000]
+    assert sweep_sizes(8192, factor=2) == [1024, 2048, 4096, 8192]
+    assert sweep_sizes(5000, factor=2) == [1024, 2048, 4096, 5000]
 
 
 def test_a_sweep_by_fours_still_measures_the_top_octave_at_two_sizes() -> None:
@@ -296,7 +286,7 @@ def test_a_sweep_by_fours_still_measures_the_top_octave_at_two_sizes() -> None:
                                                1 << 20, 4 << 20, 8 << 20, 16 << 20]  # fmt: skip
     assert sweep_sizes(1 << 30, factor=4)[-3:] == [256 << 20, 512 << 20, 1 << 30]
     assert sweep_sizes(8 << 10, factor=4) == [1 << 10, 4 << 10, 8 << 10]
-    assert sweep_sizes(100) == [100]
+    assert sweep_sizes(100, factor=4) == [100]
 
 
 def test_iterations_fit_the_time_left_with_at_least_one_timed() -> None:
@@ -398,9 +388,8 @@ class _SlowLink:
 def test_a_link_100x_too_slow_costs_seconds_not_minutes() -> None:
     torch = pytest.importorskip("torch")
     dist = _SlowLink(rate_bytes_per_s=10e6)  # 10 MB/s: a 64 MiB op alone would take 6.7 s
-    job = Job(torch, dist, {"device": "cpu"})
-    settings = dict(job_node.DEFAULT_ALLREDUCE, sweep_budget_s=2.0, max_bytes=64 * MIB)
-    result = job.sweep(settings)
+    job = Job(torch, dist, job_args(1, sweep_budget_s=2.0, max_bytes=64 * MIB))
+    result = sweep(job, job.settings("allreduce"))
     assert dist.busy_s < 3.0, dist.busy_s
     assert not result["sweep_complete"] and result["sweep_stopped"]
     sizes = [row["size_bytes"] for row in result["sweep"]]
@@ -411,10 +400,9 @@ def test_a_link_100x_too_slow_costs_seconds_not_minutes() -> None:
 def test_a_pair_on_a_link_100x_too_slow_stays_within_its_budget() -> None:
     torch = pytest.importorskip("torch")
     dist = _SlowLink(rate_bytes_per_s=2e6)  # 2 MB/s
-    job = Job(torch, dist, {"device": "cpu"})
+    job = Job(torch, dist, job_args(2, pair_bytes=256 * MIB, pair_budget_s=2.0))
     job.ranks_of_node = {0: [0], 1: [1]}  # this rank is node 0's; the pair is nodes 0 and 1
-    settings = dict(job_node.DEFAULT_ALLREDUCE, pair_bytes=256 * MIB, pair_budget_s=2.0)
-    (result,) = job.pair_rounds([[(0, 1)]], settings, 0, retest=False)
+    (result,) = PairTests(job).run([[(0, 1)]], job.settings("allreduce"), 0, retest=False)
     assert dist.busy_s < 3.0, dist.busy_s  # 256 MiB at 2 MB/s would be 134 s for one op
     assert 64 * 1024 <= result["size_bytes"] < 256 * MIB and result["iters"] >= 1
 
@@ -457,11 +445,11 @@ class _NoMemory:
 
 def test_a_rank_out_of_memory_names_its_cause_and_the_others_stop_without_a_hang() -> None:
     torch = pytest.importorskip("torch")
-    failing = Job(_NoMemory(torch), _TwoRanks(other=0.0), {"device": "cpu"})
+    failing = Job(_NoMemory(torch), _TwoRanks(other=0.0), job_args(1))
     with pytest.raises(RuntimeError, match=r"cannot allocate 4096 bytes for the sweep: .*CUDA out of memory"):
         failing.allocate(1024, "the sweep")
-    peer = Job(torch, _TwoRanks(other=1.0), {"device": "cpu"})  # the other rank failed
-    with pytest.raises(job_node.StoppedByPeer):
+    peer = Job(torch, _TwoRanks(other=1.0), job_args(1))  # the other rank failed
+    with pytest.raises(StoppedByPeer):
         peer.allocate(1024, "the sweep")
     # The peer's phase records no error of its own: the failing rank's message is the one reported.
     errors: dict[str, Any] = {}
@@ -473,11 +461,63 @@ def test_a_rank_out_of_memory_names_its_cause_and_the_others_stop_without_a_hang
 def test_pair_communicators_are_made_once_reused_by_retests_and_destroyed() -> None:
     torch = pytest.importorskip("torch")
     dist = _TwoRanks(other=0.0)
-    job = Job(torch, dist, {"device": "cpu"})
+    job = Job(torch, dist, job_args(3, pair_bytes=64 * 1024, pair_budget_s=0.2))
     job.ranks_of_node = {0: [0], 1: [1], 2: [2]}
-    settings = dict(job_node.DEFAULT_ALLREDUCE, pair_bytes=64 * 1024, pair_budget_s=0.2)
-    job.pair_rounds([[(0, 1)], [(0, 2)], [(1, 2)]], settings, 0, retest=False)
-    job.pair_rounds([[(0, 1)], [(1, 2)]], settings, 3, retest=True)
+    tests = PairTests(job)
+    tests.run([[(0, 1)], [(0, 2)], [(1, 2)]], job.settings("allreduce"), 0, retest=False)
+    tests.run([[(0, 1)], [(1, 2)]], job.settings("allreduce"), 3, retest=True)
     assert dist.groups_made == 3
-    job.destroy_pair_groups()
-    assert dist.groups_destroyed == 3 and job.pair_groups == {}
+    tests.destroy()
+    assert dist.groups_destroyed == 3 and tests.groups == {}
+
+
+def test_a_setting_the_launcher_did_not_send_is_named_not_made_up() -> None:
+    torch = pytest.importorskip("torch")
+    args = job_args(1)
+    del args["allreduce"]["sweep_factor"]
+    job = Job(torch, _SlowLink(rate_bytes_per_s=1e12), args)
+    with pytest.raises(
+        MissingSetting, match=r"the launcher sent no 'sweep_factor' in the job's arguments\['allreduce'\]"
+    ):
+        sweep(job, job.settings("allreduce"))
+    del args["join_timeout_s"]
+    with pytest.raises(MissingSetting, match="the launcher sent no 'join_timeout_s'"):
+        Job(torch, _SlowLink(rate_bytes_per_s=1e12), args)
+
+
+def test_a_rank_started_in_a_fresh_interpreter_finds_every_module_in_the_bundle(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """What the node's host does where CUDA started in it and it cannot fork: the rank is a new
+    interpreter given the host's script, the bundle, and nothing of preflight on its path."""
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    monkeypatch.chdir(tmp_path)
+    place = {"nproc": 1, "node_rank": 0, "nnodes": 1, "rank_offset": 0, "world_size": 1,
+             "master_addr": "127.0.0.1", "master_port": free_port(), "env": {}}  # fmt: skip
+    args = job_args(1, phases=["allreduce"], sweep_budget_s=1.0, max_bytes=64 * 1024)
+    pid = _spawn_rank(rank_environment(place, 0), args, node_script(launch.NODE_SCRIPT))
+    _, status = os.waitpid(pid, 0)
+    out, err = capfd.readouterr()
+    assert os.waitstatus_to_exitcode(status) == 0, err[-3000:]
+    document = parse_result_line(out)
+    assert document is not None and document["phase_errors"] == {}, err[-3000:]
+    assert document["world_size"] == 1 and document["allreduce"]["sweep"]
+
+
+def test_the_job_bundle_runs_on_the_oldest_python_and_says_when_torch_is_missing(tmp_path: Path) -> None:
+    """Every module of the job imports on Python 3.8 from the bundle alone (isolated: nothing of
+    preflight on the path); without torch there, rank 0 prints a document that says so."""
+    python = _oldest_python()
+    assert python is not None, "no Python 3.8 interpreter on this machine (pyenv's 3.8 is expected)"
+    done = subprocess.run(
+        [python, "-I", "-", json.dumps(job_args(1))],
+        input=node_script(launch.NODE_SCRIPT),
+        capture_output=True,
+        cwd=tmp_path,
+        env={"RANK": "0", "PATH": os.environ.get("PATH", "")},
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    document = parse_result_line(done.stdout.decode())
+    assert document is not None
+    assert document["phase_errors"]["init"].startswith("torch cannot be imported on ")

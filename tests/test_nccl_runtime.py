@@ -5,8 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from checks.allreduce.nccl_runtime import loaded_nccl_results, loaded_versions
-from checks.job.node import loaded_nccl, nccl_libraries, nccl_version_text
+from checks.job.node.nccl import loaded_nccl, nccl_libraries
+from preflight.node.shared import decode_nccl_version
 
 MAPS = Path(__file__).parent / "data" / "nccl" / "proc_maps_nccl_2.21.5.txt"
 
@@ -24,9 +27,22 @@ def test_the_nccl_library_is_found_in_a_recorded_process_map_and_look_alikes_are
 
 
 def test_nccl_version_codes_decode_in_both_encodings() -> None:
-    assert nccl_version_text(22105) == "2.21.5"  # what the recorded process's ncclGetVersion returned
-    assert nccl_version_text(21805) == "2.18.5"
-    assert nccl_version_text(2708) == "2.7.8"  # NCCL 2.8 and older: X*1000 + Y*100 + Z
+    assert decode_nccl_version(22105) == "2.21.5"  # what the recorded process's ncclGetVersion returned
+    assert decode_nccl_version(21805) == "2.18.5"
+    assert decode_nccl_version(2708) == "2.7.8"  # NCCL 2.8 and older: X*1000 + Y*100 + Z
+
+
+@pytest.mark.parametrize(
+    ("code", "version"),
+    [
+        (2804, "2.8.4"),  # the last release in the old encoding, X*1000 + Y*100 + Z
+        (20906, "2.9.6"),  # 2.9 on: X*10000 + Y*100 + Z
+        (20908, "2.9.8"),
+        (21003, "2.10.3"),  # a two-digit minor: the reason for the new encoding
+    ],
+)
+def test_nccl_version_codes_either_side_of_2_9_decode_as_released(code: int, version: str) -> None:
+    assert decode_nccl_version(code) == version
 
 
 class _TorchWithNcclInside:

@@ -13,7 +13,7 @@ from typing import Any
 
 from checks.compute.details import NAME, PHASE, ComputeDetails, ComputeRank
 from checks.job.failures import rank_hosts
-from checks.job.node_compute import REASON_BITS
+from checks.job.node.nvml import REASON_BITS
 from checks.job.outcome import JobOutcome
 from checks.job.phase import read_phase
 from checks.job.settings import ComputeSection

@@ -27,7 +27,7 @@ from checks.hardware.details import (
 )
 from checks.hardware.settings import HardwareSection
 from checks.hardware.xid import ACTION_TEXT, Action, action_of
-from checks.job.node_compute import reason_names
+from checks.job.node.nvml import reason_names
 from preflight.config import Config
 from preflight.facts import GpuFacts, IbPort, NodeFacts
 from preflight.model import CheckResult

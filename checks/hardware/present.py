@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from checks.hardware.judge import ACTIVE_IB, NAME, SELF_SLOWDOWN
-from checks.job.node_compute import reason_names
+from checks.job.node.nvml import reason_names
 from preflight.model import HostReport, RunReport
 from preflight.nodeset import natural_key
 from preflight.view import MAX_TABLE_ROWS, Block, Presentation, Table, TCell, advice_by_item, plain

@@ -1,8 +1,9 @@
-"""The one training job that ``allreduce`` and ``ddp`` share: the script every node's host and
-every rank run (``node``), what the job produced (``outcome``), reading it (``nccl_log``, ``pairs``,
-``failures``, ``phase``), launching it over SSH (``launch``), and the settings it runs with,
-which the checks judging it declare (``settings``).
+"""The one training job that ``allreduce``, ``ddp``, ``compute`` and ``intranode`` share: the code
+every node's host and every rank run (the package ``node``, shipped to the nodes as one bundle), what
+the job produced (``outcome``), reading it (``nccl_log``, ``pairs``, ``failures``, ``phase``),
+launching it over SSH or srun (``launch``), and the settings it runs with, which the checks judging
+it declare (``settings``).
 
 Imports flow one way: node <- outcome <- nccl_log, pairs, failures <- phase, launch. Importing
-the package imports none of them (``checks.job.node`` is read as a file and shipped to nodes).
+the package imports none of them.
 """

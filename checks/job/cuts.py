@@ -9,7 +9,7 @@ import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from checks.job.node import SPLIT_RATIO, pair_key
+from checks.job.node.planning import SPLIT_RATIO, pair_key
 
 Pair = tuple[int, int]
 

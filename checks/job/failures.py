@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from checks.job.node import BEAT_MARKER, PHASE_MARKER, RANK_MARKER, marked_lines
+from checks.job.node.markers import BEAT_MARKER, PHASE_MARKER, RANK_MARKER, marked_lines
 from checks.job.outcome import JobOutcome, NodeOutcome
 from preflight.model import CheckResult
 from preflight.nodeset import fold

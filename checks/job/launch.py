@@ -9,7 +9,6 @@ that fails, dies or never joins ends the job on all the others, and is named.
 
 from __future__ import annotations
 
-import base64
 import concurrent.futures as cf
 import json
 import random
@@ -22,11 +21,10 @@ from typing import Any
 from checks import ports
 from checks.job.layout import decide_devices, socket_environment, socket_interface
 from checks.job.nccl_log import parse_nccl_log
-from checks.job.node import BEAT_INTERVAL_S, BEAT_MARKER, marked_lines, parse_result_line
+from checks.job.node.markers import BEAT_INTERVAL_S, BEAT_MARKER, marked_lines, parse_result_line
 from checks.job.outcome import JOB_PHASES, JobNotRun, JobOutcome, NodeOutcome
 from checks.job.pairs import pairs_tested, plan_mode, plan_rounds
 from checks.job.settings import AllreduceSection, ComputeSection, DdpSection
-from preflight.bundle import locate
 from preflight.check import CheckContext, HostSession, Probe
 from preflight.deadline import Deadline
 from preflight.gather import remove_host_tmpdir
@@ -36,11 +34,9 @@ from preflight.probes import node_script, start_node_script
 from preflight.redact import MASK, is_secret_name
 from preflight.transport import HostUnavailable, RemoteProcess, wait_for_any
 
-# The script every node's host runs (it starts the node's ranks, which run it too): a module of this
-# package, read as a file and never imported here.
-NODE_SCRIPT = "checks.job.node"
-# Scripts the job script loads from the environment (checks.job.node.COMPANIONS).
-COMPANION_SCRIPTS = {"PREFLIGHT_JOB_COMPUTE": "checks.job.node_compute"}
+# The script every node's host runs (it starts the node's ranks, which run it too): the entry module
+# of the job's node code, shipped as its bundle and never imported here.
+NODE_SCRIPT = "checks.job.node.job"
 # The script host a node gets when the facts probe did not stay (preflight.node.facts.serve).
 HOST_SCRIPT = "preflight.node.facts"
 # Modules the job imports, imported on every node while the other checks run (Check.warm_imports):
@@ -69,6 +65,11 @@ CPU_MAX_BYTES = 16 << 20
 GPU_MAX_BYTES = 1 << 30
 CPU_PAIR_BYTES = 4 << 20
 GPU_PAIR_BYTES = 256 << 20
+# The all-reduce inside each node (the best of a few trials of INTRANODE_ITERS ops each) and each
+# GPU's host-device copies.
+INTRANODE_BYTES = 4 << 20
+INTRANODE_ITERS = 3
+COPY_BYTES = 256 << 20
 
 
 def _skip(summary: str, **details: Any) -> JobNotRun:
@@ -143,6 +144,7 @@ def _job_args(ctx: CheckContext, phases: tuple[str, ...], names: list[str], gpu:
         },
         "ddp": {"steps": ctx.config.section(DdpSection).steps},
         "compute": {"burn_s": compute.burn_s, "matrix": compute.matrix},
+        "intranode": {"size_bytes": INTRANODE_BYTES, "iters": INTRANODE_ITERS, "copy_bytes": COPY_BYTES},
     }
 
 
@@ -166,13 +168,6 @@ def _budget_s(args: Mapping[str, Any]) -> float:
 
 # The options that make the facts script a bare script host (preflight.node.facts.serve).
 SERVE = json.dumps({"serve": True})
-
-
-def _source(module: str) -> bytes:
-    """A companion script's own source (the job script execs it as a module of its own)."""
-    found = locate(module)
-    assert found is not None, module
-    return found.source.encode()
 
 
 def host_request(request: Mapping[str, Any]) -> bytes:
@@ -242,8 +237,6 @@ def launch(ctx: CheckContext, phases: tuple[str, ...]) -> JobOutcome | JobNotRun
     budget = ctx.deadline.cap(_budget_s(args))
     socket_ifname = ctx.config.section(AllreduceSection).socket_ifname
     routes = {} if socket_ifname else _routes(ctx, ordered, master_address)
-    companions = {variable: base64.b64encode(_source(module)).decode()
-                  for variable, module in COMPANION_SCRIPTS.items()}  # fmt: skip
     python = ctx.config.run.python
     port = ctx.config.run.port
 
@@ -275,7 +268,7 @@ def launch(ctx: CheckContext, phases: tuple[str, ...]) -> JobOutcome | JobNotRun
             "world_size": world_size,
             "master_addr": master_address,
             "master_port": port,
-            "env": {**env, **companions},
+            "env": env,
         }
         rank_offset += nproc
         requests[name] = host_request({"host": settings, "job": args})

@@ -9,12 +9,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from checks.job.nccl_log import NcclTransport
-from checks.job.node import PHASES
+from checks.job.node.phases import PHASES
 from preflight.model import CheckResult
 from preflight.status import Status
 
 # The phases the job script runs, in its order; each is judged by the check of the same name.
-JOB_PHASES: tuple[str, ...] = PHASES
+JOB_PHASES: tuple[str, ...] = tuple(PHASES)
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from checks.job.cuts import SlowGroup, find_cuts
-from checks.job.node import (
+from checks.job.node.planning import (
     CONTROL_PAIRS,
-    QUIET_SLOW_RATIO,
     SPREAD_SIGMAS,
     first_busbw,
     node_best,
@@ -28,6 +27,7 @@ from checks.job.node import (
     spread_threshold,
     typical_busbw,
 )
+from checks.job.settings import AllreduceSection
 
 __all__ = [
     "FULL_PLAN_MAX_NODES",
@@ -56,6 +56,9 @@ __all__ = [
 ]
 
 Pair = tuple[int, int]
+# The configuration's quiet_slow_ratio, for callers that judge without a configuration at hand
+# (simulations, tests); the job itself is sent the run's own.
+QUIET_SLOW_RATIO = AllreduceSection().quiet_slow_ratio
 # See name_culprits: a pair clears its nodes (is fast) this many robust standard deviations below
 # the median or above; what a finding blames is slow on average this many below it.
 FAST_SIGMAS = 1.0

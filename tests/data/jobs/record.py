@@ -15,7 +15,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from checks.job.node import PHASE_MARKER, RANK_MARKER, parse_result_line
+from checks.job.node.markers import PHASE_MARKER, RANK_MARKER, parse_result_line
 from checks.job.outcome import JobOutcome, NodeOutcome
 from tests.test_distributed_job import LocalNode, free_port, job_args, run_job
 

@@ -144,7 +144,7 @@ def job_outcome(
     """The document a torchrun job across ``names`` would print, and each node's NCCL log, as the
     judges of checks/allreduce and checks/ddp read them."""
     from checks.job.outcome import JobOutcome, NodeOutcome
-    from checks.job.pairs import first_busbw, plan_rounds, retest_plan
+    from checks.job.pairs import QUIET_SLOW_RATIO, first_busbw, plan_rounds, retest_plan
 
     rng = random.Random(len(names))
     world = len(names) * gpus_per_node
@@ -181,7 +181,7 @@ def job_outcome(
 
     rounds = plan_rounds(len(names))
     pairs = measure(rounds, 0, False)
-    plan = retest_plan(first_busbw(pairs), 0.5)
+    plan = retest_plan(first_busbw(pairs), 0.5, QUIET_SLOW_RATIO)
     pairs += measure(plan, len(rounds), True)
     world_peak = healthy_gbps * (0.1 if slow else 0.92)
     ranks = [

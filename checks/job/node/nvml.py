@@ -1,10 +1,6 @@
-"""The compute burn every rank runs inside the job: matrix multiplications for a set time (bf16, or
-fp16, on a GPU timed with CUDA events; fp32 on a CPU), with the GPU's clocks, clock-event
-(throttle) reasons, temperature and power sampled through NVML meanwhile where the node has it.
-
-Shipped beside the job script (``checks.job.node`` loads it from ``PREFLIGHT_JOB_COMPUTE``), so it
-is self-contained: the standard library, torch, and pynvml when the node has it. The judge imports
-its pure parts (the reason bits and their names) from this file, so both read one table.
+"""What a GPU says through NVML while the compute burn runs: its identity, SM clock, clock-event
+(throttle) reasons, temperature and power, sampled on a thread; pynvml where the node has it. The
+judges read the reason bits' names from this table too.
 """
 
 from __future__ import annotations
@@ -12,8 +8,9 @@ from __future__ import annotations
 import os
 import statistics
 import threading
-import time
 from typing import Any
+
+from preflight.node.shared import text_of
 
 # NVML's clock-event ("throttle") reason bits, nvml.h: nvmlClocksEventReason*.
 REASON_BITS: dict[int, str] = {
@@ -27,13 +24,7 @@ REASON_BITS: dict[int, str] = {
     0x80: "hw_power_brake",
     0x100: "display_clocks",
 }
-# Matrix sides: one GPU GEMM of 8192 is ~1.1 TFLOP (about 2 ms on an H100); one CPU matmul of
-# 256 is 34 MFLOP (a few ms on one core), fine grained enough for a burn of a second.
-GPU_MATRIX = 8192
-CPU_MATRIX = 256
-# Each timed batch grows until it covers this long, so event and timer overheads stay small.
-BATCH_TARGET_S = 0.05
-MAX_BATCH = 1024
+# How often the sampler asks NVML while the burn runs.
 SAMPLE_PERIOD_S = 0.1
 
 
@@ -84,9 +75,7 @@ def _call(function: Any, *args: Any) -> Any:
 
 
 def _text(value: Any) -> str | None:
-    if value is None:
-        return None
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+    return None if value is None else text_of(value)
 
 
 class NvmlSampler:
@@ -173,88 +162,3 @@ class NvmlSampler:
         if self.unavailable:
             return {"unavailable": self.unavailable}
         return {**self.identity, **summarise_samples(self.samples)}
-
-
-# --------------------------------------------------------------------------- the burn
-
-
-def burn(torch: Any, device: Any, cuda: bool, burn_s: float, matrix: int = 0) -> dict[str, Any]:
-    """Matrix multiplications on ``device`` for about ``burn_s`` seconds; the rank's throughput.
-
-    On a GPU each batch is timed with CUDA events (the GPU's own time, not the launch queue's);
-    on a CPU with the wall clock. The throughput is the whole burn's FLOPs over its time, so a
-    GPU that slows down part way through (heat, a power brake) counts for what it lost.
-    """
-    if cuda:
-        dtype_name = "bf16" if torch.cuda.is_bf16_supported() else "fp16"
-        dtype = torch.bfloat16 if dtype_name == "bf16" else torch.float16
-        n = matrix or GPU_MATRIX
-    else:
-        dtype_name, dtype, n = "fp32", torch.float32, matrix or CPU_MATRIX
-    generator = torch.Generator(device="cpu").manual_seed(1234)
-    a = torch.randn(n, n, generator=generator).to(device=device, dtype=dtype)
-    b = torch.randn(n, n, generator=generator).to(device=device, dtype=dtype)
-    out = torch.empty(n, n, device=device, dtype=dtype)
-    torch.matmul(a, b, out=out)  # warm-up: kernel choice, allocation
-    if cuda:
-        torch.cuda.synchronize(device)
-    sampler = NvmlSampler(torch, device.index if device.index is not None else 0) if cuda else None
-    if sampler is not None:
-        sampler.start()
-    batch, ops, busy_s = 1, 0, 0.0
-    deadline = time.perf_counter() + burn_s
-    while True:
-        if cuda:
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(batch):
-                torch.matmul(a, b, out=out)
-            end.record()
-            end.synchronize()
-            elapsed = start.elapsed_time(end) / 1000.0
-        else:
-            begin = time.perf_counter()
-            for _ in range(batch):
-                torch.matmul(a, b, out=out)
-            elapsed = time.perf_counter() - begin
-        ops += batch
-        busy_s += elapsed
-        if time.perf_counter() >= deadline:
-            break
-        if elapsed < BATCH_TARGET_S:
-            batch = min(batch * 2, MAX_BATCH)
-    result: dict[str, Any] = {
-        "dtype": dtype_name,
-        "matrix": n,
-        "ops": ops,
-        "busy_s": busy_s,
-        "flops_per_s": 2.0 * n**3 * ops / busy_s if busy_s > 0 else None,
-    }
-    if cuda:
-        result["device_name"] = torch.cuda.get_device_name(device)
-    if sampler is not None:
-        result["gpu"] = sampler.stop()
-    return result
-
-
-# --------------------------------------------------------------------------- copies
-
-
-def copy_bandwidth(torch: Any, device: Any, size_bytes: int, iters: int) -> dict[str, Any]:
-    """Host-to-device and device-to-host copy bandwidth of this rank's GPU in GB/s, from pinned
-    host memory, timed with CUDA events (as nvbandwidth and bandwidthTest measure it)."""
-    count = max(1, size_bytes // 4)
-    host = torch.empty(count, dtype=torch.float32).pin_memory()
-    gpu = torch.empty(count, dtype=torch.float32, device=device)
-    result: dict[str, Any] = {"size_bytes": count * 4}
-    for name, target, source in (("h2d_gbps", gpu, host), ("d2h_gbps", host, gpu)):
-        target.copy_(source, non_blocking=True)  # warm-up
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(iters):
-            target.copy_(source, non_blocking=True)
-        end.record()
-        end.synchronize()
-        seconds = start.elapsed_time(end) / 1000.0
-        result[name] = count * 4 * iters / seconds / 1e9 if seconds > 0 else None
-    return result

@@ -1,0 +1,132 @@
+"""Pair tests between nodes: rounds of pairs, the pairs of a round at once, each all-reducing over
+its own communicator at one message size the whole world agrees on, so that pairs compare like
+with like. The first wave and the re-tests it calls for (``allreduce``) run here.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from checks.job.node.planning import (
+    FLOAT32_BYTES,
+    bus_bandwidth,
+    pair_key,
+    pair_size,
+    plan_iterations,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from checks.job.node.harness import Job, Settings
+
+    JsonDict = dict[str, Any]
+    Pair = tuple[int, int]
+
+# A pair test first times a message this small: a link too slow for the full pair message then
+# gets a smaller one, so that one op stays well inside the pair's budget and the collective timeout.
+PAIR_PROBE_BYTES = 64 * 1024
+
+
+class PairTests:
+    """The pair tests of one job: one communicator per pair of nodes, made once and reused by
+    re-tests, destroyed after."""
+
+    def __init__(self, job: Job) -> None:
+        self.job = job
+        self.groups: dict[Pair, Any] = {}
+
+    def group(self, pair: Pair) -> Any:
+        """The pair's communicator: made on first use by every rank in the same order (as
+        new_group requires), reused by re-tests."""
+        if pair not in self.groups:
+            job = self.job
+            ranks = sorted(job.ranks_of_node.get(pair[0], []) + job.ranks_of_node.get(pair[1], []))
+            self.groups[pair] = job.dist.new_group(ranks, timeout=timedelta(seconds=job.timeout_s))
+        return self.groups[pair]
+
+    def destroy(self) -> None:
+        """Destroy every pair's communicator (after the last re-test)."""
+        for group in self.groups.values():
+            self.job.dist.destroy_process_group(group)
+        self.groups.clear()
+
+    def run(
+        self,
+        rounds: Sequence[Sequence[Sequence[int]]],
+        settings: Settings,
+        first_round: int,
+        retest: bool,
+    ) -> list[JsonDict]:
+        """Run rounds of pair tests (the pairs of a round at once, all at one message size that the
+        whole world agrees on, so that pairs compare like with like); every rank returns every
+        measurement. A pair's budget counts its communicator's start-up."""
+        job = self.job
+        plan = [[pair_key(int(a), int(b)) for a, b in pairs] for pairs in rounds]
+        for pairs in plan:
+            for pair in pairs:
+                self.group(pair)
+        torch = job.torch
+        target = max(FLOAT32_BYTES, int(settings["pair_bytes"]) // FLOAT32_BYTES * FLOAT32_BYTES)
+        budget = float(settings["pair_budget_s"])
+        probe_bytes = min(target, PAIR_PROBE_BYTES)
+        local: list[JsonDict] = []
+        for index, pairs in enumerate(plan):
+            mine = next((p for p in pairs if job.node_rank in p), None)
+            group = self.groups[mine] if mine is not None else None
+            started = time.perf_counter()
+            proposal = float(target)
+            if group is not None:
+                small = torch.zeros(probe_bytes // FLOAT32_BYTES, dtype=torch.float32, device=job.device)
+                # The first op connects the pair's communicator (NCCL makes it lazily): it counts
+                # against the budget, but not as a measurement.
+                job.dist.all_reduce(small, group=group)
+                probe_local = job.time_ops(small, 1, group, aligned=True)
+                probe, spent = job.agree_max([probe_local, time.perf_counter() - started], group)
+                proposal = float(pair_size(target, probe_bytes, probe, max(budget - spent, budget / 3)))
+            size = int(job.agree_min([proposal])[0])
+            buffer = job.allocate(size // FLOAT32_BYTES, f"the {size}-byte pair message", group is not None)
+            if mine is not None and group is not None:
+                ranks = sorted(job.ranks_of_node.get(mine[0], []) + job.ranks_of_node.get(mine[1], []))
+                probe_local = job.time_ops(buffer, 1, group, aligned=True)  # allocate() agreed
+                probe, spent = job.agree_max([probe_local, time.perf_counter() - started], group)
+                _, timed = plan_iterations(probe, budget - spent, 0, max(1, int(settings["iters"])))
+                per_op_local = job.time_ops(buffer, timed, group, aligned=True)
+                local.append(
+                    {"size_bytes": size, "iters": timed, "time_s": per_op_local,
+                     "round": first_round + index, "nodes": list(mine), "ranks": ranks}
+                )  # fmt: skip
+            del buffer
+            # Rounds must not overlap: a pair still running would slow the next round's pairs.
+            job.barrier()
+        by_pair: dict[tuple[int, int, int], JsonDict] = {}
+        for rank_results in job.gather(local):
+            for result in rank_results:
+                key = (int(result["round"]), int(result["nodes"][0]), int(result["nodes"][1]))
+                known = by_pair.get(key)
+                # The pair's time is its slowest rank's: a pair runs at its slowest member's pace.
+                # (nccl-tests averages over ranks by default, -a 1; -a 3 takes the maximum, as here.)
+                if known is None or result["time_s"] > known["time_s"]:
+                    by_pair[key] = result
+        measurements: list[JsonDict] = []
+        for key in sorted(by_pair):
+            result = by_pair[key]
+            algbw, busbw = bus_bandwidth(
+                int(result["size_bytes"]), float(result["time_s"]), len(result["ranks"])
+            )
+            measurements.append(
+                {
+                    "round": result["round"],
+                    "nodes": result["nodes"],
+                    "ranks": result["ranks"],
+                    "size_bytes": result["size_bytes"],
+                    "iters": result["iters"],
+                    "time_s": result["time_s"],
+                    "algbw_gbps": algbw,
+                    "busbw_gbps": busbw,
+                    "retest": retest,
+                }
+            )
+        return measurements
