@@ -25,7 +25,8 @@ DOC = Path(__file__).resolve().parent.parent / "docs" / "architecture.md"
 @pytest.fixture
 def example(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
     """The example's code, loaded as a module (imported, as far as its dataclasses can tell)."""
-    found = re.search(r"`checks/kernel.py`:\n\n```python\n(.*?)```", DOC.read_text(encoding="utf-8"), re.S)
+    text = DOC.read_text(encoding="utf-8")
+    found = re.search(r"`checks/kernel/__init__.py`[^\n]*\n[^\n]*:\n\n```python\n(.*?)```", text, re.S)
     assert found, "the worked example is missing from docs/architecture.md"
     module = types.ModuleType("kernel_example")
     monkeypatch.setitem(sys.modules, module.__name__, module)

@@ -13,6 +13,7 @@ from typing import Any, get_args
 from preflight.errors import ExitCode
 from preflight.handback import hand_back
 from preflight.model import HostErrorKind, RunReport
+from preflight.profiles import checks_of
 from preflight.registry import all_checks, unreached_check
 from preflight.status import SEVERITY
 from reports import prometheus
@@ -65,6 +66,14 @@ def test_the_check_names_the_docs_list_are_the_registrys_in_its_order() -> None:
     job = re.search(r"^### The job's checks: (.*)$", schema, re.M)
     assert job, "docs/report-schema.md has no section on the job's checks"
     assert sorted([*one_each, *_CODE_RE.findall(job.group(1))]) == sorted(registry)
+
+
+def test_the_quick_checks_the_docs_list_are_those_that_declare_the_quick_profile() -> None:
+    text = (DOCS / "names.md").read_text(encoding="utf-8")
+    quick = re.search(r"^`--quick` runs the checks .*?:(.*?)\.$", text, re.S | re.M)
+    assert quick, "docs/names.md does not list the quick checks"
+    listed = [name for name in _CODE_RE.findall(quick.group(1)) if name in {c.name for c in all_checks()}]
+    assert listed == checks_of("quick")
 
 
 def test_the_exit_code_table_is_the_code() -> None:
