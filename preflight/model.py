@@ -86,15 +86,34 @@ class HostReport:
         )
 
 
+# The details key that marks a passing finding as a note (CheckResult.note).
+NOTE = "note"
+
+
 @dataclass(frozen=True)
 class CheckResult:
-    """One finding of one check. ``hosts`` names the culprits, not every host checked."""
+    """One finding of one check. ``hosts`` names the culprits, not every host checked.
+
+    A *note* (:meth:`note`) is a finding that passes: something a reader should see (benign
+    counters, an application's XID, a shell that prints on stdout) that fails nothing and sends no
+    node away; its details say ``"note": true``."""
 
     check: str
     status: Status
     summary: str
     hosts: tuple[str, ...] = ()
     details: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def note(
+        cls, check: str, summary: str, hosts: tuple[str, ...] = (), details: Mapping[str, Any] | None = None
+    ) -> CheckResult:
+        """A note about ``hosts``: status pass, ``details["note"]`` true."""
+        return cls(check, "pass", summary, hosts, {**(details or {}), NOTE: True})
+
+    @property
+    def is_note(self) -> bool:
+        return self.status == "pass" and bool(self.details.get(NOTE))
 
     def to_dict(self) -> dict[str, Any]:
         return {
