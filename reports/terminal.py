@@ -126,6 +126,13 @@ class LiveProgress:
         return Group(*rows)
 
 
+def _status_text(result: CheckResult) -> Text:
+    """The status column: a note (a finding that passes but that a reader should see) says so."""
+    if result.is_note:
+        return Text("note", style="cyan")
+    return Text(LABELS[result.status], style=STYLES[result.status])
+
+
 def findings_table(report: RunReport) -> Table:
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False, expand=False)
     table.add_column("check", no_wrap=True)
@@ -135,7 +142,7 @@ def findings_table(report: RunReport) -> Table:
     for result in ordered(list(report.results)):
         table.add_row(
             result.check,
-            Text(LABELS[result.status], style=STYLES[result.status]),
+            _status_text(result),
             Text(printable(fold(result.hosts), keep_newlines=False)),
             Text(printable(result.summary, keep_newlines=False)),
         )

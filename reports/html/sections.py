@@ -32,6 +32,7 @@ class Finding:
     summary: str
     hosts: str  # folded
     host_count: int
+    note: bool  # a finding that passes but that a reader should see (CheckResult.note)
     culprits: Sequence[Culprit]
     advice: str
     blocks: Sequence[Block]
@@ -61,6 +62,7 @@ def finding_view(result: CheckResult, index: int, anchors: Anchors) -> Finding:
         summary=text(result.summary),
         hosts=text(fold(result.hosts)),
         host_count=len(result.hosts),
+        note=result.is_note,
         culprits=culprits,
         advice=presentation.advice(result) if presentation else "",
         blocks=list(presentation.finding(result)) if presentation else [],
