@@ -11,8 +11,10 @@ def ordered(results: tuple[CheckResult, ...] | list[CheckResult]) -> list[CheckR
     return by_severity(results)
 
 
-def headline(report: RunReport, *, limit: int = 2) -> str:
-    """``FAIL — node3: torch 2.12.0 where node[1-2] have 2.13.0; ...``."""
+def headline(report: RunReport) -> str:
+    """The verdict in one line: ``FAIL — node3: torch 2.12.0 where node[1-2] have 2.13.0`` for one
+    cause; for several, how many on how many nodes and the first (the list is below it):
+    ``FAIL — 3 findings on 2 nodes; first: node3: torch 2.12.0 ...``."""
     if report.interrupted:
         return "INTERRUPTED — the run was stopped before it finished; findings so far are below"
     worst = "fail" if report.verdict == "fail" else "error"
@@ -25,6 +27,8 @@ def headline(report: RunReport, *, limit: int = 2) -> str:
     label = "FAIL" if worst == "fail" else "ERROR"
     # One cause can fail several checks with the same words (no torch: allreduce and ddp).
     summaries = list(dict.fromkeys(r.summary for r in culprits))
-    shown = "; ".join(summaries[:limit])
-    more = f"; and {len(summaries) - limit} more" if len(summaries) > limit else ""
-    return f"{label} — {shown}{more}"
+    if len(summaries) <= 1:
+        return f"{label} — {summaries[0] if summaries else report.verdict}"
+    nodes = {host for r in culprits for host in r.hosts}
+    on = f" on {len(nodes)} node{'s' if len(nodes) != 1 else ''}" if nodes else ""
+    return f"{label} — {len(summaries)} findings{on}; first: {summaries[0]}"
