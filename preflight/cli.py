@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import logging
 import os
 import resource
 import shutil
@@ -24,7 +25,7 @@ from preflight import __version__
 from preflight.config import Config, RunSection, with_overrides
 from preflight.config_file import load_config
 from preflight.errors import ExitCode, PreflightError, UsageError
-from preflight.files import write_atomic
+from preflight.files import unwritable, write_atomic
 from preflight.handback import hosts_file_text
 from preflight.inventory import (
     HostSpec,
@@ -336,9 +337,35 @@ def _with_own_python(config: Config, args: argparse.Namespace) -> Config:
     return dataclasses.replace(config, run=dataclasses.replace(config.run, python=sys.executable))
 
 
+# The options that name a file a run writes (besides the report formats, reports.FILE_FORMATS).
+HANDBACK_OUTPUTS = ("good_hosts", "bad_hosts")
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Every file the run will write can be written, before any node is contacted: a run of an
+    hour must not end in a report it cannot save."""
+    from reports import FILE_FORMATS
+
+    for name in (*FILE_FORMATS, *HANDBACK_OUTPUTS):
+        target = getattr(args, name, None)
+        if target is None or str(target) == "-":
+            continue
+        why = unwritable(Path(target))
+        if why is not None:
+            raise UsageError(f"--{name.replace('_', '-')} {target}: {why}")
+
+
+def _check_lists(args: argparse.Namespace) -> None:
+    for option in ("only", "skip"):
+        if getattr(args, option) == []:
+            raise UsageError(f"--{option}: no check named (a comma list of check names; see preflight list)")
+
+
 def _check(args: argparse.Namespace) -> ExitCode:
     from reports.terminal import LiveProgress
 
+    _check_lists(args)
+    _check_outputs(args)
     config = with_overrides(
         load_config(args.config),
         {
@@ -424,6 +451,7 @@ def _check(args: argparse.Namespace) -> ExitCode:
 def _report(args: argparse.Namespace) -> ExitCode:
     from reports.json_report import load
 
+    _check_outputs(args)
     report = load(args.run)
     _write_outputs(report, args, _consoles(args.json == "-")[1])
     return report.exit_code
@@ -433,6 +461,22 @@ def _list() -> ExitCode:
     for check in all_checks():
         print(f"{check.name:<12} {check.title}")
     return ExitCode.OK
+
+
+def _route_logging(*, debug: bool) -> None:
+    """What libraries log (paramiko's "Exception (client): Error reading SSH protocol banner" and its
+    traceback) goes to preflight's own stderr lines with ``--debug`` and nowhere without it: the
+    terminal shows preflight's findings, which already say what went wrong with each host."""
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    if not debug:
+        root.addHandler(logging.NullHandler())
+        return
+    shown = logging.StreamHandler(sys.stderr)
+    shown.setFormatter(logging.Formatter("preflight: debug: %(name)s: %(message)s"))
+    root.addHandler(shown)
+    root.setLevel(logging.DEBUG)
 
 
 def _terminate(signum: int, frame: FrameType | None) -> None:
@@ -446,6 +490,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return ExitCode.USAGE_ERROR
     signal.signal(signal.SIGTERM, _terminate)  # a CI runner's cancel ends the run like Ctrl-C
+    _route_logging(debug=args.debug)
     try:
         if args.command == "check":
             return int(_check(args))

@@ -9,6 +9,21 @@ from pathlib import Path
 from preflight.errors import InputError
 
 
+def unwritable(path: Path) -> str | None:
+    """Why a report cannot be written at ``path`` (None when it can): found before a run starts,
+    by making and removing a file beside it, as :func:`write_atomic` will."""
+    if path.is_dir():
+        return "is a directory"
+    directory = path.parent if str(path.parent) else Path(".")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    except OSError as exc:
+        return f"cannot write there: {exc.strerror}"
+    os.close(fd)
+    Path(tmp).unlink(missing_ok=True)
+    return None
+
+
 def write_atomic(path: Path, text: str) -> None:
     directory = path.parent if str(path.parent) else Path(".")
     try:

@@ -50,6 +50,8 @@ def test_a_bad_hosts_file_is_one_line_and_exit_2(tmp_path: Path, content: str, m
         (["check", "--config", "missing.toml"], "missing.toml: no such config file"),
         (["report", "missing.json"], "missing.json: no such report file"),
         (["check", "--fanout", "0"], "--fanout must be at least 1"),
+        (["check", "--only", ""], "--only: no check named"),
+        (["check", "--skip", " , "], "--skip: no check named"),
     ],
 )
 def test_usage_errors_exit_2(tmp_path: Path, args: list[str], message: str) -> None:
@@ -57,6 +59,25 @@ def test_usage_errors_exit_2(tmp_path: Path, args: list[str], message: str) -> N
     assert run.returncode == 2, run.stderr
     assert message in run.stderr
     assert "Traceback" not in run.stderr
+
+
+OUTPUTS = ["--json", "--html", "--junit", "--prometheus", "--good-hosts", "--bad-hosts"]
+
+
+@pytest.mark.parametrize("option", OUTPUTS)
+def test_an_output_that_cannot_be_written_is_refused_before_any_node_is_contacted(
+    tmp_path: Path, option: str
+) -> None:
+    # A node nobody answers for: were it contacted first, the run would take the connect timeout.
+    (tmp_path / "hosts.txt").write_text("192.0.2.1\n")
+    (tmp_path / "a-directory").mkdir()
+    for target, why in (("missing/out", "No such file or directory"), ("a-directory", "is a directory")):
+        run = preflight("check", "hosts.txt", option, target, "--connect-timeout", "30", cwd=tmp_path)
+        assert run.returncode == 2, run.stderr
+        assert run.stderr.strip() == f"preflight: error: {option} {target}: " + (
+            why if why == "is a directory" else f"cannot write there: {why}"
+        )
+        assert "192.0.2.1" not in run.stdout + run.stderr
 
 
 def test_a_file_that_is_not_a_report_is_named(tmp_path: Path) -> None:

@@ -126,6 +126,12 @@ def _classify(exc: BaseException, spec: HostSpec, timeout_s: float) -> HostError
             f"host key of {exc.key_name} is not in known_hosts ({fingerprint(exc.key)}); "
             "add it, or pass --accept-new-host-keys",
         )
+    text = str(exc).lower()
+    if isinstance(exc, paramiko.AuthenticationException) and "timeout" in text:
+        # The server said nothing for the whole time: silence (a link cut, a node hung), not keys.
+        return HostError(
+            "timeout", f"{where} went silent during authentication: no answer within {timeout_s:g} s"
+        )
     if isinstance(exc, paramiko.AuthenticationException):
         return HostError("auth_refused", f"authentication refused by {where}: {exc}")
     if isinstance(exc, paramiko.ssh_exception.NoValidConnectionsError):
@@ -141,9 +147,33 @@ def _classify(exc: BaseException, spec: HostSpec, timeout_s: float) -> HostError
         return HostError("timeout", f"no answer from {where} within {timeout_s:g} s")
     if isinstance(exc, OSError) and exc.errno in (errno.EHOSTUNREACH, errno.ENETUNREACH):
         return HostError("unreachable", f"no route to {where}")
-    if isinstance(exc, paramiko.SSHException) and "banner" in str(exc).lower():
+    if _banner_silence(exc):
         return HostError("timeout", f"{where} accepted TCP but sent no SSH banner within {timeout_s:g} s")
+    if _handshake_silence(exc):
+        # paramiko's word for a key exchange that never finished: the peer stopped answering.
+        return HostError(
+            "timeout", f"{where} went silent during the SSH handshake: no answer within {timeout_s:g} s"
+        )
     return HostError("unreachable", f"cannot connect to {where}: {exc}")
+
+
+def _loaded_key(path: str) -> paramiko.PKey | None:
+    """The key in ``path``, whatever its type and format; None where paramiko must try it itself
+    (a key with a passphrase, a file it cannot read now). Given as one key, paramiko reports what
+    authentication itself said: given a file name, it tries the file as every key type in turn, and
+    what it reports is the last type's "expected OPENSSH key", whatever the server did."""
+    try:
+        return paramiko.PKey.from_path(path)
+    except (OSError, ValueError, paramiko.SSHException):
+        return None
+
+
+def _banner_silence(exc: BaseException) -> bool:
+    return isinstance(exc, paramiko.SSHException) and "banner" in str(exc).lower()
+
+
+def _handshake_silence(exc: BaseException) -> bool:
+    return isinstance(exc, paramiko.SSHException) and "no existing session" in str(exc).lower()
 
 
 def _retryable(exc: BaseException) -> bool:
@@ -184,7 +214,10 @@ class SshTransport(Transport):
             except HostUnavailable:
                 raise
             except Exception as exc:
-                last = exc
+                # A peer silent from the start says so best in its first words (no banner); what a
+                # retry then reports of the same silence is paramiko's vaguer "No existing session".
+                if not (last is not None and _banner_silence(last) and _handshake_silence(exc)):
+                    last = exc
                 self._discard()
                 if not _retryable(exc) or attempt == CONNECT_ATTEMPTS - 1:
                     break
@@ -201,7 +234,8 @@ class SshTransport(Transport):
             client.get_host_keys().add(spec.key_name, keytype, key)
         client.set_missing_host_key_policy(self._policy)
         sock = self._jump_channel(timeout_s) if spec.proxy_jump else None
-        identities = list(spec.identity_files or self.settings.identity_files)
+        identities = [str(Path(p).expanduser()) for p in spec.identity_files or self.settings.identity_files]
+        pkey = _loaded_key(identities[0]) if len(identities) == 1 else None
         limit = self.settings.jump_limit(spec.proxy_jump) if spec.proxy_jump else None
         if limit is not None:
             limit.acquire()
@@ -211,8 +245,9 @@ class SshTransport(Transport):
                 hostname=spec.address,
                 port=spec.port,
                 username=spec.user or self.settings.default_user,
+                pkey=pkey,
                 # paramiko takes a list here too, whatever its stubs say
-                key_filename=[str(Path(p).expanduser()) for p in identities] or None,  # type: ignore[arg-type]
+                key_filename=None if pkey else identities or None,  # type: ignore[arg-type]
                 look_for_keys=not identities,
                 allow_agent=True,
                 timeout=timeout_s,
