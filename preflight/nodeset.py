@@ -42,13 +42,15 @@ def group_by_value(values: Mapping[str, V]) -> list[tuple[V, list[str]]]:
 def minority(values: Mapping[str, V]) -> tuple[V | None, list[str]]:
     """The majority value and the hosts that differ from it.
 
-    With no strict majority (a tie for the largest group), there is no value to trust:
-    the majority is ``None`` and every host is named.
+    A value is the majority only when more than half of the hosts have it: with none (two
+    values on two nodes each, or a largest group of 2 among 5 nodes that all differ), there is
+    no value to trust, the majority is ``None`` and every host is named, so that a judge says
+    that no majority decides rather than keep one side as good.
     """
     groups = group_by_value(values)
     if len(groups) <= 1:
         return (groups[0][0] if groups else None), []
-    if len(groups[0][1]) == len(groups[1][1]):
+    majority_value, hosts = groups[0]
+    if 2 * len(hosts) <= len(values):
         return None, list(values)
-    majority_value = groups[0][0]
     return majority_value, [h for h, v in values.items() if v != majority_value]
