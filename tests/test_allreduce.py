@@ -367,6 +367,47 @@ def test_a_plugin_network_without_gpudirect_is_named_by_its_own_name() -> None:
     assert warning.summary.startswith("NCCL used NET/IBext_v8 without GPUDirect RDMA on node1")
 
 
+def test_a_log_that_only_names_the_socket_network_is_no_fall_back() -> None:
+    # One node's log: "Using network Socket", then P2P and SHM inside the node, no connection to a
+    # peer node. It says nothing of the network between nodes, so IB beside it fails nothing.
+    job = nccl_job({"node2": "socket_single_node_2.26.2.log"})
+    results = judge_allreduce(job, CONFIG, {"node2": IB_FACTS})
+    assert not failing(results)
+    assert (
+        results[-1].details["transport"]["node2"]
+        == "no network connection (NCCL chose Socket), NCCL 2.26.2+cuda12.8"
+    )
+
+
+def test_nccl_2_4_names_its_socket_interface_and_connects_over_infiniband() -> None:
+    logs = {
+        "node1": "ib_2.4.7_startup_socket_bootstrap_lines.log",
+        "node2": "ib_2.4.7_ring_no_gdr_two_nodes.log",
+    }
+    results = judge_allreduce(nccl_job(logs), CONFIG, {h: IB_FACTS for h in logs})
+    assert not failing(results)
+    (warning,) = [r for r in results if r.status == "warn"]
+    assert warning.hosts == ("node2",)
+    assert warning.summary.startswith("NCCL used NET/IB without GPUDirect RDMA on node2")
+
+
+def test_old_ring_lines_over_sockets_where_infiniband_exists_fail() -> None:
+    job = nccl_job({"node3": "socket_2.4_aws_ring_old_format.log"})
+    (result,) = failing(judge_allreduce(job, CONFIG, {"node3": IB_FACTS}))
+    assert result.hosts == ("node3",) and "fall-back to TCP" in result.summary
+
+
+def test_gpudirect_on_collnet_connections_counts_as_gpudirect() -> None:
+    logs = {host: "collnet_sharp_gdrdma_warn.log" for host in ("node1", "node2", "node3")}
+    results = judge_allreduce(nccl_job(logs), CONFIG, {h: IB_FACTS for h in logs})
+    assert not failing(results)
+    assert not [r for r in results if "GPUDirect" in r.summary and r.status == "warn"]
+    (warning,) = [r for r in results if r.status == "warn"]
+    assert warning.summary.startswith(
+        "NCCL warned on node[1-3]: SHARP group create: Streaming Tree lock failed"
+    )
+
+
 def test_nccl_warnings_are_shown_once_per_node_set() -> None:
     job = nccl_job(
         {"node1": "ib_mixed_link_layers_2.12.12_warn.log", "node3": "ib_mixed_link_layers_2.12.12_warn.log"}

@@ -16,7 +16,8 @@ EXPECTED: dict[str, dict[str, Any]] = {
     "ib_roce_2.19.3_two_nodes.log": {
         "version": "2.19.3+cuda12.3",
         "network": "IB",
-        "inter_node": "NET/IB",
+        # "Using network IB" with no connection line: the network between nodes is not shown.
+        "inter_node": None,
         "link_layers": ("RoCE",),
         "ib_devices": (NetDevice(0, "mlx5_10", 1, "RoCE"), NetDevice(1, "mlx5_11", 1, "RoCE")),
         "channels": {},
@@ -63,11 +64,12 @@ EXPECTED: dict[str, dict[str, Any]] = {
     "socket_single_node_2.26.2.log": {
         "version": "2.26.2+cuda12.8",
         "network": "Socket",
-        "inter_node": "NET/Socket",
+        # One node: NCCL names the network it would use and never connects over it.
+        "inter_node": None,
         "ib_no_device": True,
         "ib_devices": (),
         "socket_devices": (NetDevice(0, "eno1", address="10.0.0.171"),),
-        "uses_socket": True,
+        "uses_socket": False,
     },
     "p2p_single_node_8gpu.log": {
         "network": None,
@@ -104,7 +106,7 @@ EXPECTED: dict[str, dict[str, Any]] = {
     },
     "ibext_sharp_hpcx_network_lines.log": {
         "network": "IBext",
-        "inter_node": "NET/IBext",
+        "inter_node": None,
         "ib_devices": (
             NetDevice(0, "mlx5_0", 1, "IB"),
             NetDevice(1, "mlx5_1", 1, "IB"),
@@ -117,6 +119,74 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "inter_node": "NET/IB",
         "channels": {"NET/IB": 12},
         "gdrdma": True,
+    },
+    # NCCL 2.3: one device a line with a space after the index, "Using internal Network IB".
+    "ib_2.3.7_dgx1_device_lines.log": {
+        "version": "2.3.7+cuda9.0",
+        "network": "IB",
+        "inter_node": None,
+        "ib_devices": (
+            NetDevice(0, "mlx5_1", 1, "IB"),
+            NetDevice(1, "mlx5_3", 1, "IB"),
+            NetDevice(2, "mlx5_0", 1, "IB"),
+            NetDevice(3, "mlx5_2", 1, "IB"),
+        ),
+        "uses_socket": False,
+    },
+    # NCCL 2.4: ring connections "Ring 00 : 6 -> 2 [receive] via NET/IB/0", GPUDirect RDMA disabled.
+    "ib_2.4.7_ring_no_gdr_two_nodes.log": {
+        "inter_node": "NET/IB",
+        "channels": {"NET/IB": 4, "P2P/IPC": 6},
+        "rdma_channels": {"NET/IB": 4},
+        "gdrdma": False,
+        "uses_socket": False,
+        "hosts": ("master_node", "secondary_node"),
+    },
+    # NCCL 2.4 lists its socket interface even where it goes on to use IB: no fall-back to read.
+    "ib_2.4.7_startup_socket_bootstrap_lines.log": {
+        "version": "2.4.7+cuda10.0",
+        "inter_node": None,
+        "ib_devices": (NetDevice(0, "mlx5_0", 1, "IB"),),
+        "socket_devices": (NetDevice(0, "ib0", address="192.168.11.1"),),
+        "uses_socket": False,
+    },
+    # NCCL 2.8-2.11 "Channel 01 : 12[8d000] -> 4[89000] [receive] via NET/IB/0/GDRDMA", two nodes.
+    "ib_gdrdma_2.8_channel_collnet_warn.log": {
+        "inter_node": "NET/IB",
+        "channels": {"NET/IB": 3, "P2P/direct pointer": 6},
+        "gdrdma": True,
+        "warnings": ("CollNet is not supported or fails to initialize, ignoring NCCL_ALGO=COLLNET",),
+        "hosts": ("nodea", "nodeb"),
+    },
+    # GPUDirect RDMA shown only on a CollNet connection (SHARP).
+    "collnet_sharp_gdrdma_warn.log": {
+        "inter_node": "COLLNET/SHARP",
+        "channels": {"COLLNET/SHARP": 1},
+        "rdma_channels": {"COLLNET/SHARP": 1},
+        "gdrdma": True,
+        "uses_socket": False,
+        "warning_count": 1,
+    },
+    # Two ranks writing at once: a second prefix inside a line, a connection line without one.
+    "p2p_2.3_interleaved_lines.log": {
+        "inter_node": None,
+        "channels": {"P2P/IPC": 17},
+        "nccl_lines": 17,
+        "hosts": ("learnfair062",),
+    },
+    # One node under mpirun over loopback: sockets named, no connection between nodes.
+    "socket_2.5.6_single_node_lo_mpirun.log": {
+        "version": "2.5.6+cuda10.2",
+        "ib_no_device": True,
+        "socket_devices": (NetDevice(0, "lo", address="127.0.0.1"),),
+        "inter_node": None,
+        "uses_socket": False,
+    },
+    # NCCL 2.4 "Ring 00 : 43 -> 44 [receive] via NET/Socket/0" across 15 nodes without IB.
+    "socket_2.4_aws_ring_old_format.log": {
+        "inter_node": "NET/Socket",
+        "channels": {"NET/Socket": 15},
+        "uses_socket": True,
     },
 }
 
@@ -136,6 +206,45 @@ def test_recorded_logs(name: str) -> None:
 def test_a_log_without_nccl_lines_says_nothing() -> None:
     transport = parse_nccl_log("Setting OMP_NUM_THREADS ...\nTraceback (most recent call last):\n")
     assert transport.nccl_lines == 0 and transport.inter_node is None and not transport.uses_socket
+
+
+def test_the_announced_network_alone_says_nothing_about_the_network_between_nodes() -> None:
+    log = (
+        "h:1:1 [0] NCCL INFO Using network Socket\n"
+        "h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC/read\n"
+    )
+    transport = parse_nccl_log(log)
+    assert transport.network == "Socket" and transport.inter_node is None and not transport.uses_socket
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        # NCCL 2.6-2.8 (transport/coll_net.cc): "Coll %02d : %d [send] via COLLNET/%s/%d%s".
+        ("h:1:2 [0] NCCL INFO Coll 00 : 0 [send] via COLLNET/SHARP/0/GDRDMA", ("COLLNET/SHARP", True)),
+        # NCCL 2.9-2.11: "CollNet %02d : %d [send] via COLLNET/%s/%d%s".
+        ("h:1:2 [0] NCCL INFO CollNet 01 : 0 [receive] via COLLNET/SHARP/1", ("COLLNET/SHARP", False)),
+        # NCCL 2.27: "CollNet %02d/%1d : %d [send] via COLLNET/%s/%d%s%s" with "(PCI)".
+        (
+            "h:1:2 [0] NCCL INFO CollNet 02/0 : 0 [send] via COLLNET/IBext/2/GDRDMA(PCI)",
+            ("COLLNET/IBext", True),
+        ),
+    ],
+)
+def test_collnet_connections_in_each_version_form(line: str, expected: tuple[str, bool]) -> None:
+    transport = parse_nccl_log(line + "\n")
+    assert (transport.inter_node, transport.gdrdma) == expected
+
+
+def test_point_to_point_network_connections_name_the_transport_over_collnet() -> None:
+    log = (
+        "h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/0\n"
+        "h:1:2 [0] NCCL INFO CollNet 00/0 : 0 [send] via COLLNET/SHARP/0/GDRDMA\n"
+        "h:1:2 [0] NCCL INFO CollNet 01/0 : 0 [send] via COLLNET/SHARP/0/GDRDMA\n"
+    )
+    transport = parse_nccl_log(log)
+    assert transport.inter_node == "NET/IB" and transport.gdrdma
+    assert transport.rdma_channels == {"COLLNET/SHARP": 2, "NET/IB": 1}
 
 
 def test_channel_lines_decide_over_the_announced_network() -> None:

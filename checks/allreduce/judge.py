@@ -267,7 +267,7 @@ def _transport_results(
         summary = f"NCCL warned on {fold(hosts)}: {warning}" + (f" ({count} warnings)" if count > 1 else "")
         details = {"warnings": {h: list(logged[h].warnings) for h in hosts}}
         results.append(CheckResult(NAME, "warn", summary, tuple(hosts), details))
-    used = {h: t.inter_node or "no network" for h, t in logged.items()}
+    used = {h: t.inter_node or "no network connection" for h, t in logged.items()}
     transports_seen = [value for value, _ in group_by_value(used)]
     headline = f"NCCL over {', '.join(transports_seen)}" + (
         " with GPUDirect RDMA" if all(t.gdrdma for t in logged.values()) and gpu and n_nodes >= 2 else ""
@@ -276,8 +276,11 @@ def _transport_results(
 
 
 def transport_text(transport: NcclTransport) -> str:
-    """One line per node for a report: ``NET/IB with GDRDMA (mlx5_0:1/IB, mlx5_1:1/RoCE), NCCL 2.21.5``."""
-    used = transport.inter_node or "no network (one node)"
+    """One line per node for a report: ``NET/IB with GDRDMA (mlx5_0:1/IB, mlx5_1:1/RoCE), NCCL 2.21.5``;
+    ``no network connection (NCCL chose IB)`` where no connection line crossed the network."""
+    used = transport.inter_node or "no network connection"
+    if transport.inter_node is None and transport.network:
+        used += f" (NCCL chose {transport.network})"
     parts = [used + (" with GDRDMA" if transport.gdrdma else "")]
     devices = transport.socket_devices if used == "NET/Socket" else transport.ib_devices
     if used.startswith("NET/") and devices:

@@ -235,7 +235,7 @@ def _transport_table(transport: Mapping[str, Any]) -> Table:
         warnings = t.get("warning_count") or len(listed(t.get("warnings")))
         row = (
             plain(t.get("version") or "\u2014"),
-            plain(t.get("inter_node") or t.get("network") or "\u2014"),
+            plain(t.get("inter_node") or (f"none (chose {t['network']})" if t.get("network") else "\u2014")),
             devices or "\u2014",
             "yes" if t.get("gdrdma") else "no",
             channels or "\u2014",

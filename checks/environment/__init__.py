@@ -6,6 +6,8 @@ The job's own variables (``--env``, ``--env-file``, ``[job_env]``) are applied o
 as its launcher would. A difference names the odd nodes with the values on each side; values of
 secret-looking names stay masked (compared by a digest keyed for the run). A value that differs
 only by the node's own name or address (``NCCL_DEBUG_FILE=/logs/%h-node3.log``) is no difference.
+An ``NCCL_IB_HCA`` entry that NCCL matches as a prefix of more of the node's HCAs than it names
+(``mlx5_1`` beside ``mlx5_10``) warns, naming them.
 Judged in :mod:`checks.environment.judge`, presented by :mod:`checks.environment.present`.
 """
 

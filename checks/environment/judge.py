@@ -1,7 +1,8 @@
 """The ``environment`` judge (pure): each node's variables as the job would see them (the SSH
 session's, then the job's own from ``--env``/``--env-file``/``[job_env]`` over them, then NCCL's
 configuration files for what is still unset), compared between nodes; the NCCL network plugin
-each node would load; names in NCCL's files that NCCL never reads.
+each node would load; names in NCCL's files that NCCL never reads; ``NCCL_IB_HCA`` entries that
+select more HCAs than they name (:mod:`checks.environment.hca_list`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from checks.environment.details import Agreement, Differences, VariableValues
+from checks.environment.hca_list import VARIABLE as HCA_VARIABLE
+from checks.environment.hca_list import judge_hca_lists
 from preflight.facts import NodeFacts
 from preflight.model import CheckResult
 from preflight.node.masking import MASK, is_secret_name
@@ -152,6 +155,8 @@ def judge_environment(
     findings: list[CheckResult] = []
     for (odd, fails), variables in sorted(groups.items(), key=lambda kv: (not kv[0][1], kv[0][0])):
         findings.append(_difference(list(odd), fails, variables, len(settings)))
+    hca_values = {h: s[HCA_VARIABLE].shown for h, s in settings.items() if HCA_VARIABLE in s}
+    findings += judge_hca_lists(hca_values, reported)
     findings += _judge_plugins(reported, nccl_in_use)
     findings += _judge_unread(reported)
     if findings:

@@ -64,6 +64,10 @@ PRESENTATION = Presentation(
             "net_plugin": "Install the same NCCL network plugin (libnccl-net*.so) on every node, on the "
             "library path the job uses, or set NCCL_NET_PLUGIN the same way everywhere.",
             "conf_unread": "Write NCCL settings as NAME=VALUE with no spaces around '='.",
+            "hca_prefix": "Start NCCL_IB_HCA with '=' (or '^=' to exclude) so that each entry matches one "
+            "HCA by its whole name: NCCL_IB_HCA==mlx5_1:1,mlx5_2:1.",
+            "hca_list_marker": "Write '^' and '=' once, at the start of NCCL_IB_HCA: they apply to the whole "
+            "list (NCCL_IB_HCA=^=mlx5_8,mlx5_14 excludes both).",
         }
     ),
 )

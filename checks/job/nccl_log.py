@@ -1,5 +1,11 @@
 """Which transport NCCL really used, parsed from its ``NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET`` lines:
 network, devices and link layers, each channel's transport, GPUDirect RDMA, version and warnings.
+
+The evidence of a transport between nodes is a connection line: ``Channel 00/0 : 0[0] -> 8[0] [send]
+via NET/IB/0/GDRDMA`` (NCCL 2.8 and later, ``Channel 00 :`` before 2.12), ``Ring 00 : 6 -> 2 [receive]
+via NET/IB/0`` (2.3-2.7) or ``CollNet 05/0 : 5 [receive] via COLLNET/SHARP/5/GDRDMA`` (``Coll 00 :`` in
+2.6-2.8). ``Using network IB`` only names the network NCCL would use: a log of one node says it and
+then connects its GPUs over P2P or SHM alone, so it says nothing about the network between nodes.
 """
 
 from __future__ import annotations
@@ -13,22 +19,25 @@ from typing import Any
 # How many distinct warnings a transport keeps (a failing job repeats the same few thousands of times).
 MAX_WARNINGS = 20
 
-# ``host:pid:tid [dev] [file:line] NCCL INFO|WARN message``, after any prefix (mpirun's
-# ``[1,0]<stdout>:``, a timestamp, a rank number).
-_NCCL_LINE_RE = re.compile(
+# ``host:pid:tid [dev] [file:line] NCCL INFO|WARN ``, after any prefix (mpirun's ``[1,0]<stdout>:``,
+# a timestamp, a rank number). Ranks that write to one stream at once can leave two of these on one
+# line (``h:1:2 [1] NCCL INFO h:1:3 [2] NCCL INFO Ring 05 : ...``): the message follows the last.
+_NCCL_PREFIX_RE = re.compile(
     r"(?P<host>[^\s:\[\]|]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] (?:(?P<where>\S+) )?"
-    r"NCCL (?P<level>INFO|WARN|TRACE) ?(?P<message>.*)$"
+    r"NCCL (?P<level>INFO|WARN|TRACE) ?"
 )
+# A connection line: NCCL 2.3-2.7 ``Ring``, 2.4 and later ``Channel``, ``Tree``, and the CollNet
+# forms ``Coll`` (2.6-2.8) and ``CollNet``; each names its transport after ``via``.
+_CONNECTION_RE = re.compile(r"^(?:Channel|Ring|Tree|Coll|CollNet) \d+\b.*\bvia (?P<via>.+?)\s*$")
 _VERSION_RE = re.compile(r"NCCL version (?P<version>\d+\.\d+\.\d+\S*)")
-_NETWORK_RE = re.compile(r"Using network (?P<name>.+?)\s*$")
+# ``Using network IB`` (2.4 and later), ``Using internal Network IB`` (2.3).
+_NETWORK_RE = re.compile(r"^Using (?:internal )?[Nn]etwork (?P<name>.+?)\s*$")
 _IB_USING_RE = re.compile(r"^NET/IB\s*:\s*Using\b(?P<rest>.*)$")
-_IB_OLD_DEVICE_RE = re.compile(
-    r"^NET/IB\s*:\s*\[(?P<index>\d+)\]\s*(?P<name>[\w.-]+):(?P<port>\d+)/(?P<layer>IB|RoCE)"
-)
-_IB_DEVICE_RE = re.compile(r"\[(?P<index>\d+)\](?P<name>[\w.-]+):(?P<port>\d+)/(?P<layer>IB|RoCE)")
+# NCCL 2.3 lists one device a line: ``NET/IB: [0] mlx5_1:1/IB``.
+_IB_OLD_DEVICE_RE = re.compile(r"^NET/IB\s*:\s*\[\d+\]\s*[\w.-]+:\d+/(?:IB|RoCE)")
+_IB_DEVICE_RE = re.compile(r"\[(?P<index>\d+)\]\s*(?P<name>[\w.-]+):(?P<port>\d+)/(?P<layer>IB|RoCE)")
 _SOCKET_USING_RE = re.compile(r"^NET/Socket\s*:\s*Using\b(?P<rest>.*)$")
 _SOCKET_DEVICE_RE = re.compile(r"\[(?P<index>\d+)\](?P<name>[^\s:\[\]]+):(?P<address>\S+)")
-_VIA_RE = re.compile(r"\bvia (?P<via>.+?)\s*$")
 _GDR_ENABLED_RE = re.compile(r"GPU Direct RDMA Enabled", re.IGNORECASE)
 
 
@@ -75,32 +84,31 @@ class NcclTransport:
 
     @property
     def net_channels(self) -> dict[str, int]:
-        """The channels that crossed the network (between nodes)."""
-        return {name: count for name, count in self.channels.items() if name.startswith("NET/")}
+        """The connections that crossed the network (between nodes): ``NET/*`` and ``COLLNET/*``."""
+        return {name: count for name, count in self.channels.items() if name.startswith(("NET/", "COLLNET/"))}
 
     @property
     def inter_node(self) -> str | None:
-        """The network transport between nodes: ``NET/IB``, ``NET/Socket``, ``NET/<plugin>``; None if unseen.
-
-        Channel lines are the evidence; without them, the network NCCL said it would use.
-        """
+        """The network transport between nodes: ``NET/IB``, ``NET/Socket``, ``NET/<plugin>`` (the most
+        used), ``COLLNET/<plugin>`` where only CollNet connections crossed it; None where no connection
+        line crossed the network, whatever network NCCL said it would use."""
         net = self.net_channels
-        if net:
-            return max(sorted(net), key=lambda name: net[name])
-        return f"NET/{self.network}" if self.network else None
+        point_to_point = {name: count for name, count in net.items() if name.startswith("NET/")}
+        chosen = point_to_point or net
+        if chosen:
+            return max(sorted(chosen), key=lambda name: chosen[name])
+        return None
 
     @property
     def rdma_channels(self) -> dict[str, int]:
-        """Network channels over an RDMA transport: any ``NET/*`` but plain sockets (``NET/IB``,
-        ``NET/IBext_v8`` of the HPC-X plugin, ``NET/AWS Libfabric``...)."""
+        """Network connections over an RDMA transport: any but plain sockets (``NET/IB``, ``NET/IBext_v8``
+        of the HPC-X plugin, ``NET/AWS Libfabric``, ``COLLNET/SHARP``...)."""
         return {name: count for name, count in self.net_channels.items() if name != "NET/Socket"}
 
     @property
     def uses_socket(self) -> bool:
-        """Some traffic between nodes went over plain TCP sockets."""
-        if self.net_channels:
-            return "NET/Socket" in self.net_channels
-        return self.network == "Socket"
+        """Some traffic between nodes went over plain TCP sockets (a connection line says so)."""
+        return "NET/Socket" in self.net_channels
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -124,7 +132,8 @@ def channel_transport(via: str) -> tuple[str, bool]:
 
     ``NET/IB/0/GDRDMA`` -> (``NET/IB``, True); ``NET/IBext_v8/2`` -> (``NET/IBext_v8``, False);
     ``NET/IB/0(1)/GDRDMA(PCI)/Shared`` (NCCL 2.27: through a proxy rank, GPUDirect over PCI) ->
-    (``NET/IB``, True); ``P2P/IPC/read`` -> (``P2P/IPC``, False); ``SHM/direct/direct`` -> (``SHM``, False).
+    (``NET/IB``, True); ``COLLNET/SHARP/5/GDRDMA`` -> (``COLLNET/SHARP``, True); ``P2P/IPC/read`` ->
+    (``P2P/IPC``, False); ``SHM/direct/direct`` -> (``SHM``, False).
     """
     parts = via.split("/")
     gdrdma = any(part.startswith("GDRDMA") for part in parts)
@@ -176,31 +185,38 @@ def parse_nccl_log(text: str) -> NcclTransport:
         found_version = _VERSION_RE.search(line)
         if found_version and version is None:
             version = found_version.group("version")
-        match = _NCCL_LINE_RE.search(line)
-        if match is None:
-            if found_version:
-                lines += 1  # older NCCL prints the version line bare
+        prefixes = list(_NCCL_PREFIX_RE.finditer(line))
+        if not prefixes:
+            # Older NCCL prints the version line bare; a connection line whose prefix went to the
+            # line before it (two ranks writing at once) is still a connection.
+            bare = _CONNECTION_RE.match(line.strip())
+            if bare:
+                transport, channel_gdr = channel_transport(bare.group("via"))
+                channels[transport] += 1
+                gdrdma = gdrdma or channel_gdr
+            if found_version or bare:
+                lines += 1
             continue
         lines += 1
+        match = prefixes[-1]
         host = match.group("host")
         if host not in hosts:
             hosts.append(host)
-        message = match.group("message").strip()
+        message = line[match.end() :].strip()
         if match.group("level") == "WARN":
             warning_count += 1
             if message not in warnings and len(warnings) < MAX_WARNINGS:
                 warnings.append(message)
             continue
-        using = _NETWORK_RE.search(message)
-        if using and message.startswith("Using network"):
+        using = _NETWORK_RE.match(message)
+        if using:
             network = using.group("name")
             continue
         ib_using = _IB_USING_RE.match(message)
         if ib_using:
             _merge_devices(ib, _ib_devices(ib_using.group("rest")))
             continue
-        old_ib = _IB_OLD_DEVICE_RE.match(message)
-        if old_ib:
+        if _IB_OLD_DEVICE_RE.match(message):
             _merge_devices(ib, _ib_devices(message))
             continue
         if re.match(r"^NET/IB\s*:\s*No device found", message):
@@ -212,9 +228,9 @@ def parse_nccl_log(text: str) -> NcclTransport:
             continue
         if _GDR_ENABLED_RE.search(message):
             gdrdma = True
-        via = _VIA_RE.search(message)
-        if via and re.match(r"^(Channel|Ring|Tree)\b", message):
-            transport, channel_gdr = channel_transport(via.group("via"))
+        connection = _CONNECTION_RE.match(message)
+        if connection:
+            transport, channel_gdr = channel_transport(connection.group("via"))
             channels[transport] += 1
             gdrdma = gdrdma or channel_gdr
     return NcclTransport(
