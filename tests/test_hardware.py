@@ -326,8 +326,8 @@ def test_xids_are_classified_ignored_on_request_and_an_unreadable_log_is_said(tm
         "log: reboot the node and check the GPU's seating, power and PCIe path"
     )
     assert results[1].summary.startswith(
-        "gpu2: XID 31 (GPU memory page fault) on 0000:01:00 (not a GPU the driver lists) \u00d72 in the kernel log: "
-        "an application fault"
+        "gpu2: XID 31 (GPU memory page fault) on 0000:01:00 (not a GPU the driver lists) \u00d72 in the "
+        "kernel log: an application fault"
     )
     assert results[0].details["xid_not_readable"] == {"gpu3": unreadable["xid"]["reason"]}
     quiet = Config().with_sections(HardwareSection(ignore_xids=(31, 79)))
