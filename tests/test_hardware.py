@@ -75,8 +75,8 @@ def test_recorded_xid_lines_are_read_with_their_gpu_and_number() -> None:
     ]
     (fell,) = hardware.parse_xid_lines((HARDWARE / "xid79_line.txt").read_text())
     assert fell == {"pci": "0000:44:00", "xid": 79, "detail": "GPU has fallen off the bus"}
-    assert (action_of(79), action_of(48), action_of(31), action_of(45), action_of(149)) == (
-        "reboot", "reset_gpu", "application", "info", None,
+    assert (action_of(79), action_of(48), action_of(31), action_of(45), action_of(149), action_of(999)) == (
+        "reboot", "reset_gpu", "application", "info", "investigate", None,
     )  # fmt: skip
 
 
@@ -317,13 +317,17 @@ def test_xids_are_classified_ignored_on_request_and_an_unreadable_log_is_said(tm
         "gpu3": node(tmp_path, "gpu3", hardware=unreadable),
     }
     results = judge_hardware(nodes, CONFIG)
-    assert [(r.status, r.hosts) for r in results] == [("fail", ("gpu1",)), ("warn", ("gpu2",))]
+    assert [(r.status, r.hosts, r.is_note) for r in results] == [
+        ("fail", ("gpu1",), False),
+        ("pass", ("gpu2",), True),
+    ]
     assert results[0].summary == (
-        "gpu1: XID 79 on 0000:44:00 in the kernel log: reboot the node and check the GPU's seating, "
-        "power and PCIe path"
+        "gpu1: XID 79 (GPU has fallen off the bus) on 0000:44:00 (not a GPU the driver lists) in the kernel "
+        "log: reboot the node and check the GPU's seating, power and PCIe path"
     )
     assert results[1].summary.startswith(
-        "gpu2: XID 31 on 0000:01:00 \u00d72 in the kernel log: an application fault"
+        "gpu2: XID 31 (GPU memory page fault) on 0000:01:00 (not a GPU the driver lists) \u00d72 in the "
+        "kernel log: an application fault"
     )
     assert results[0].details["xid_not_readable"] == {"gpu3": unreadable["xid"]["reason"]}
     quiet = Config().with_sections(HardwareSection(ignore_xids=(31, 79)))

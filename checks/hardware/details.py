@@ -4,7 +4,7 @@ the first finding), and for each finding its ``item``, the node and what it foun
 
 from __future__ import annotations
 
-from typing import Required, TypedDict
+from typing import NotRequired, Required, TypedDict
 
 from checks.hardware.xid import Action
 
@@ -74,8 +74,21 @@ class IbPortDown(NodeFinding):
     ports: Required[list[str]]
 
 
+class XidEvent(TypedDict):
+    """One XID on one GPU: its PCI address, how many lines, the action NVIDIA's catalogue gives
+    (None where it does not list it) and the GPU it is ("GPU 3, serial ...") where the facts say."""
+
+    xid: int
+    pci: str
+    lines: int
+    action: Action | None
+    gpu: str | None
+
+
 class Xid(NodeFinding):
-    """XID errors in the node's kernel log and the worst action they ask for (``item`` ``xid``)."""
+    """XID errors in the node's kernel log and the worst action they ask for (``item`` ``xid``);
+    a note (``note`` true) when they only concern the application or are for information."""
 
     xids: Required[list[int]]
     action: Required[Action | None]
+    events: NotRequired[list[XidEvent]]

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from checks.compute.judge import CAUSES
 from checks.hardware.details import (
@@ -23,16 +22,14 @@ from checks.hardware.details import (
     HcasMissing,
     IbPortDown,
     NodeFinding,
-    Xid,
 )
+from checks.hardware.kernel_log import xid_findings
 from checks.hardware.settings import HardwareSection
-from checks.hardware.xid import ACTION_TEXT, Action, action_of
 from checks.job.node.nvml import reason_names
 from preflight.config import Config
 from preflight.facts import GpuFacts, IbPort, NodeFacts
 from preflight.model import CheckResult
 from preflight.nodeset import fold
-from preflight.status import Status
 
 NAME = "hardware"
 # Clock-event reasons a GPU gives for slowing itself down (not idle, not a power cap under load).
@@ -314,46 +311,6 @@ def _fabric_findings(nodes: Mapping[str, NodeFacts]) -> list[CheckResult]:
     return results
 
 
-def _xid_findings(
-    nodes: Mapping[str, NodeFacts], ignore: Sequence[int]
-) -> tuple[list[CheckResult], dict[str, str]]:
-    """Findings for XID lines by node, and the nodes whose kernel log could not be read (why)."""
-    results: list[CheckResult] = []
-    unreadable: dict[str, str] = {}
-    for host, node in nodes.items():
-        found = node.hardware.get("xid")
-        xid: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
-        if not xid:
-            continue
-        if not xid.get("readable"):
-            unreadable[host] = str(xid.get("reason") or "not readable")
-            continue
-        events = [
-            e for e in xid.get("events") or [] if isinstance(e, Mapping) and isinstance(e.get("xid"), int)
-        ]
-        events = [e for e in events if e["xid"] not in ignore]
-        if not events:
-            continue
-        counts = Counter((int(e["xid"]), str(e.get("pci"))) for e in events)
-        actions = {action_of(x) for x, _ in counts}
-        order: tuple[Action | None, ...] = ("reboot", "reset_gpu", None, "application", "info")
-        worst: Action | None = next((a for a in order if a in actions), "info")
-        shown = ", ".join(
-            f"XID {x} on {pci}" + (f" \u00d7{n}" if n > 1 else "") for (x, pci), n in counts.items()
-        )
-        what = ACTION_TEXT[worst] if worst else "see NVIDIA's XID catalogue"
-        status: Status = "fail" if worst in ("reboot", "reset_gpu", None) else "warn"
-        summary = f"{host}: {shown} in the kernel log: {what}"
-        xid_finding: Xid = {
-            "item": "xid",
-            "node": host,
-            "xids": sorted({x for x, _ in counts}),
-            "action": worst,
-        }
-        results.append(CheckResult(NAME, status, summary, (host,), xid_finding))
-    return results, unreadable
-
-
 def judge_hardware(nodes: Mapping[str, NodeFacts], config: Config) -> list[CheckResult]:
     """Every hardware finding across the nodes; a pass saying what was seen when there is none."""
     results = (
@@ -363,8 +320,9 @@ def judge_hardware(nodes: Mapping[str, NodeFacts], config: Config) -> list[Check
         + _nic_findings(nodes)
         + _fabric_findings(nodes)
     )
-    xid_results, unreadable = _xid_findings(nodes, config.section(HardwareSection).ignore_xids)
-    results += xid_results
+    xid_results, unreadable, noted = xid_findings(nodes, config.section(HardwareSection).ignore_xids)
+    notes = [r for r in xid_results if r.is_note]
+    results += [r for r in xid_results if not r.is_note]
     gpus = sum(n.gpu_count for n in nodes.values())
     ports = [p for n in nodes.values() for p in n.ib_ports]
     details: Audited = {
@@ -378,19 +336,21 @@ def judge_hardware(nodes: Mapping[str, NodeFacts], config: Config) -> list[Check
         results[0] = CheckResult(
             first.check, first.status, first.summary, first.hosts, {**details, **first.details}
         )
-        return results
+        return results + notes
     seen = [f"{gpus} GPUs with their PCIe links at full width and none slowing itself down"] if gpus else []
     registered = sum(1 for n in nodes.values() for g in n.gpus or [] if g.fabric_state == "completed")
     if registered:
         seen[0] += f", {'all' if registered == gpus else registered} registered with their NVSwitch fabric"
     if ports:
         seen.append(f"{len(ports)} InfiniBand/RoCE ports ACTIVE")
-    readable = [h for h in nodes if h not in unreadable and nodes[h].hardware.get("xid")]
+    readable = [h for h in nodes if h not in unreadable and h not in noted and nodes[h].hardware.get("xid")]
     if readable:
         seen.append(f"no XID error in the kernel log of {fold(readable)}")
+    if noted:
+        seen.append(f"only XIDs that need no action on {fold(noted)} (see the notes)")
     if unreadable:
         seen.append(f"kernel log not readable on {fold(unreadable)}, so XID errors are unknown there")
     summary = f"{len(nodes)} node{'s' if len(nodes) != 1 else ''}: " + (
         "; ".join(seen) if seen else "no GPU or InfiniBand hardware to audit"
     )
-    return [CheckResult(NAME, "pass", summary, (), details)]
+    return [CheckResult(NAME, "pass", summary, (), details), *notes]

@@ -20,20 +20,74 @@ FABRIC_MANAGER_COMM = "nv-fabricmanage"
 
 
 # "NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python, GPU has fallen off the bus."
-# (older drivers: "NVRM: Xid (0000:03:00): 13, ...").
+# (older drivers: "NVRM: Xid (0000:03:00): 13, ..."). Whatever precedes "NVRM:" on the line (a
+# dmesg, journalctl or syslog prefix) is not read.
 _XID_RE = re.compile(r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9A-Fa-f:.]+)\): (?P<xid>\d+), ?(?P<detail>.*)$")
+# A GPU lost without an Xid line, on one line: "NVRM: GPU at PCI:0000:01:00: GPU has fallen off
+# the bus.", "NVRM: GPU at 0000:01:00.0 has fallen off the bus.", "NVRM: GPU 0000:06:00.0: GPU has
+# fallen off the bus."
+_FALLEN_LINE = re.compile(
+    r"NVRM: GPU (?:at )?(?:PCI:)?(?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?):?"
+    r" (?:GPU )?has fallen off the bus"
+)
+# The form drivers print when the GPU is lost at load, one sentence that newer drivers split over
+# several "NVRM:" lines: "NVRM: The NVIDIA GPU 0000:b3:00.0 / NVRM: (PCI ID: 10de:26b5) installed
+# in this system has / NVRM: fallen off the bus and is not responding to commands."
+_FALLEN_SENTENCE = re.compile(
+    r"The NVIDIA GPU (?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?)\s+"
+    r"(?:\(PCI ID: [0-9A-Fa-f:]+\)\s+)?(?:installed in this system\s+)?has\s+fallen off the bus"
+)
+FALLEN_OFF_BUS_XID = 79
+
+
+def pci_key(address: str) -> str:
+    """A GPU's PCI address as the Xid lines write it, lower case: "0000:3b:00" from "PCI:0000:3b:00",
+    "0000:3b:00.0" or nvidia-smi's "00000000:3B:00.0"."""
+    text = address.strip().lower()
+    text = text[4:] if text.startswith("pci:") else text
+    parts = text.split(".")[0].split(":")
+    if len(parts) == 3:
+        parts[0] = parts[0][-4:].rjust(4, "0")
+    return ":".join(parts)
+
+
+def _fallen_off_bus(text: str) -> list[tuple[str, str]]:
+    """The GPUs a kernel log says fell off the bus without an Xid line: (PCI address, message)."""
+    found: list[tuple[str, str]] = []
+    messages: list[str] = []
+    for line in text.splitlines():
+        at = line.find("NVRM: ")
+        if at < 0:
+            continue
+        one = _FALLEN_LINE.search(line)
+        if one:
+            found.append((pci_key(one.group("pci")), line[at + 6 :].strip()))
+        messages.append(line[at + 6 :].strip())
+    joined = " ".join(messages)
+    for sentence in _FALLEN_SENTENCE.finditer(joined):
+        found.append((pci_key(sentence.group("pci")), re.sub(r"\s+", " ", sentence.group(0))))
+    return found
 
 
 def parse_xid_lines(text: str) -> list[JsonDict]:
-    """Every XID line of a kernel log: the GPU's PCI address, the XID number and the rest."""
+    """Every XID line of a kernel log (the GPU's PCI address, the XID number and the rest), then
+    one XID 79 event, marked ``without_xid_line``, for each GPU the log says fell off the bus where
+    no XID 79 line names it."""
     events: list[JsonDict] = []
     for line in text.splitlines():
         found = _XID_RE.search(line)
         if found:
             events.append(
-                {"pci": found.group("pci").lower(), "xid": int(found.group("xid")),
+                {"pci": pci_key(found.group("pci")), "xid": int(found.group("xid")),
                  "detail": found.group("detail").strip()[:200]}
             )  # fmt: skip
+    seen = {e["pci"] for e in events if e["xid"] == FALLEN_OFF_BUS_XID}
+    for pci, message in _fallen_off_bus(text):
+        if pci not in seen:
+            seen.add(pci)
+            events.append(
+                {"pci": pci, "xid": FALLEN_OFF_BUS_XID, "detail": message[:200], "without_xid_line": True}
+            )
     return events
 
 
@@ -44,25 +98,36 @@ def _running_comm(name: str) -> bool:
     return False
 
 
+def _kernel_log() -> tuple[str | None, str]:
+    """The kernel log from ``dmesg``, or from the journal (``journalctl -k``) where dmesg is
+    missing or refused (kernel.dmesg_restrict); else None and why neither could be read."""
+    reasons: list[str] = []
+    for name, argv in (("dmesg", ["--kernel"]), ("journalctl", ["-k", "-b", "-q", "--no-pager"])):
+        path = shutil.which(name) or next(
+            (p for p in ("/usr/bin/" + name, "/bin/" + name) if os.access(p, os.X_OK)), None
+        )
+        if path is None:
+            reasons.append(name + " not found")
+            continue
+        try:
+            return run_command([path, *argv]), name
+        except Unavailable as exc:
+            reasons.append(str(exc))
+    return None, "; ".join(reasons)
+
+
 def hardware_facts() -> JsonDict:
-    """NVSwitches and whether the fabric manager runs; XID lines from the kernel log, or why it
-    could not be read (which is not the same as none)."""
+    """NVSwitches and whether the fabric manager runs; XID lines from the kernel log (and which
+    command read it), or why it could not be read (which is not the same as none)."""
     facts: JsonDict = {}
     nvswitches = sorted(os.listdir(PROC_NVSWITCH)) if os.path.isdir(PROC_NVSWITCH) else []
     facts["nvswitches"] = len(nvswitches)
     facts["fabric_manager_running"] = _running_comm(FABRIC_MANAGER_COMM)
-    dmesg = shutil.which("dmesg") or next(
-        (p for p in ("/usr/bin/dmesg", "/bin/dmesg") if os.access(p, os.X_OK)), None
-    )
-    if dmesg is None:
-        facts["xid"] = {"readable": False, "reason": "dmesg not found"}
+    text, source = _kernel_log()
+    if text is None:
+        facts["xid"] = {"readable": False, "reason": source[:200]}
         return facts
-    try:
-        text = run_command([dmesg, "--kernel"])
-    except Unavailable as exc:
-        facts["xid"] = {"readable": False, "reason": str(exc)[:200]}
-        return facts
-    facts["xid"] = {"readable": True, "events": parse_xid_lines(text)[-200:]}
+    facts["xid"] = {"readable": True, "source": source, "events": parse_xid_lines(text)[-200:]}
     return facts
 
 

@@ -1,0 +1,187 @@
+"""The kernel log's part of the ``hardware`` judge: the XID lines each node reported, and the GPUs
+its log says fell off the bus without one, judged by the action NVIDIA's XID catalogue gives
+(checks/hardware/xid.py) and named with the GPU they are on.
+
+What fails a node: an XID whose action is to reboot, reset the GPU, drain it or inspect it. What
+warns: an XID the catalogue does not list (named with where to look), one whose action depends on
+decoding the line, and application XIDs that recur. What is a note, failing nothing: XIDs the
+catalogue puts on the application (RESTART_APP: 13, 31, 43, 68, 94 ...) or records for
+information (IGNORE: 45, 63, 92 ...). An application XID recurs when one GPU logs them from
+``RECUR_PROCESSES`` or more processes: a faulty program raises its XID (often several lines of one
+fault) in its own process, so the same XID from several processes points at the GPU, as the
+catalogue's investigatory workflow for 13 and 31 does when the error repeats across applications.
+The last XID 154 of a GPU is its recovery action now: one back to 0x0 (None) is a note.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from checks.hardware.details import Xid, XidEvent
+from checks.hardware.xid import ACTION_TEXT, CATALOGUE_URL, Action, action_of, name_of
+from preflight.facts import NodeFacts
+from preflight.model import CheckResult
+from preflight.node.hardware import pci_key
+from preflight.status import Status
+
+NAME = "hardware"
+RECUR_PROCESSES = 3
+FAILING: tuple[Action, ...] = ("reboot", "drain", "reset_gpu", "inspect")
+# Worst first; None is an XID the catalogue does not list.
+ORDER: tuple[Action | None, ...] = (*FAILING, None, "investigate", "application", "info")
+_PID = re.compile(r"pid=(?P<pid>\d+|'?<unknown>'?)")
+
+
+@dataclass(frozen=True)
+class Seen:
+    """One XID on one GPU: how many lines, from which processes, the action and the GPU it is."""
+
+    xid: int
+    pci: str
+    lines: int
+    processes: frozenset[str]
+    action: Action | None
+    without_xid_line: bool
+    gpu: str | None  # "GPU 3, serial 1652..." where the facts list the address
+
+    @property
+    def label(self) -> str:
+        name = name_of(self.xid)
+        what = f"XID {self.xid}" + (f" ({name})" if name else " (not in preflight's table of the catalogue)")
+        if self.without_xid_line:
+            what = "GPU fell off the bus, with no Xid line (XID 79)"
+        where = self.pci + (f" ({self.gpu})" if self.gpu else "")
+        return f"{what} on {where}" + (f" \u00d7{self.lines}" if self.lines > 1 else "")
+
+
+def _gpus_by_pci(node: NodeFacts) -> dict[str, str]:
+    """The node's GPUs by their PCI address as the Xid lines write it: "GPU 3, serial ..."."""
+    named: dict[str, str] = {}
+    for gpu in node.gpus or []:
+        address = gpu.raw.get("pci_bus_id")
+        if isinstance(address, str) and address:
+            serial = f", serial {gpu.serial}" if gpu.serial else ""
+            named[pci_key(address)] = f"GPU {gpu.index if gpu.index is not None else '?'}{serial}"
+    return named
+
+
+def _seen(events: Sequence[Mapping[str, Any]], node: NodeFacts) -> list[Seen]:
+    """The node's XID events folded by (XID, GPU), in the order first logged, each with its
+    action; XID 154 takes the action of the last one its GPU logged."""
+    gpus = _gpus_by_pci(node)
+    last_recovery = {str(e.get("pci")): str(e.get("detail") or "") for e in events if e["xid"] == 154}
+    lines: Counter[tuple[int, str]] = Counter()
+    processes: dict[tuple[int, str], set[str]] = {}
+    first: dict[tuple[int, str], Mapping[str, Any]] = {}
+    for event in events:
+        key = (int(event["xid"]), str(event.get("pci")))
+        lines[key] += 1
+        first.setdefault(key, event)
+        found = _PID.search(str(event.get("detail") or ""))
+        processes.setdefault(key, set()).add(found.group("pid").strip("'") if found else "?")
+    seen: list[Seen] = []
+    for (xid, pci), event in first.items():
+        detail = last_recovery[pci] if xid == 154 else str(event.get("detail") or "")
+        seen.append(
+            Seen(
+                xid=xid,
+                pci=pci,
+                lines=lines[(xid, pci)],
+                processes=frozenset(processes[(xid, pci)]),
+                action=action_of(xid, detail),
+                without_xid_line=bool(event.get("without_xid_line")),
+                gpu=gpus.get(pci) or ("not a GPU the driver lists" if gpus else None),
+            )
+        )
+    return seen
+
+
+def _recurs(seen: Sequence[Seen], pci: str) -> bool:
+    """Whether application XIDs on the GPU at ``pci`` came from RECUR_PROCESSES processes or more."""
+    pids = {p for s in seen if s.pci == pci and s.action == "application" for p in s.processes}
+    return len(pids) >= RECUR_PROCESSES
+
+
+def _status(item: Seen, seen: Sequence[Seen]) -> Status | None:
+    """fail, warn, or None for a note."""
+    if item.action in FAILING:
+        return "fail"
+    if item.action in (None, "investigate"):
+        return "warn"
+    if item.action == "application" and _recurs(seen, item.pci):
+        return "warn"
+    return None
+
+
+def _advice(items: Sequence[Seen], seen: Sequence[Seen]) -> str:
+    actions = {s.action for s in items}
+    worst = next(a for a in ORDER if a in actions)
+    if worst is None:
+        return f"look the XID up in NVIDIA's XID catalogue ({CATALOGUE_URL}) and the driver's release notes"
+    if worst == "application" and any(_recurs(seen, s.pci) for s in items):
+        return (
+            f"application XIDs from {RECUR_PROCESSES} or more processes on one GPU: "
+            "run the GPU's diagnostics (dcgmi diag -r 3) before trusting it"
+        )
+    return ACTION_TEXT[worst]
+
+
+def _finding(host: str, status: Status | None, items: Sequence[Seen], seen: Sequence[Seen]) -> CheckResult:
+    actions = {s.action for s in items}
+    worst = next(a for a in ORDER if a in actions)
+    shown = ", ".join(s.label for s in items)
+    events: list[XidEvent] = [
+        {"xid": s.xid, "pci": s.pci, "lines": s.lines, "action": s.action, "gpu": s.gpu} for s in items
+    ]
+    details: Xid = {
+        "item": "xid",
+        "node": host,
+        "xids": sorted({s.xid for s in items}),
+        "action": worst,
+        "events": events,
+    }
+    if status is None:
+        summary = f"{host}: {shown} in the kernel log: {_advice(items, seen)}; nothing for the node to fix"
+        return CheckResult.note(NAME, summary, (host,), details)
+    return CheckResult(
+        NAME, status, f"{host}: {shown} in the kernel log: {_advice(items, seen)}", (host,), details
+    )
+
+
+def xid_findings(
+    nodes: Mapping[str, NodeFacts], ignore: Sequence[int]
+) -> tuple[list[CheckResult], dict[str, str], list[str]]:
+    """Findings for the kernel logs by node (a fail or warn for what needs action, a note for the
+    rest), the nodes whose kernel log could not be read (why), and the nodes with only notes."""
+    results: list[CheckResult] = []
+    unreadable: dict[str, str] = {}
+    noted: list[str] = []
+    for host, node in nodes.items():
+        found = node.hardware.get("xid")
+        xid: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+        if not xid:
+            continue
+        if not xid.get("readable"):
+            unreadable[host] = str(xid.get("reason") or "not readable")
+            continue
+        events = [
+            e
+            for e in xid.get("events") or []
+            if isinstance(e, Mapping) and isinstance(e.get("xid"), int) and e["xid"] not in ignore
+        ]
+        seen = _seen(events, node)
+        judged = [(s, _status(s, seen)) for s in seen]
+        acting = [s for s, status in judged if status is not None]
+        quiet = [s for s, status in judged if status is None]
+        if acting:
+            status: Status = "fail" if any(st == "fail" for _, st in judged) else "warn"
+            results.append(_finding(host, status, acting, seen))
+        if quiet:
+            results.append(_finding(host, None, quiet, seen))
+            if not acting:
+                noted.append(host)
+    return results, unreadable, noted
