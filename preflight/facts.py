@@ -8,6 +8,7 @@ are not trusted to send well-formed data: a missing or ill-typed field reads as 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -264,6 +265,23 @@ class IbPort:
     phys_state: str | None = None  # "LinkUp", "Polling", "Disabled", ...
     counters: Mapping[str, int] = field(default_factory=dict)  # link_downed, symbol_error, ...
     pcie: PcieLink | None = None  # the HCA's own PCIe link
+    width: str | None = None  # "4X", as the rate line names it
+    hca_type: str | None = None  # the card's chip: "MT4129" (ConnectX-7), "MT41692" (BlueField-3)
+    board_id: str | None = None  # the board's part: "MT_0000000838"
+    fw_ver: str | None = None
+    node_desc: str | None = None
+
+    @property
+    def rate_gbps(self) -> float | None:
+        """The rate in Gb/s: ``400 Gb/sec (4X NDR)`` -> 400.0; None where the rate is unknown."""
+        found = re.match(r"\s*(\d+(?:\.\d+)?)", self.rate or "")
+        return float(found.group(1)) if found else None
+
+    @property
+    def lanes(self) -> int | None:
+        """The lanes of the link's width: ``4X`` -> 4."""
+        found = re.fullmatch(r"(\d+)X", self.width or "")
+        return int(found.group(1)) if found else None
 
 
 @dataclass(frozen=True)
@@ -466,6 +484,11 @@ class NodeFacts:
                 phys_state=_str(d.get("phys_state")),
                 counters={str(k): v for k, v in _map(d.get("counters")).items() if _int(v) is not None},
                 pcie=PcieLink.read(d.get("pcie")),
+                width=_str(d.get("width")),
+                hca_type=_str(d.get("hca_type")),
+                board_id=_str(d.get("board_id")),
+                fw_ver=_str(d.get("fw_ver")),
+                node_desc=_str(d.get("node_desc")),
             )
             for d in _records(_map(self.raw.get("net")).get("ib_devices"))
         ]

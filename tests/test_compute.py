@@ -146,7 +146,9 @@ def test_the_burn_runs_on_this_cpu_for_the_time_asked() -> None:
     torch = pytest.importorskip("torch")
     result = burn(torch, torch.device("cpu"), False, 0.2, matrix=64)
     assert result["dtype"] == "fp32" and result["matrix"] == 64
-    assert result["ops"] > 0 and 0.1 < result["busy_s"] < 1.0
+    # It runs for about the time asked and then stops (how soon after depends on how loaded this
+    # machine is: only that it ends is asserted, not when).
+    assert result["ops"] > 0 and 0.1 < result["busy_s"] < 30
     assert result["flops_per_s"] == pytest.approx(2 * 64**3 * result["ops"] / result["busy_s"])
     assert "gpu" not in result  # no NVML sampling on a CPU
 

@@ -110,7 +110,7 @@ def test_ib_ports_read_state_physical_state_and_counters(tmp_path: Path) -> None
     ports = net.ib_devices(str(root))
     assert [(p["name"], p["state"], p["phys_state"]) for p in ports] == [
         ("mlx5_0", "ACTIVE", "LinkUp"), ("mlx5_1", "DOWN", "Disabled"),
-        ("mlx5_2", "ACTIVE", "LinkUp"), ("mlx5_3", "ACTIVE", "LinkUp"),
+        ("mlx5_2", "ACTIVE", "LinkUp"), ("mlx5_3", "ACTIVE", "LinkUp"), ("mlx5_bond_0", "ACTIVE", "LinkUp"),
     ]  # fmt: skip
     assert ports[1]["counters"] == {"link_downed": 3, "symbol_error": 0}
 
@@ -121,7 +121,7 @@ def test_alike_healthy_nodes_pass(tmp_path: Path) -> None:
     assert result.status == "pass"
     assert result.summary == (
         "3 nodes: 12 GPUs with their PCIe links at full width and none slowing itself down, all "
-        "registered with their NVSwitch fabric; 12 InfiniBand/RoCE ports ACTIVE; no XID error in the "
+        "registered with their NVSwitch fabric; 15 InfiniBand/RoCE ports ACTIVE; no XID error in the "
         "kernel log of gpu[1-3]"
     )
 
@@ -149,17 +149,19 @@ def test_each_fault_is_named_on_its_node_only(tmp_path: Path) -> None:
         "gpu2: GPU 1 (serial gpu2-1) in hardware slowdown and thermal slowdown at 93 °C "
         "before the job started"
     )
-    assert results[2].summary == "gpu3: mlx5_3 port 1 is DOWN (physical state Disabled)"
     assert (
-        results[3].summary
-        == "gpu4: mlx5_0 port 1 at 200 Gb/sec (4X HDR), while the other ports run at 400 Gb/sec (4X NDR)"
+        results[2].summary == "gpu3: mlx5_3 port 1 is DOWN (physical state Disabled), ACTIVE on gpu[1-2,4-5]"
+    )
+    assert (
+        results[3].summary == "gpu4: mlx5_0 port 1 at 200 Gb/sec (4X HDR), 400 Gb/sec (4X NDR) on gpu[1-3,5]"
     )
 
 
 def test_a_missing_hca_persistence_off_and_counters_are_named(tmp_path: Path) -> None:
     nodes = {f"gpu{i}": node(tmp_path, f"gpu{i}") for i in range(1, 4)}
     short = node(tmp_path, "gpu4")
-    short_raw = {**short.raw, "net": {"interfaces": [], "ib_devices": short.raw["net"]["ib_devices"][:3]}}
+    kept = [d for d in short.raw["net"]["ib_devices"] if d["name"] != "mlx5_3"]
+    short_raw = {**short.raw, "net": {"interfaces": [], "ib_devices": kept}}
     nodes["gpu4"] = NodeFacts(short_raw)
     nodes["gpu5"] = node(tmp_path, "gpu5", {0: {"persistence_mode": "disabled"}},
                          ib=GpuNode(ib_changes={"mlx5_1": {"counters/symbol_error": "117"}}))  # fmt: skip

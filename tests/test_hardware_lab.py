@@ -46,10 +46,10 @@ def test_a_narrow_gpu_link_a_gpu_in_slowdown_and_a_port_down_are_each_named(
     assert slow["summary"].startswith(f"{node2}: GPU 6 (serial 0000002000006) in hardware slowdown at ")
     down = found["ib_port_down"]
     assert down["hosts"] == [node3]
-    assert down["summary"] == f"{node3}: mlx5_2 port 1 is DOWN (physical state Disabled)"
+    assert down["summary"].startswith(f"{node3}: mlx5_2 port 1 is DOWN (physical state Disabled), ACTIVE on ")
     assert not any(node4 in r["hosts"] for r in results(data, "hardware"))
     facts = {h["name"]: h["facts"] for h in data["hosts"]}
-    assert [p["state"] for p in facts[node4]["net"]["ib_devices"]] == ["ACTIVE"] * 4
+    assert [p["state"] for p in facts[node4]["net"]["ib_devices"]] == ["ACTIVE"] * 5
     assert facts[node4]["hardware"]["xid"]["readable"] in (True, False)
 
 
@@ -130,3 +130,29 @@ def test_a_gpu_with_nvlinks_down_is_named_and_the_alike_node_is_not(
     )
     facts = {h["name"]: h["facts"] for h in data["hosts"]}
     assert [g["nvlink"] for g in facts[node2]["gpus"]] == [{"active": 18, "inactive": []}] * 8
+
+
+def test_a_front_end_bond_at_half_rate_passes_and_a_compute_port_down_is_named(
+    make_lab: MakeLab, tmp_path: Path
+) -> None:
+    """Each node carries four ConnectX-7 on InfiniBand at 400 Gb/s and a BlueField-3 bond on
+    Ethernet at 200 Gb/s: the bond is judged against the bonds, not against the compute ports."""
+    lab = make_lab(3)
+    lab.make_gpu_node(1, GpuNode(infiniband=True))
+    lab.make_gpu_node(2, GpuNode(infiniband=True, ib_changes={"mlx5_1": IB_PORT_DOWN}))
+    lab.make_gpu_node(3, GpuNode(infiniband=True))
+
+    run, data = run_check(lab, tmp_path, "--only", "hardware")
+
+    assert run.returncode == 1, run.stdout + run.stderr
+    node1, node2, _ = (n.address for n in lab.nodes)
+    (down,) = [r for r in results(data, "hardware") if r["status"] != "pass"]
+    assert (down["details"]["item"], down["hosts"], down["details"]["ports"]) == (
+        "ib_port_down", [node2], ["mlx5_1 port 1"],
+    )  # fmt: skip
+    assert down["summary"].startswith(f"{node2}: mlx5_1 port 1 is DOWN (physical state Disabled), ACTIVE on ")
+    facts = {h["name"]: h["facts"] for h in data["hosts"]}
+    bond = facts[node1]["net"]["ib_devices"][-1]
+    assert (bond["name"], bond["link_layer"], bond["rate"], bond["hca_type"]) == (
+        "mlx5_bond_0", "Ethernet", "200 Gb/sec (2X NDR)", "MT41692",
+    )  # fmt: skip

@@ -465,6 +465,8 @@ def test_ib_devices_from_sysfs(tmp_path: Path) -> None:
     _write(port / "state", "4: ACTIVE\n")
     _write(port / "rate", "400 Gb/sec (4X NDR)\n")
     _write(port / "link_layer", "InfiniBand\n")
+    _write(tmp_path / "mlx5_0" / "hca_type", "MT4129\n")
+    _write(tmp_path / "mlx5_0" / "fw_ver", "28.41.1000\n")
     down = tmp_path / "mlx5_1" / "ports" / "1"
     _write(down / "state", "1: DOWN\n")
     _write(down / "rate", "10 Gb/sec (4X SDR)\n")
@@ -479,6 +481,9 @@ def test_ib_devices_from_sysfs(tmp_path: Path) -> None:
             "phys_state": None,
             "counters": {},
             "pcie": None,
+            "width": "4X",
+            "hca_type": "MT4129",
+            "fw_ver": "28.41.1000",
         },
         {
             "name": "mlx5_1",
@@ -489,6 +494,7 @@ def test_ib_devices_from_sysfs(tmp_path: Path) -> None:
             "phys_state": None,
             "counters": {},
             "pcie": None,
+            "width": "4X",
         },
     ]
     assert net.ib_devices(str(tmp_path / "missing")) == []

@@ -92,3 +92,23 @@ class Xid(NodeFinding):
     xids: Required[list[int]]
     action: Required[Action | None]
     events: NotRequired[list[XidEvent]]
+
+
+class IbPortRate(NodeFinding):
+    """InfiniBand/RoCE ports at a lower rate or width than their like ports (``item`` ``ib_rate``)."""
+
+    ports: Required[list[str]]
+
+
+class UnusedPort(TypedDict):
+    """A port down on every node that has it: ``mlx5_2 port 1``, its card's kind, the nodes."""
+
+    port: str
+    kind: str
+    nodes: list[str]
+
+
+class IbPortUnused(Finding):
+    """The note on ports down on every node that has them (``item`` ``ib_port_unused``)."""
+
+    ports: Required[list[UnusedPort]]

@@ -2,8 +2,9 @@
 with each other: PCIe links narrower than the device can train (GPUs, NICs, HCAs), NVLinks down
 where the same GPUs elsewhere have them up, a GPU slowing itself down (hardware slowdown,
 thermal, power brake), persistence mode off where the others have it on, InfiniBand ports down
-or slower than the others, HCAs missing, error counters, NVSwitches without the fabric manager or
-GPUs not registered with their fabric, XID errors in the kernel log. Pure: facts in, findings out.
+or slower than their like ports (``ib_ports``), HCAs missing, error counters, NVSwitches without
+the fabric manager or GPUs not registered with their fabric, XID errors in the kernel log. Pure:
+facts in, findings out.
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ from checks.hardware.details import (
     GpusFinding,
     GpuSlowdown,
     HcasMissing,
-    IbPortDown,
     NodeFinding,
 )
+from checks.hardware.ib_ports import ACTIVE_IB, judge_ib_ports
 from checks.hardware.kernel_log import xid_findings
 from checks.hardware.settings import HardwareSection
 from checks.job.node.nvml import reason_names
@@ -34,8 +35,6 @@ from preflight.nodeset import fold
 NAME = "hardware"
 # Clock-event reasons a GPU gives for slowing itself down (not idle, not a power cap under load).
 SELF_SLOWDOWN = {name: text.split(" (")[0] for name, text in CAUSES}
-ACTIVE_IB = "ACTIVE"
-LINK_UP = "LinkUp"
 
 
 def _gpu_label(gpu: GpuFacts) -> str:
@@ -122,8 +121,6 @@ def _ib_findings(nodes: Mapping[str, NodeFacts]) -> list[CheckResult]:
         return results
     hca_sets = {h: frozenset(p.device for p in ports) for h, ports in with_ib.items()}
     usual_hcas = Counter(hca_sets.values()).most_common(1)[0][0]
-    rates = Counter(p.rate for ports in with_ib.values() for p in ports if p.state == ACTIVE_IB and p.rate)
-    usual_rate = rates.most_common(1)[0][0] if rates else None
     for host in nodes:
         ports = with_ib.get(host)
         if ports is None:
@@ -140,23 +137,6 @@ def _ib_findings(nodes: Mapping[str, NodeFacts]) -> list[CheckResult]:
             summary = f"{host}: HCAs {', '.join(missing)} missing (the other nodes have them)"
             results.append(
                 CheckResult(NAME, "fail", summary, (host,), HcasMissing(item="ib_hcas", missing=missing))
-            )
-        down = [p for p in ports if p.state != ACTIVE_IB or (p.phys_state and p.phys_state != LINK_UP)]
-        if down:
-            shown = "; ".join(f"{_port_label(p)} is {p.state or 'in no known state'} (physical state "
-                              f"{p.phys_state or 'unknown'})" for p in down)  # fmt: skip
-            port_down: IbPortDown = {
-                "item": "ib_port_down",
-                "node": host,
-                "ports": [_port_label(p) for p in down],
-            }
-            results.append(CheckResult(NAME, "fail", f"{host}: {shown}", (host,), port_down))
-        slow = [p for p in ports if p.state == ACTIVE_IB and usual_rate and p.rate and p.rate != usual_rate]
-        if slow:
-            shown = "; ".join(f"{_port_label(p)} at {p.rate}" for p in slow)
-            summary = f"{host}: {shown}, while the other ports run at {usual_rate}"
-            results.append(
-                CheckResult(NAME, "fail", summary, (host,), NodeFinding(item="ib_rate", node=host))
             )
         counted = [
             (p, k, v)
@@ -317,12 +297,14 @@ def judge_hardware(nodes: Mapping[str, NodeFacts], config: Config) -> list[Check
         _gpu_findings(nodes)
         + _nvlink_findings(nodes)
         + _ib_findings(nodes)
+        + judge_ib_ports(nodes)
         + _nic_findings(nodes)
         + _fabric_findings(nodes)
     )
     xid_results, unreadable, noted = xid_findings(nodes, config.section(HardwareSection).ignore_xids)
-    notes = [r for r in xid_results if r.is_note]
-    results += [r for r in xid_results if not r.is_note]
+    results += xid_results
+    notes = [r for r in results if r.is_note]
+    results = [r for r in results if not r.is_note]
     gpus = sum(n.gpu_count for n in nodes.values())
     ports = [p for n in nodes.values() for p in n.ib_ports]
     details: Audited = {
@@ -341,8 +323,10 @@ def judge_hardware(nodes: Mapping[str, NodeFacts], config: Config) -> list[Check
     registered = sum(1 for n in nodes.values() for g in n.gpus or [] if g.fabric_state == "completed")
     if registered:
         seen[0] += f", {'all' if registered == gpus else registered} registered with their NVSwitch fabric"
+    active = details["ib_ports_active"]
     if ports:
-        seen.append(f"{len(ports)} InfiniBand/RoCE ports ACTIVE")
+        of = "" if active == len(ports) else f" of {len(ports)}"
+        seen.append(f"{active}{of} InfiniBand/RoCE ports ACTIVE")
     readable = [h for h in nodes if h not in unreadable and h not in noted and nodes[h].hardware.get("xid")]
     if readable:
         seen.append(f"no XID error in the kernel log of {fold(readable)}")

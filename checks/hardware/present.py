@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from checks.hardware.judge import ACTIVE_IB, NAME, SELF_SLOWDOWN
+from checks.hardware.ib_ports import ACTIVE_IB
+from checks.hardware.judge import NAME, SELF_SLOWDOWN
 from checks.job.node.nvml import reason_names
 from preflight.model import HostReport, RunReport
 from preflight.nodeset import natural_key
@@ -73,6 +74,8 @@ ADVICE = {
     "ib_port_down": "Check the cable, transceiver and switch port (ibstat, ibportstate); "
     "the job would run on fewer rails or fall back.",
     "ib_rate": "The port trained at a lower rate: check the cable and the switch port's speed.",
+    "ib_port_unused": "Ports down on every node are taken as unused at this site and not judged; "
+    "if the job should use one, check its cabling and switch ports on every node.",
     "ib_hcas": "An HCA is missing: check lspci, the driver (mlx5_core) and the firmware on the node.",
     "ib_counters": "Watch the counters (perfquery); rising symbol errors mean a bad cable or transceiver.",
     "nic_pcie_width": "Reseat the NIC and check its slot: a narrow PCIe link caps its bandwidth.",

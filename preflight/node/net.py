@@ -21,6 +21,9 @@ SYS_CLASS_NET = "/sys/class/net"
 SYS_CLASS_INFINIBAND = "/sys/class/infiniband"
 # Port counters read from /sys/class/infiniband/DEV/ports/N/counters.
 IB_COUNTERS = ("link_downed", "symbol_error", "link_error_recovery", "port_rcv_errors")
+# Files under /sys/class/infiniband/DEV that say which card a port is on: the chip (MT4129 is a
+# ConnectX-7), the board's part (MT_0000000838), its firmware and the node description.
+IB_DEVICE_FILES = ("hca_type", "board_id", "fw_ver", "node_desc")
 PCIE_LINK_FILES = ("current_link_speed", "current_link_width", "max_link_speed", "max_link_width")
 PCIE_RATES_GT = ((1, 2.5), (2, 5.0), (3, 8.0), (4, 16.0), (5, 32.0), (6, 64.0), (7, 128.0))
 
@@ -71,6 +74,23 @@ def parse_ib_state(text: str) -> str:
     """``/sys/class/infiniband/DEV/ports/N/state`` -> "ACTIVE" (from "4: ACTIVE")."""
     value = text.strip()
     return value.split(":", 1)[1].strip() if ":" in value else value
+
+
+def parse_ib_width(rate: str) -> str | None:
+    """The link width a port's rate line names: ``400 Gb/sec (4X NDR)`` -> ``4X``; None where the
+    line names none (``40 Gb/sec``)."""
+    found = re.search(r"\((\d+X)\b", rate)
+    return found.group(1) if found else None
+
+
+def _ib_device_files(device_dir: str) -> JsonDict:
+    """The device files of ``IB_DEVICE_FILES`` that exist and are not empty, stripped."""
+    found: JsonDict = {}
+    for name in IB_DEVICE_FILES:
+        text = (read_text(os.path.join(device_dir, name)) or "").strip()
+        if text:
+            found[name] = text
+    return found
 
 
 NAME_LOOKUP_TIMEOUT_S = 5.0
@@ -161,7 +181,9 @@ def pcie_link(device_dir: str) -> JsonDict | None:
 
 
 def ib_devices(ib_root: str = SYS_CLASS_INFINIBAND) -> list[JsonDict]:
-    """InfiniBand/RoCE ports from sysfs (an empty list where there are none)."""
+    """InfiniBand/RoCE ports from sysfs (an empty list where there are none): each port's state,
+    physical state, rate (and the width its rate line names), link layer and counters, with the
+    files of its device that say which card it is on; files that are missing are left out."""
     devices: list[JsonDict] = []
     if not os.path.isdir(ib_root):
         return devices
@@ -169,6 +191,7 @@ def ib_devices(ib_root: str = SYS_CLASS_INFINIBAND) -> list[JsonDict]:
         ports_dir = os.path.join(ib_root, device, "ports")
         if not os.path.isdir(ports_dir):
             continue
+        card = _ib_device_files(os.path.join(ib_root, device))
         ports = sorted(
             os.listdir(ports_dir), key=lambda p: (not p.isdigit(), int(p) if p.isdigit() else 0, p)
         )
@@ -193,6 +216,10 @@ def ib_devices(ib_root: str = SYS_CLASS_INFINIBAND) -> list[JsonDict]:
                     "pcie": pcie_link(os.path.join(ib_root, device, "device")),
                 }
             )
+            width = parse_ib_width(rate) if rate is not None else None
+            if width is not None:
+                devices[-1]["width"] = width
+            devices[-1].update(card)
     return devices
 
 

@@ -43,14 +43,28 @@ IB_PORT_DOWN: Mapping[str, str] = {
     "rate": "10 Gb/sec (4X SDR)",
 }
 IB_HCAS = ("mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3")
+# The compute HCAs' device files, and a front-end port beside them, as a real H100 node has them
+# (tests/data/hardware/ib/sys-class-infiniband-h100: ConnectX-7, and a BlueField-3 bond on Ethernet).
+IB_HCA_FILES: Mapping[str, str] = {"hca_type": "MT4129", "board_id": "MT_0000000838", "fw_ver": "28.41.1000"}
+IB_FRONT_END = "mlx5_bond_0"
+IB_FRONT_END_FILES: Mapping[str, str] = {
+    "hca_type": "MT41692",
+    "board_id": "MT_0000000884",
+    "fw_ver": "32.38.3056",
+}
+IB_FRONT_END_PORT: Mapping[str, str] = {
+    **IB_PORT_FILES,
+    "rate": "200 Gb/sec (2X NDR)",
+    "link_layer": "Ethernet",
+}
 
 
 @dataclass(frozen=True)
 class GpuNode:
     """What one emulated node reports: ``gpus`` GPUs like the recorded H100, with per-GPU field
     changes (``{3: {"remapped_rows.pending": "Yes"}}``), and the driver's proc text; with
-    ``infiniband``, a /sys/class/infiniband tree of ``IB_HCAS`` (one port each) with per-HCA file
-    changes (``{"mlx5_2": IB_PORT_DOWN}``)."""
+    ``infiniband``, a /sys/class/infiniband tree of ``IB_HCAS`` (one port each) and the front-end
+    ``IB_FRONT_END``, with per-device port file changes (``{"mlx5_2": IB_PORT_DOWN}``)."""
 
     gpus: int = 8
     changes: Mapping[int, Mapping[str, str]] = field(default_factory=dict)
@@ -100,11 +114,14 @@ def nvlink_status(node: GpuNode, node_index: int) -> str:
 
 def write_infiniband(root: Path, node: GpuNode) -> None:
     """The node's /sys/class/infiniband tree under ``root``."""
-    for hca in IB_HCAS:
+    cards = [(hca, IB_HCA_FILES, IB_PORT_FILES) for hca in IB_HCAS]
+    for hca, device_files, port_files in [*cards, (IB_FRONT_END, IB_FRONT_END_FILES, IB_FRONT_END_PORT)]:
         port = root / hca / "ports" / "1"
-        for name, text in {**IB_PORT_FILES, **node.ib_changes.get(hca, {})}.items():
+        for name, text in {**port_files, **node.ib_changes.get(hca, {})}.items():
             (port / name).parent.mkdir(parents=True, exist_ok=True)
             (port / name).write_text(text + "\n", encoding="utf-8")
+        for name, text in device_files.items():
+            (root / hca / name).write_text(text + "\n", encoding="utf-8")
 
 
 def _infiniband_commands(root: Path) -> list[str]:
