@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from checks.compute.judge import CAUSES
+from checks.hardware.counters import facts_results
 from checks.hardware.details import (
     Audited,
     Finding,
@@ -160,18 +161,6 @@ def _ib_findings(nodes: Mapping[str, NodeFacts]) -> list[CheckResult]:
             summary = f"{host}: {shown}, while the other ports run at {usual_rate}"
             results.append(
                 CheckResult(NAME, "fail", summary, (host,), NodeFinding(item="ib_rate", node=host))
-            )
-        counted = [
-            (p, k, v)
-            for p in ports
-            for k, v in p.counters.items()
-            if k in ("link_downed", "symbol_error") and v
-        ]
-        if counted:
-            shown = "; ".join(f"{_port_label(p)} {k} {v}" for p, k, v in counted)
-            summary = f"{host}: {shown} (since the counters were last cleared)"
-            results.append(
-                CheckResult(NAME, "warn", summary, (host,), NodeFinding(item="ib_counters", node=host))
             )
     return results
 
@@ -365,6 +354,10 @@ def judge_hardware(nodes: Mapping[str, NodeFacts], config: Config) -> list[Check
     )
     xid_results, unreadable = _xid_findings(nodes, config.section(HardwareSection).ignore_xids)
     results += xid_results
+    # Error counters: notes, shown after the findings (or the pass), and a warning or two.
+    counted = facts_results(nodes)
+    notes = [r for r in counted if r.is_note]
+    results += [r for r in counted if not r.is_note]
     gpus = sum(n.gpu_count for n in nodes.values())
     ports = [p for n in nodes.values() for p in n.ib_ports]
     details: Audited = {
@@ -378,7 +371,7 @@ def judge_hardware(nodes: Mapping[str, NodeFacts], config: Config) -> list[Check
         results[0] = CheckResult(
             first.check, first.status, first.summary, first.hosts, {**details, **first.details}
         )
-        return results
+        return results + notes
     seen = [f"{gpus} GPUs with their PCIe links at full width and none slowing itself down"] if gpus else []
     registered = sum(1 for n in nodes.values() for g in n.gpus or [] if g.fabric_state == "completed")
     if registered:
@@ -393,4 +386,4 @@ def judge_hardware(nodes: Mapping[str, NodeFacts], config: Config) -> list[Check
     summary = f"{len(nodes)} node{'s' if len(nodes) != 1 else ''}: " + (
         "; ".join(seen) if seen else "no GPU or InfiniBand hardware to audit"
     )
-    return [CheckResult(NAME, "pass", summary, (), details)]
+    return [CheckResult(NAME, "pass", summary, (), details), *notes]

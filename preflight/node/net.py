@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 SYS_CLASS_NET = "/sys/class/net"
 SYS_CLASS_INFINIBAND = "/sys/class/infiniband"
 # Port counters read from /sys/class/infiniband/DEV/ports/N/counters.
-IB_COUNTERS = ("link_downed", "symbol_error", "link_error_recovery", "port_rcv_errors")
+IB_COUNTERS = ("link_downed", "symbol_error", "link_error_recovery", "port_rcv_errors",
+               "port_rcv_remote_physical_errors", "port_xmit_discards")  # fmt: skip
 PCIE_LINK_FILES = ("current_link_speed", "current_link_width", "max_link_speed", "max_link_width")
 PCIE_RATES_GT = ((1, 2.5), (2, 5.0), (3, 8.0), (4, 16.0), (5, 32.0), (6, 64.0), (7, 128.0))
 
