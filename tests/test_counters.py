@@ -9,6 +9,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from checks.allreduce import judge_allreduce
 from checks.hardware import judge_hardware
 from checks.hardware.counters import growth_results
@@ -17,7 +19,10 @@ from checks.job.outcome import JobOutcome, NodeOutcome
 from preflight.config import Config
 from preflight.facts import NodeFacts
 from preflight.node import net
+from tests.lab import GpuNode, MakeLab
 from tests.test_allreduce import load_job
+from tests.test_check_lab import results as lab_results
+from tests.test_check_lab import run_check
 from tests.test_distributed_job import job_args, run_job
 
 COUNTERS = Path(__file__).parent / "data" / "hardware" / "counters"
@@ -208,3 +213,26 @@ def test_the_node_host_samples_the_counters_around_a_real_job() -> None:
     assert after["t"] > before["t"]
     # This machine's interfaces, read at both ends; lo left out.
     assert set(before["net"]) == set(after["net"]) and "lo" not in before["net"]
+
+
+@pytest.mark.lab
+def test_symbol_errors_that_grow_while_the_job_runs_fail_their_node_on_the_lab(
+    make_lab: MakeLab, tmp_path: Path
+) -> None:
+    """Two look-alike H100 nodes with four HCAs each; while the job runs, node 2's mlx5_1 port
+    counts 500 symbol errors (its counter file rewritten in the node's own /sys/class/infiniband).
+    The counts since the last clear (none here) give no finding; the growth fails node 2 alone."""
+    lab = make_lab(2)
+    for index in (1, 2):
+        lab.make_gpu_node(index, GpuNode(infiniband=True))
+    victim = lab.nodes[1]
+    counter = "/sys/class/infiniband/mlx5_1/ports/1/counters/symbol_error"
+    bump = lab.when_the_job_runs(victim, lambda: lab.exec(victim, ["sh", "-c", f"echo 500 > {counter}"]))
+    run, data = run_check(lab, tmp_path, "--only", "allreduce")
+    bump.join(5)
+    assert run.returncode == 1, run.stdout + run.stderr
+    (grew,) = [r for r in lab_results(data, "allreduce") if r["details"].get("item") == "counter_growth"]
+    assert (grew["status"], grew["hosts"]) == ("fail", [victim.address])
+    assert grew["summary"].startswith(f"{victim.address}: mlx5_1 port 1 symbol_error +500 (")
+    (row,) = [r for r in grew["details"]["growth"] if r["where"] == "mlx5_1 port 1"]
+    assert row["before"] == 0 and row["after"] == 500 and row["per_s"] > 0
