@@ -20,6 +20,7 @@ from preflight.config import Config
 from preflight.facts import NodeFacts
 from preflight.node import net
 from tests.lab import GpuNode, MakeLab
+from tests.lab.gpu import install_infiniband
 from tests.test_allreduce import load_job
 from tests.test_check_lab import results as lab_results
 from tests.test_check_lab import run_check
@@ -219,12 +220,13 @@ def test_the_node_host_samples_the_counters_around_a_real_job() -> None:
 def test_symbol_errors_that_grow_while_the_job_runs_fail_their_node_on_the_lab(
     make_lab: MakeLab, tmp_path: Path
 ) -> None:
-    """Two look-alike H100 nodes with four HCAs each; while the job runs, node 2's mlx5_1 port
-    counts 500 symbol errors (its counter file rewritten in the node's own /sys/class/infiniband).
-    The counts since the last clear (none here) give no finding; the growth fails node 2 alone."""
+    """Two CPU nodes with four InfiniBand HCAs each (the lab's tree, mounted in each node's own
+    /sys/class/infiniband); while the job runs, node 2's mlx5_1 port counts 500 symbol errors. The
+    growth fails node 2 alone."""
     lab = make_lab(2)
-    for index in (1, 2):
-        lab.make_gpu_node(index, GpuNode(infiniband=True))
+    for target in lab.nodes:
+        commands = install_infiniband(target.node_dir / "ib", GpuNode(infiniband=True))
+        lab.exec(target, ["sh", "-c", " && ".join(commands)])
     victim = lab.nodes[1]
     counter = "/sys/class/infiniband/mlx5_1/ports/1/counters/symbol_error"
     bump = lab.when_the_job_runs(victim, lambda: lab.exec(victim, ["sh", "-c", f"echo 500 > {counter}"]))
