@@ -169,10 +169,11 @@ def test_a_missing_hca_persistence_off_and_counters_are_named(tmp_path: Path) ->
     assert [(r.status, r.details["item"], r.hosts) for r in results] == [
         ("warn", "persistence_mode", ("gpu5",)),
         ("fail", "ib_hcas", ("gpu4",)),
-        ("warn", "ib_counters", ("gpu5",)),
+        ("pass", "ib_counters", ("gpu5",)),
     ]
     assert results[1].summary == "gpu4: HCAs mlx5_3 missing (the other nodes have them)"
-    assert "mlx5_1 port 1 symbol_error 117" in results[2].summary
+    # Symbol errors counted since the last clear are a note (tests/test_counters.py).
+    assert results[2].is_note and "mlx5_1 port 1 symbol_error 117" in results[2].summary
 
 
 def test_nvswitches_without_the_fabric_manager_fail(tmp_path: Path) -> None:

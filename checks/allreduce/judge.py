@@ -11,6 +11,7 @@ from typing import Any, cast
 
 from checks.allreduce.details import NAME, PHASE, AllreduceDetails, PairTest, SweepRow
 from checks.allreduce.nccl_runtime import loaded_nccl_results, loaded_versions
+from checks.hardware.counters import growth_results
 from checks.job.nccl_log import NcclTransport, parse_nccl_log
 from checks.job.outcome import JobOutcome, node_names
 from checks.job.pairs import Culprits, SlowGroup, name_culprits
@@ -299,9 +300,12 @@ def judge_allreduce(
 ) -> list[CheckResult]:
     """Findings for the all-reduce phase of a job: sweep, pairs, transport, and the nodes that failed."""
     phase = read_phase(NAME, outcome, PHASE, "all-reduce", {"duration_s": outcome.duration_s})
+    # The fabric's error counters that grew while the job ran: judged here, where the traffic is,
+    # and by no other check of the job.
+    grown = growth_results(outcome, NAME)
     if phase.section is None:
-        return phase.findings
-    results, section, document = phase.findings, phase.section, phase.document
+        return phase.findings + grown
+    results, section, document = phase.findings + grown, phase.section, phase.document
     names = node_names(outcome)
     # Parsed when the job ended, from all of each node's stderr that was kept (the stored copy
     # is cut shorter); a recorded outcome without it is parsed from what it stored.

@@ -380,6 +380,9 @@ PRESENTATION = Presentation(
             "nccl_loaded": "Make every node load the same NCCL: check LD_LIBRARY_PATH, the nvidia-nccl "
             "package beside torch and any NCCL in the container image on the named nodes.",
             attribution.ITEM: attribution.ADVICE,
+            "counter_growth": "Error counters grew while the job drove traffic: look at the named port's "
+            "cable, transceiver and switch port (perfquery, ibqueryerrors; ethtool -S for an interface), "
+            "and drain the node where link_downed or symbol_error grew.",
             "*": "Check the named node's NIC (link speed, errors: ibstat, ethtool -S), its cable and "
             "switch port; rerun without it to confirm.",
         }

@@ -112,3 +112,33 @@ class IbPortUnused(Finding):
     """The note on ports down on every node that has them (``item`` ``ib_port_unused``)."""
 
     ports: Required[list[UnusedPort]]
+
+
+class IbCounters(NodeFinding, total=False):
+    """Error counters above 0 as the facts found them, by port (``item`` ``ib_counters``): a note,
+    or a warning that names the ports counting ``link_downed`` alone."""
+
+    counters: Required[dict[str, dict[str, int]]]
+    link_downed_alone: list[str]
+
+
+class GrowthRow(TypedDict):
+    """One counter that grew during the job: the port (``mlx5_1 port 1``) or interface, the
+    counter, its values before and after, its growth and its rate per second."""
+
+    where: str
+    counter: str
+    before: int
+    after: int
+    growth: int
+    per_s: float | None
+
+
+class CounterGrowth(TypedDict):
+    """Counters that grew on one node while the job ran (``item`` ``counter_growth``, a finding of
+    the check that judges the job's traffic), and the seconds between the two samples."""
+
+    item: str
+    node: str
+    seconds: float
+    growth: list[GrowthRow]

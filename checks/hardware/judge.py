@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from checks.compute.judge import CAUSES
+from checks.hardware.counters import facts_results
 from checks.hardware.details import (
     Audited,
     Finding,
@@ -28,7 +29,7 @@ from checks.hardware.kernel_log import xid_findings
 from checks.hardware.settings import HardwareSection
 from checks.job.node.nvml import reason_names
 from preflight.config import Config
-from preflight.facts import GpuFacts, IbPort, NodeFacts
+from preflight.facts import GpuFacts, NodeFacts
 from preflight.model import CheckResult
 from preflight.nodeset import fold
 
@@ -40,10 +41,6 @@ SELF_SLOWDOWN = {name: text.split(" (")[0] for name, text in CAUSES}
 def _gpu_label(gpu: GpuFacts) -> str:
     serial = f" (serial {gpu.serial})" if gpu.serial else ""
     return f"GPU {gpu.index if gpu.index is not None else '?'}{serial}"
-
-
-def _port_label(port: IbPort) -> str:
-    return f"{port.device} port {port.port}"
 
 
 def _gpu_findings(nodes: Mapping[str, NodeFacts]) -> list[CheckResult]:
@@ -137,18 +134,6 @@ def _ib_findings(nodes: Mapping[str, NodeFacts]) -> list[CheckResult]:
             summary = f"{host}: HCAs {', '.join(missing)} missing (the other nodes have them)"
             results.append(
                 CheckResult(NAME, "fail", summary, (host,), HcasMissing(item="ib_hcas", missing=missing))
-            )
-        counted = [
-            (p, k, v)
-            for p in ports
-            for k, v in p.counters.items()
-            if k in ("link_downed", "symbol_error") and v
-        ]
-        if counted:
-            shown = "; ".join(f"{_port_label(p)} {k} {v}" for p, k, v in counted)
-            summary = f"{host}: {shown} (since the counters were last cleared)"
-            results.append(
-                CheckResult(NAME, "warn", summary, (host,), NodeFinding(item="ib_counters", node=host))
             )
     return results
 
@@ -303,6 +288,8 @@ def judge_hardware(nodes: Mapping[str, NodeFacts], config: Config) -> list[Check
     )
     xid_results, unreadable, noted = xid_findings(nodes, config.section(HardwareSection).ignore_xids)
     results += xid_results
+    # Error counters: notes, shown after the findings (or the pass), and a warning or two.
+    results += facts_results(nodes)
     notes = [r for r in results if r.is_note]
     results = [r for r in results if not r.is_note]
     gpus = sum(n.gpu_count for n in nodes.values())

@@ -77,7 +77,9 @@ ADVICE = {
     "ib_port_unused": "Ports down on every node are taken as unused at this site and not judged; "
     "if the job should use one, check its cabling and switch ports on every node.",
     "ib_hcas": "An HCA is missing: check lspci, the driver (mlx5_core) and the firmware on the node.",
-    "ib_counters": "Watch the counters (perfquery); rising symbol errors mean a bad cable or transceiver.",
+    "ib_counters": "Counts since the counters were last cleared: compare with perfquery after a while, "
+    "or clear them (perfquery -R) and rerun; link_downed on one port alone means its link went down "
+    "since, so check its cable and switch port.",
     "nic_pcie_width": "Reseat the NIC and check its slot: a narrow PCIe link caps its bandwidth.",
     "fabric_manager": "Start nvidia-fabricmanager (systemctl start nvidia-fabricmanager): "
     "without it NVSwitch systems cannot run multi-GPU jobs.",

@@ -21,6 +21,7 @@ from typing import Any
 from checks import ports
 from checks.job.layout import decide_devices, socket_environment, socket_interface
 from checks.job.nccl_log import parse_nccl_log
+from checks.job.node.counters import read_samples, without_samples
 from checks.job.node.markers import BEAT_INTERVAL_S, BEAT_MARKER, marked_lines, parse_result_line
 from checks.job.outcome import JOB_PHASES, JobNotRun, JobOutcome, NodeOutcome
 from checks.job.pairs import pairs_tested, plan_mode, plan_rounds
@@ -389,11 +390,12 @@ def _watch(
             timed_out=killed and timed_out,
             lost=name in lost or name in silent or (result.exit_status is None and not killed),
             killed=killed and not timed_out and name not in lost and name not in silent,
-            stderr=_cap(_BEAT_LINE_RE.sub(b"", result.stderr)),
+            stderr=_cap(without_samples(_BEAT_LINE_RE.sub(b"", result.stderr))),
             nccl=parse_nccl_log(result.stderr.decode("utf-8", "replace")),
             stdout=result.stdout,
             silent_s=quiet_s,
             last_phase=last_phase,
+            counters=read_samples(result.stderr.decode("utf-8", "replace")),
         )
     return outcomes
 

@@ -34,6 +34,9 @@ class NodeOutcome:
     # and the phase its last heartbeat named.
     silent_s: float | None = None
     last_phase: str | None = None
+    # The fabric's counters the node's host read before the ranks started and after they ended
+    # (checks.job.node.counters: ``before`` and ``after``); None where it wrote none.
+    counters: Mapping[str, Any] | None = None
 
     @property
     def ok(self) -> bool:

@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 SYS_CLASS_NET = "/sys/class/net"
 SYS_CLASS_INFINIBAND = "/sys/class/infiniband"
 # Port counters read from /sys/class/infiniband/DEV/ports/N/counters.
-IB_COUNTERS = ("link_downed", "symbol_error", "link_error_recovery", "port_rcv_errors")
+IB_COUNTERS = ("link_downed", "symbol_error", "link_error_recovery", "port_rcv_errors",
+               "port_rcv_remote_physical_errors", "port_xmit_discards")  # fmt: skip
 # Files under /sys/class/infiniband/DEV that say which card a port is on: the chip (MT4129 is a
 # ConnectX-7), the board's part (MT_0000000838), its firmware and the node description.
 IB_DEVICE_FILES = ("hca_type", "board_id", "fw_ver", "node_desc")

@@ -167,3 +167,10 @@ def install(root: Path, node: GpuNode, node_index: int, python: str) -> list[str
         "mkdir /proc/driver/nvidia",
         f"cp {q(str(root / 'version'))} /proc/driver/nvidia/version",
     ]
+
+
+def install_infiniband(root: Path, node: GpuNode) -> list[str]:
+    """Write the node's /sys/class/infiniband tree under ``root``; the commands that mount it, and
+    nothing else (a CPU node with HCAs, where the job runs)."""
+    write_infiniband(root / "infiniband", node)
+    return _infiniband_commands(root)

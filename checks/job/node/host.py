@@ -18,7 +18,7 @@ import time
 import traceback
 from typing import TYPE_CHECKING, Any
 
-from checks.job.node import rank
+from checks.job.node import counters, rank
 from preflight.node.shared import TMPDIR_ERROR
 
 if TYPE_CHECKING:
@@ -123,6 +123,14 @@ def _exit_fds(pids: Iterable[int]) -> dict[int, int]:
     return fds
 
 
+def _sample() -> dict[str, Any] | None:
+    """The node's counters now; None where they cannot be read (the job runs on without them)."""
+    try:
+        return counters.sample()
+    except Exception:
+        return None
+
+
 def serve(request: Mapping[str, Any], source: bytes | None, cleanup: Callable[[], None] | None) -> int:
     """Start this node's ranks and watch them to their end; the node's exit status.
 
@@ -149,6 +157,9 @@ def serve(request: Mapping[str, Any], source: bytes | None, cleanup: Callable[[]
     # copy) those objects in every rank.
     gc.freeze()
     fork = source is None or not (torch_module is not None and torch_module.cuda.is_initialized())
+    # The fabric's counters before the ranks start and after they end: what grows in between grew
+    # while the job drove traffic.
+    before = _sample()
     ranks: dict[int, int] = {}
     for local_rank in range(int(settings["nproc"])):
         env = rank_environment(settings, local_rank)
@@ -203,6 +214,9 @@ def serve(request: Mapping[str, Any], source: bytes | None, cleanup: Callable[[]
                     os.kill(pid, signal.SIGKILL)
     for fd in exits.values():
         os.close(fd)
+    after = _sample()
+    if before is not None and after is not None:
+        counters.report(before, after)
     if callable(cleanup):
         cleanup()  # this process ends with os._exit: its host's TMPDIR goes now
     if ended and failed is None:
