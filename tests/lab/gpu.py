@@ -174,3 +174,20 @@ def install_infiniband(root: Path, node: GpuNode) -> list[str]:
     nothing else (a CPU node with HCAs, where the job runs)."""
     write_infiniband(root / "infiniband", node)
     return _infiniband_commands(root)
+
+
+# Two XID 31 lines (an application's MMU fault) from a real kernel log, with the lines before
+# them (tests/data/hardware/SOURCES.md); NVIDIA's catalogue puts XID 31 on the application.
+RECORDED_APP_XID = Path(__file__).resolve().parents[1] / "data" / "hardware" / "dmesg_xid31_rtx4090.txt"
+
+
+def kernel_log_commands(root: Path, text: str) -> list[str]:
+    """A stand-in ``dmesg`` that prints ``text`` whatever it is asked, on the PATH of a node made
+    a GPU node by :func:`install` (whose /usr/local/sbin comes first); the commands that put it
+    there."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "kernel.log").write_text(text, encoding="utf-8")
+    stand_in = root / "dmesg"
+    stand_in.write_text(f"#!/bin/sh\nexec cat {shlex.quote(str(root / 'kernel.log'))}\n", encoding="utf-8")
+    stand_in.chmod(0o755)
+    return [f"cp {shlex.quote(str(stand_in))} /usr/local/sbin/dmesg"]
