@@ -21,7 +21,7 @@ from reports import html
 from reports.html.text import Anchors
 from reports.json_report import load
 from reports.summary import headline
-from tests.data.reports import make_synthetic
+from tests.data.reports import make_faults, make_synthetic
 from tests.test_html_report import culprit_names
 
 if TYPE_CHECKING:
@@ -84,6 +84,7 @@ def reports() -> dict[str, RunReport]:
     found["large_1000"] = make_synthetic.build()
     found["bandwidth_synthetic"] = make_synthetic.small_bandwidth_run()
     found["job_three_nodes"] = make_synthetic.recorded_job_run(JOBS / "three_nodes.json")
+    found["faults"] = make_faults.faults_run()
     return found
 
 
@@ -107,10 +108,16 @@ class Loaded:
 
 
 def open_report(
-    browser: Browser, path: Path, *, script: bool = True, scheme: Literal["light", "dark"] = "light"
+    browser: Browser,
+    path: Path,
+    *,
+    script: bool = True,
+    scheme: Literal["light", "dark"] = "light",
+    width: int = 1280,
+    height: int = 900,
 ) -> Loaded:
     context = browser.new_context(
-        viewport={"width": 1280, "height": 900},
+        viewport={"width": width, "height": height},
         color_scheme=scheme,
         java_script_enabled=script,
     )
@@ -267,6 +274,53 @@ def test_dark_mode_and_print_have_their_own_look(browser: Browser, files: dict[s
         assert not page.locator(".checks-nav").is_visible()
         assert page.evaluate("getComputedStyle(document.body).backgroundColor") == "rgb(255, 255, 255)"
         screenshot(loaded, "drift-print")
+        assert loaded.errors == []
+    finally:
+        page.context.close()
+
+
+# A laptop's browser window and a phone's screen.
+WIDTHS = {"laptop": 1300, "phone": 390}
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("name", ["faults", "large_1000"])
+def test_the_grid_shows_every_check_and_the_page_never_scrolls_sideways(
+    browser: Browser, files: dict[str, Path], reports: dict[str, RunReport], name: str, width: str
+) -> None:
+    """A run with a finding in every check, and a run of 1,000 nodes: at 1,300 px every check's
+    column is in sight without scrolling; on a 390 px phone the grid scrolls inside its card with
+    its node column in place; at both the page itself never scrolls sideways, and no host name
+    breaks across lines."""
+    loaded = open_report(browser, files[name], width=WIDTHS[width], height=900 if width == "laptop" else 844)
+    page = loaded.page
+    try:
+        screenshot(loaded, f"{name}-{width}", tall=len(reports[name].hosts) > 100)
+        sizes = page.evaluate(
+            """() => {
+                const scroll = document.querySelector('#grid .table-scroll');
+                const grid = scroll.querySelector('table.grid');
+                return {page: document.documentElement.scrollWidth, window: window.innerWidth,
+                        grid: grid.scrollWidth, room: scroll.clientWidth,
+                        checks: grid.querySelectorAll('thead th.grid-check').length};
+            }"""
+        )
+        assert sizes["page"] <= sizes["window"], sizes
+        assert sizes["checks"] == len({r.check for r in reports[name].results})
+        if width == "laptop":
+            assert sizes["grid"] <= sizes["room"], sizes
+        broken = page.evaluate(
+            """() => Array.from(document.querySelectorAll('table.grid tbody th .nb'))
+                .filter((el) => el.getClientRects().length > 1).map((el) => el.textContent)"""
+        )
+        assert broken == []
+        if width == "phone":
+            # Scrolled to its last check, the grid still shows which node each row is.
+            page.evaluate("() => { document.querySelector('#grid .table-scroll').scrollLeft = 1e6; }")
+            node = page.locator("table.grid tbody th.grid-node").first.bounding_box()
+            card = page.locator("#grid").bounding_box()
+            assert node is not None and card is not None and node["x"] >= card["x"]
+            screenshot(loaded, f"{name}-{width}-scrolled")
         assert loaded.errors == []
     finally:
         page.context.close()
