@@ -216,6 +216,42 @@ class GpuFacts:
         """NVML's clock-event (throttle) reason bits at the time of the probe."""
         return _int(self.raw.get("clock_event_reasons"))
 
+    @property
+    def power_limit_w(self) -> float | None:
+        """The power limit the GPU enforces now (watts)."""
+        return _float(self.raw.get("power_limit_w"))
+
+    @property
+    def power_default_limit_w(self) -> float | None:
+        """The power limit the GPU enforces by default (watts)."""
+        return _float(self.raw.get("power_default_limit_w"))
+
+    @property
+    def applications_clocks(self) -> Mapping[str, int]:
+        """Applications clocks (MHz) by domain ("graphics", "memory"); empty where not reported."""
+        return {k: v for k, v in _map(self.raw.get("clocks_applications_mhz")).items() if _int(v) is not None}
+
+    @property
+    def default_applications_clocks(self) -> Mapping[str, int]:
+        """The GPU's default applications clocks (MHz) by domain; empty where not reported."""
+        found = _map(self.raw.get("clocks_default_applications_mhz"))
+        return {k: v for k, v in found.items() if _int(v) is not None}
+
+    @property
+    def ecc_mode_pending(self) -> str | None:
+        """The ECC mode the GPU takes at its next reboot: "enabled" | "disabled"."""
+        return _str(self.raw.get("ecc_mode_pending"))
+
+    @property
+    def mig_mode_pending(self) -> str | None:
+        """The MIG mode the GPU takes at its next reset: "enabled" | "disabled"."""
+        return _str(self.raw.get("mig_mode_pending"))
+
+    @property
+    def compute_mode(self) -> str | None:
+        """ "default", "exclusive_process", "exclusive_thread" or "prohibited"."""
+        return _str(self.raw.get("compute_mode"))
+
 
 @dataclass(frozen=True)
 class TorchFacts:
@@ -391,6 +427,12 @@ class NodeFacts:
     @property
     def driver_version(self) -> str | None:
         return _str(self.value(("driver", "version")))
+
+    @property
+    def driver_mismatch(self) -> Mapping[str, Any]:
+        """Where NVML refused the loaded kernel module: ``module`` and ``library`` versions (either
+        None where unknown) and what NVML said; empty where there is no mismatch."""
+        return _map(self.raw.get("driver_mismatch"))
 
     @cached_property
     def torch(self) -> TorchFacts | None:

@@ -25,6 +25,7 @@ from checks.hardware.details import (
     NodeFinding,
     Xid,
 )
+from checks.hardware.gpu_settings import judge_gpu_settings
 from checks.hardware.settings import HardwareSection
 from checks.hardware.xid import ACTION_TEXT, Action, action_of
 from checks.job.node.nvml import reason_names
@@ -365,6 +366,9 @@ def judge_hardware(nodes: Mapping[str, NodeFacts], config: Config) -> list[Check
     )
     xid_results, unreadable = _xid_findings(nodes, config.section(HardwareSection).ignore_xids)
     results += xid_results
+    settings = judge_gpu_settings(nodes)
+    notes = [r for r in settings if r.is_note]
+    results += [r for r in settings if not r.is_note]
     gpus = sum(n.gpu_count for n in nodes.values())
     ports = [p for n in nodes.values() for p in n.ib_ports]
     details: Audited = {
@@ -378,7 +382,7 @@ def judge_hardware(nodes: Mapping[str, NodeFacts], config: Config) -> list[Check
         results[0] = CheckResult(
             first.check, first.status, first.summary, first.hosts, {**details, **first.details}
         )
-        return results
+        return results + notes
     seen = [f"{gpus} GPUs with their PCIe links at full width and none slowing itself down"] if gpus else []
     registered = sum(1 for n in nodes.values() for g in n.gpus or [] if g.fabric_state == "completed")
     if registered:
@@ -393,4 +397,4 @@ def judge_hardware(nodes: Mapping[str, NodeFacts], config: Config) -> list[Check
     summary = f"{len(nodes)} node{'s' if len(nodes) != 1 else ''}: " + (
         "; ".join(seen) if seen else "no GPU or InfiniBand hardware to audit"
     )
-    return [CheckResult(NAME, "pass", summary, (), details)]
+    return [CheckResult(NAME, "pass", summary, (), details), *notes]
