@@ -130,3 +130,21 @@ def test_a_gpu_with_nvlinks_down_is_named_and_the_alike_node_is_not(
     )
     facts = {h["name"]: h["facts"] for h in data["hosts"]}
     assert [g["nvlink"] for g in facts[node2]["gpus"]] == [{"active": 18, "inactive": []}] * 8
+
+
+def test_a_gpu_with_a_lowered_power_limit_is_named_with_the_command_that_restores_it(
+    make_lab: MakeLab, tmp_path: Path
+) -> None:
+    lab = make_lab(2)
+    lowered = {"enforced.power.limit": "500.00 W", "power.limit": "500.00 W"}
+    lab.make_gpu_node(1, GpuNode(changes={4: lowered}))
+    lab.make_gpu_node(2, GpuNode())
+
+    run, data = run_check(lab, tmp_path, "--only", "hardware")
+
+    assert run.returncode == 0, run.stdout + run.stderr
+    (warned,) = [r for r in results(data, "hardware") if r["status"] == "warn"]
+    node1 = lab.nodes[0].address
+    assert warned["hosts"] == [node1] and warned["details"]["item"] == "gpu_power_limit"
+    assert warned["details"]["values"] == {"500 W": {node1: [4]}}
+    assert "nvidia-smi -i 4 -pl 700" in warned["summary"]
