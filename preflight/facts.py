@@ -14,30 +14,10 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def _int(value: Any) -> int | None:
-    # NVML answers "not supported" for some fields on some GPUs; the probe writes null.
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return int(value)
-
-
-def _float(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value)
-
-
-def _map(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def _records(value: Any) -> list[Mapping[str, Any]]:
-    return [v for v in value if isinstance(v, Mapping)] if isinstance(value, list) else []
+# GpuFacts and PcieLink are read from here, with the other views.
+from preflight.facts_gpu import GpuFacts as GpuFacts
+from preflight.facts_gpu import PcieLink as PcieLink
+from preflight.facts_values import _float, _int, _map, _records, _str
 
 
 def version_text(value: Any) -> str:
@@ -53,169 +33,6 @@ def lookup(facts: Mapping[str, Any], path: Sequence[str]) -> Any:
     for key in path:
         node = node.get(key) if isinstance(node, Mapping) else None
     return node
-
-
-@dataclass(frozen=True)
-class PcieLink:
-    """A PCIe link as the device trained it (current) and as it could (max): generation and lanes."""
-
-    gen_current: int | None
-    gen_max: int | None
-    width_current: int | None
-    width_max: int | None
-
-    @staticmethod
-    def read(value: Any) -> PcieLink | None:
-        found = _map(value)
-        if not found:
-            return None
-        return PcieLink(
-            _int(found.get("gen_current")),
-            _int(found.get("gen_max")),
-            _int(found.get("width_current")),
-            _int(found.get("width_max")),
-        )
-
-    @property
-    def narrow(self) -> bool:
-        """Fewer lanes than the device can use: a reseat, a riser or a slot problem."""
-        current, top = self.width_current, self.width_max
-        return current is not None and top is not None and current < top
-
-    def text(self) -> str:
-        def part(current: int | None, top: int | None, prefix: str) -> str:
-            shown = ["?" if v is None else str(v) for v in (current, top)]
-            return f"{prefix}{shown[0]} of {prefix}{shown[1]}"
-
-        return (
-            f"{part(self.width_current, self.width_max, 'x')}, {part(self.gen_current, self.gen_max, 'Gen')}"
-        )
-
-
-@dataclass(frozen=True)
-class GpuFacts:
-    """One GPU as NVML or nvidia-smi described it."""
-
-    raw: Mapping[str, Any]
-
-    @property
-    def index(self) -> int | None:
-        return _int(self.raw.get("index"))
-
-    @property
-    def name(self) -> str | None:
-        return _str(self.raw.get("name"))
-
-    @property
-    def uuid(self) -> str | None:
-        return _str(self.raw.get("uuid"))
-
-    @property
-    def memory_total_bytes(self) -> int | None:
-        return _int(self.raw.get("memory_total_bytes"))
-
-    @property
-    def memory_used_bytes(self) -> int | None:
-        return _int(self.raw.get("memory_used_bytes"))
-
-    @property
-    def memory_free_bytes(self) -> int | None:
-        return _int(self.raw.get("memory_free_bytes"))
-
-    @property
-    def fabric_state(self) -> str | None:
-        """Registration with the NVSwitch fabric: not_started, in_progress, completed; None where the
-        GPU has no such fabric or its driver does not say."""
-        return _str(_map(self.raw.get("fabric")).get("state"))
-
-    @property
-    def fabric_status(self) -> str | None:
-        """The error of a completed fabric registration, or "Success"."""
-        return _str(_map(self.raw.get("fabric")).get("status"))
-
-    @property
-    def nvlinks_up(self) -> int | None:
-        """How many of its NVLinks are up; None where it has none or the node did not say."""
-        return _int(_map(self.raw.get("nvlink")).get("active"))
-
-    @property
-    def nvlinks_all_inactive(self) -> bool:
-        """Its driver says every NVLink is inactive, without listing them."""
-        return _map(self.raw.get("nvlink")).get("all_inactive") is True
-
-    @property
-    def nvlinks_inactive(self) -> list[int]:
-        """The NVLinks (by number) that its driver lists as inactive."""
-        found = _map(self.raw.get("nvlink")).get("inactive")
-        return (
-            [n for n in found if isinstance(n, int) and not isinstance(n, bool)]
-            if isinstance(found, list)
-            else []
-        )
-
-    @property
-    def unregistered(self) -> bool:
-        """Not (yet) registered with its NVSwitch fabric: CUDA cannot start on this GPU
-        (cudaErrorSystemNotReady) until the fabric manager has registered it."""
-        return self.fabric_state in ("not_started", "in_progress")
-
-    @property
-    def ecc_mode(self) -> str | None:
-        return _str(self.raw.get("ecc_mode"))
-
-    @property
-    def ecc_uncorrected_volatile(self) -> int | None:
-        return _int(self.raw.get("ecc_uncorrected_volatile"))
-
-    @property
-    def ecc_uncorrected_aggregate(self) -> int | None:
-        return _int(self.raw.get("ecc_uncorrected_aggregate"))
-
-    @property
-    def remapped_rows(self) -> Mapping[str, Any]:
-        return _map(self.raw.get("remapped_rows"))
-
-    @property
-    def mig_mode(self) -> str | None:
-        """ "enabled" | "disabled"; None where MIG is not supported (before Ampere) or not reported."""
-        return _str(self.raw.get("mig_mode"))
-
-    @property
-    def retired_pages_pending(self) -> bool | None:
-        value = self.raw.get("retired_pages_pending")
-        return value if isinstance(value, bool) else None
-
-    @property
-    def processes(self) -> list[Mapping[str, Any]] | None:
-        """Processes on the GPU; None where the node could not say (not the same as none)."""
-        value = self.raw.get("processes")
-        return _records(value) if isinstance(value, list) else None
-
-    @property
-    def temperature_c(self) -> float | None:
-        return _float(self.raw.get("temperature_c"))
-
-    @property
-    def power_w(self) -> float | None:
-        return _float(self.raw.get("power_w"))
-
-    @property
-    def serial(self) -> str | None:
-        return _str(self.raw.get("serial"))
-
-    @property
-    def pcie_link(self) -> PcieLink | None:
-        return PcieLink.read(self.raw.get("pcie_link"))
-
-    @property
-    def persistence_mode(self) -> str | None:
-        """ "enabled" | "disabled"; None where not reported."""
-        return _str(self.raw.get("persistence_mode"))
-
-    @property
-    def clock_event_reasons(self) -> int | None:
-        """NVML's clock-event (throttle) reason bits at the time of the probe."""
-        return _int(self.raw.get("clock_event_reasons"))
 
 
 @dataclass(frozen=True)
@@ -409,6 +226,12 @@ class NodeFacts:
     @property
     def driver_version(self) -> str | None:
         return _str(self.value(("driver", "version")))
+
+    @property
+    def driver_mismatch(self) -> Mapping[str, Any]:
+        """Where NVML refused the loaded kernel module: ``module`` and ``library`` versions (either
+        None where unknown) and what NVML said; empty where there is no mismatch."""
+        return _map(self.raw.get("driver_mismatch"))
 
     @cached_property
     def torch(self) -> TorchFacts | None:

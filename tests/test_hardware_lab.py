@@ -156,3 +156,21 @@ def test_a_front_end_bond_at_half_rate_passes_and_a_compute_port_down_is_named(
     assert (bond["name"], bond["link_layer"], bond["rate"], bond["hca_type"]) == (
         "mlx5_bond_0", "Ethernet", "200 Gb/sec (2X NDR)", "MT41692",
     )  # fmt: skip
+
+
+def test_a_gpu_with_a_lowered_power_limit_is_named_with_the_command_that_restores_it(
+    make_lab: MakeLab, tmp_path: Path
+) -> None:
+    lab = make_lab(2)
+    lowered = {"enforced.power.limit": "500.00 W", "power.limit": "500.00 W"}
+    lab.make_gpu_node(1, GpuNode(changes={4: lowered}))
+    lab.make_gpu_node(2, GpuNode())
+
+    run, data = run_check(lab, tmp_path, "--only", "hardware")
+
+    assert run.returncode == 0, run.stdout + run.stderr
+    (warned,) = [r for r in results(data, "hardware") if r["status"] == "warn"]
+    node1 = lab.nodes[0].address
+    assert warned["hosts"] == [node1] and warned["details"]["item"] == "gpu_power_limit"
+    assert warned["details"]["values"] == {"500 W": {node1: [4]}}
+    assert "nvidia-smi -i 4 -pl 700" in warned["summary"]

@@ -189,6 +189,14 @@ def test_smi_h100_idle() -> None:
             "clock_event_reasons": 0x1,  # GPU idle
             "fabric": {"state": "completed", "status": "Success"},
             "nvlink": None,
+            "power_limit_w": 700.0,
+            "power_default_limit_w": 700.0,
+            # "[Requested functionality has been deprecated]" on this driver.
+            "clocks_applications_mhz": None,
+            "clocks_default_applications_mhz": None,
+            "ecc_mode_pending": "enabled",
+            "mig_mode_pending": "disabled",
+            "compute_mode": "default",
         }
     ]
 
@@ -663,6 +671,13 @@ def test_nvml_snapshot() -> None:
         "clock_event_reasons": None,
         "fabric": None,
         "nvlink": None,
+        "power_limit_w": None,
+        "power_default_limit_w": None,
+        "clocks_applications_mhz": None,
+        "clocks_default_applications_mhz": None,
+        "ecc_mode_pending": "enabled",
+        "mig_mode_pending": "disabled",
+        "compute_mode": None,
     }
     assert volta["pci_bus_id"] == "00000000:86:00.0"
     assert volta["ecc_mode"] == "disabled"

@@ -142,3 +142,25 @@ class CounterGrowth(TypedDict):
     node: str
     seconds: float
     growth: list[GrowthRow]
+
+
+class GpuSetting(Finding, total=False):
+    """A GPU setting away from its default (``gpu_power_limit``, ``gpu_app_clocks``,
+    ``gpu_compute_mode``) or changing at the next reboot or reset (``gpu_ecc_pending``,
+    ``gpu_mig_pending``): the GPUs by value and node, the default (for a pending mode, the
+    current one), the command that restores it and, where it fails, the action."""
+
+    setting: Required[str]
+    values: Required[dict[str, dict[str, list[int | None]]]]
+    default: Required[str]
+    command: Required[str]
+    action: str
+
+
+class DriverMismatch(NodeFinding):
+    """NVML refused the loaded kernel module (``item`` ``driver_mismatch``): both versions, None
+    where unknown."""
+
+    module: Required[str | None]
+    library: Required[str | None]
+    action: Required[str]

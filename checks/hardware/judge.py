@@ -24,6 +24,7 @@ from checks.hardware.details import (
     HcasMissing,
     NodeFinding,
 )
+from checks.hardware.gpu_settings import judge_gpu_settings
 from checks.hardware.ib_ports import ACTIVE_IB, judge_ib_ports
 from checks.hardware.kernel_log import xid_findings
 from checks.hardware.settings import HardwareSection
@@ -288,8 +289,8 @@ def judge_hardware(nodes: Mapping[str, NodeFacts], config: Config) -> list[Check
     )
     xid_results, unreadable, noted = xid_findings(nodes, config.section(HardwareSection).ignore_xids)
     results += xid_results
-    # Error counters: notes, shown after the findings (or the pass), and a warning or two.
-    results += facts_results(nodes)
+    # Error counters and GPU settings: notes, shown after the findings (or the pass), and findings.
+    results += facts_results(nodes) + judge_gpu_settings(nodes)
     notes = [r for r in results if r.is_note]
     results = [r for r in results if not r.is_note]
     gpus = sum(n.gpu_count for n in nodes.values())

@@ -87,6 +87,21 @@ ADVICE = {
     "version must match the driver's. nvidia-smi -q shows each GPU's Fabric State; restart the fabric "
     "manager, and reset or reboot the node if the GPUs stay unregistered.",
     "xid": "Follow the action given for the XID; ignore known noise with [hardware] ignore_xids.",
+    "gpu_power_limit": "Restore the power limit with the command given (nvidia-smi -pl, as root); "
+    "nvidia-smi -q -d POWER shows the current, requested and default limits. A lower limit slows "
+    "that GPU, and a synchronous job runs at the pace of its slowest GPU.",
+    "gpu_app_clocks": "Reset the applications clocks (nvidia-smi -rac); clocks locked with -lgc or "
+    "-lmc are reset with nvidia-smi -rgc and -rmc. nvidia-smi -q -d CLOCK shows them.",
+    "gpu_compute_mode": "Set the compute mode back to Default (nvidia-smi -c 0): Prohibited lets no "
+    "process use the GPU, Exclusive_Process only one.",
+    "gpu_ecc_pending": "An ECC mode change waits for a reboot: keep the current mode with the command "
+    "given, or reboot the node (or reset its GPUs) before the job so that it runs as checked.",
+    "gpu_mig_pending": "A MIG mode change waits for a GPU reset: keep the current mode with the command "
+    "given (nvidia-smi -mig 0 turns MIG off), or reset the GPUs (nvidia-smi -r) before the job.",
+    "driver_mismatch": "The user-space driver library and the loaded kernel module differ (an upgrade "
+    "without a reboot): reboot the node, or stop what holds the GPUs (nvidia-persistenced, DCGM, "
+    "nvidia-fabricmanager, containers) and reload the module: rmmod nvidia_uvm nvidia_drm "
+    "nvidia_modeset nvidia && modprobe nvidia.",
 }
 
 PRESENTATION = Presentation(

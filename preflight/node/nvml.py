@@ -1,5 +1,6 @@
 """GPU facts through NVML (pynvml, where the node has it): the driver, every GPU's identity, memory,
-ECC and row remapping, processes, PCIe and NVLink links, and NVSwitch fabric registration.
+ECC and row remapping, processes, PCIe and NVLink links, NVSwitch fabric registration, and the
+settings that change its speed or capacity.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from preflight.node.gathering import Unavailable, read_text
 from preflight.node.shared import decode_cuda_version, text_of
-from preflight.node.smi import gpu_fabric
+from preflight.node.smi import COMPUTE_MODES, gpu_fabric
 
 if TYPE_CHECKING:
     JsonDict = dict[str, Any]
@@ -58,6 +59,40 @@ def _nvml_process(nv: Any, proc: Any) -> JsonDict:
         "pid": pid,
         "used_memory_bytes": int(used) if used is not None else None,
         "name": _process_name(nv, pid),
+    }
+
+
+def _mode(value: Any) -> str | None:
+    """NVML_FEATURE_ENABLED (1) or DISABLED (0) as "enabled" / "disabled"."""
+    return None if value is None else ("enabled" if int(value) == 1 else "disabled")
+
+
+def _nvml_clocks(nv: Any, handle: Any, fname: str) -> JsonDict | None:
+    """Graphics and memory clocks (MHz) from ``fname`` (the applications clocks or their defaults);
+    None where the GPU reports neither (Hopper-era drivers deprecate applications clocks)."""
+    clocks = {
+        key: _nvml_call(nv, {}, "", fname, handle, getattr(nv, constant, number))
+        for key, constant, number in (("graphics", "NVML_CLOCK_GRAPHICS", 0), ("memory", "NVML_CLOCK_MEM", 2))
+    }
+    found = {key: int(value) if value is not None else None for key, value in clocks.items()}
+    return found if any(v is not None for v in found.values()) else None
+
+
+def _nvml_settings(nv: Any, handle: Any, ecc: Any, mig: Any) -> JsonDict:
+    """The settings that change speed or capacity, as :func:`gpu_settings_from_smi_row` gives
+    them; best effort, without a problem noted. ``ecc`` and ``mig`` are NVML's (current, pending)
+    pairs, already read."""
+    enforced = _nvml_call(nv, {}, "", "nvmlDeviceGetEnforcedPowerLimit", handle)
+    default = _nvml_call(nv, {}, "", "nvmlDeviceGetPowerManagementDefaultLimit", handle)
+    compute = _nvml_call(nv, {}, "", "nvmlDeviceGetComputeMode", handle)
+    return {
+        "power_limit_w": round(enforced / 1000.0, 2) if enforced is not None else None,
+        "power_default_limit_w": round(default / 1000.0, 2) if default is not None else None,
+        "clocks_applications_mhz": _nvml_clocks(nv, handle, "nvmlDeviceGetApplicationsClock"),
+        "clocks_default_applications_mhz": _nvml_clocks(nv, handle, "nvmlDeviceGetDefaultApplicationsClock"),
+        "ecc_mode_pending": None if ecc is None else _mode(ecc[1]),
+        "mig_mode_pending": None if mig is None else _mode(mig[1]),
+        "compute_mode": None if compute is None else COMPUTE_MODES.get(int(compute)),
     }
 
 
@@ -120,6 +155,7 @@ def _nvml_gpu(nv: Any, index: int, problems: dict[str, str]) -> JsonDict:
         )
     }
     return {
+        **_nvml_settings(nv, handle, ecc, mig),
         "serial": text_of(serial) if serial is not None else None,
         "pcie_link": {k: int(v) for k, v in link.items() if v is not None} or None,
         "fabric": _nvml_fabric(nv, handle),

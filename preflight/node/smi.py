@@ -55,7 +55,25 @@ SMI_HEALTH_GROUPS = (
     # The GPU's registration with the NVSwitch fabric (Hopper-era drivers; "N/A" where the GPU has
     # no such fabric or the driver does not probe it, as on A100 systems).
     ("fabric.state", "fabric.status"),
+    # Settings that change a GPU's speed or what a job sees of it, each beside the GPU's own
+    # default or the value it takes at the next reboot (the pending modes).
+    ("enforced.power.limit", "power.default_limit"),
+    (
+        "clocks.applications.graphics",
+        "clocks.applications.memory",
+        "clocks.default_applications.graphics",
+        "clocks.default_applications.memory",
+    ),
+    ("ecc.mode.pending",),
+    ("mig.mode.pending",),
+    ("compute_mode",),
 )
+# nvidia-smi's compute modes (``--help-query-gpu``: "0: Default", "1: Exclusive_Thread",
+# "2: Prohibited", "3: Exclusive_Process"), as NVML numbers them.
+COMPUTE_MODES = {0: "default", 1: "exclusive_thread", 2: "prohibited", 3: "exclusive_process"}
+# What nvidia-smi prints after "Driver/library version mismatch" on newer drivers: the version of
+# the user-space library it loaded (the kernel module's is in /proc/driver/nvidia/version).
+_NVML_LIBRARY_RE = re.compile(r"NVML library version:\s*(\d+(?:\.\d+)+)")
 
 SMI_APP_FIELDS = ("gpu_uuid", "pid", "used_memory", "process_name")
 # Free-text columns: a value with commas in it is folded back into these.
@@ -145,6 +163,50 @@ def _smi_hex(raw: str | None) -> int | None:
         return None
 
 
+def _smi_lower(raw: str | None) -> str | None:
+    """A word value ("Enabled", "Exclusive_Process") lowercased; None for N/A and markers."""
+    value = smi_value(raw)
+    return value.lower() if value else None
+
+
+def _smi_watts(raw: str | None) -> float | None:
+    number = smi_number(raw)
+    return None if number is None else round(number, 2)
+
+
+def _smi_clocks(graphics: str | None, memory: str | None) -> JsonDict | None:
+    """Graphics and memory clocks in MHz; None where neither is reported (the applications clocks
+    are "[Requested functionality has been deprecated]" on Hopper-era drivers)."""
+    clocks = {"graphics": _smi_int(graphics), "memory": _smi_int(memory)}
+    return clocks if any(v is not None for v in clocks.values()) else None
+
+
+def gpu_settings_from_smi_row(row: Mapping[str, str]) -> JsonDict:
+    """The settings of one ``--query-gpu`` row that change speed or capacity (the same keys as the
+    NVML path): the enforced power limit and its default, the applications clocks and their
+    defaults, the pending ECC and MIG modes and the compute mode."""
+    return {
+        "power_limit_w": _smi_watts(row.get("enforced.power.limit")),
+        "power_default_limit_w": _smi_watts(row.get("power.default_limit")),
+        "clocks_applications_mhz": _smi_clocks(
+            row.get("clocks.applications.graphics"), row.get("clocks.applications.memory")
+        ),
+        "clocks_default_applications_mhz": _smi_clocks(
+            row.get("clocks.default_applications.graphics"), row.get("clocks.default_applications.memory")
+        ),
+        "ecc_mode_pending": _smi_lower(row.get("ecc.mode.pending")),
+        "mig_mode_pending": _smi_lower(row.get("mig.mode.pending")),
+        "compute_mode": _smi_lower(row.get("compute_mode")),
+    }
+
+
+def nvml_library_version(text: str) -> str | None:
+    """The user-space NVML library's version nvidia-smi names when it meets a kernel module of
+    another version ("NVML library version: 570.124"); None where it does not say."""
+    match = _NVML_LIBRARY_RE.search(text)
+    return match.group(1) if match else None
+
+
 def gpu_fabric(state: str | None, status: str | None) -> JsonDict | None:
     """A GPU's registration with the NVSwitch fabric: ``state`` (not_started, in_progress or
     completed) and ``status`` ("Success" or the error; it means something only once completed).
@@ -200,6 +262,7 @@ def gpu_from_smi_row(row: Mapping[str, str]) -> JsonDict:
         "nvlink": None,  # from nvidia-smi nvlink --status (nvlinks_from_smi)
         "persistence_mode": persistence.lower() if persistence else None,
         "clock_event_reasons": _smi_hex(reasons),
+        **gpu_settings_from_smi_row(row),
     }
 
 
