@@ -1,5 +1,5 @@
 """The ``compute`` check, judged on recorded jobs (tests/data/jobs/compute_*.json) and variants that
-change one thing; the burn itself on this machine's CPU; the network checks referring to it."""
+change one thing; the burn and its re-test on this machine's CPU; the network checks referring to it."""
 
 from __future__ import annotations
 
@@ -11,20 +11,22 @@ from typing import Any
 import pytest
 
 from checks.compute import judge_compute
-from checks.compute.attribution import ITEM, refer_to_compute
+from checks.compute.attribution import ITEM, refer_to_compute, slow_at_compute
 from checks.compute.present import PRESENTATION, evidence
-from checks.job.node.compute import burn
+from checks.job.node.compute import burn, retest_plan
 from checks.job.node.nvml import reason_names, summarise_samples
 from checks.job.settings import ComputeSection
 from preflight.config import Config
 from preflight.config_file import parse_config
 from preflight.errors import ConfigError
-from preflight.model import CheckResult
+from preflight.model import CheckResult, RunReport
 from preflight.view import Note, Table
 from tests.test_allreduce import failing, load_job, only, with_document
 
 HEALTHY = load_job("compute_three_nodes")
-QUOTA = load_job("compute_cpu_quota")  # node2 held to a tenth of a core
+QUOTA = load_job("compute_cpu_quota")  # node2 held to a tenth of a core; recorded before the re-test
+QUOTA_RETEST = load_job("compute_cpu_quota_retest")  # node2 held to a twentieth, slow in the re-test too
+SLOW_ONCE = load_job("compute_slow_once")  # node2's worker stopped during the first burn only
 CONFIG = Config()
 
 # The nvml.h bits (nvmlClocksEventReason*): HW slowdown 0x8, HW thermal 0x40, HW power brake 0x80,
@@ -154,8 +156,6 @@ def test_the_burn_runs_on_this_cpu_for_the_time_asked() -> None:
 
 
 def test_the_evidence_table_lists_the_slowest_rank_first() -> None:
-    from preflight.model import RunReport
-
     report = RunReport.__new__(RunReport)
     object.__setattr__(report, "results", tuple(judge_compute(QUOTA, CONFIG)))
     table, note = evidence(report)
@@ -240,3 +240,113 @@ def test_a_real_h100_burn_reads_as_a_power_cap_which_is_normal_under_load() -> N
     result = only(judge_compute(with_document(HEALTHY, as_h100), CONFIG))
     assert result.status == "pass" and "median 678 TFLOPS bf16" in result.summary
     assert result.details["ranks"][0]["gpu_serial"] == "1752924016965"
+
+
+def test_a_node_slow_in_the_burn_and_in_its_retest_fails_with_both_measurements() -> None:
+    (result,) = failing(judge_compute(QUOTA_RETEST, CONFIG))
+    assert result.hosts == ("node2",) and result.details["item"] == "slow_compute"
+    ratio, again = result.details["ratio"], result.details["retest_ratio"]
+    assert 0 < ratio < 0.5 and 0 < again < 0.5
+    assert result.summary.startswith(f"node2 is slow at compute: rank 1 at {ratio:.2g}x the median rank ("), (
+        result.summary
+    )
+    assert f", {again:.2g}x the typical ranks on re-test" in result.summary
+    assert result.details["retest"]["suspects"] == [1]
+    assert result.details["retest"]["controls"] == [0, 2]
+    rows = {row["rank"]: row for row in result.details["ranks"]}
+    assert rows[1]["retest_ratio"] == again and rows[1]["retest_flops_per_s"] is not None
+    assert slow_at_compute([result]) == {"node2": result}  # the network checks still refer to it
+
+
+def test_a_slow_rank_of_a_job_without_a_retest_fails_as_before() -> None:
+    # QUOTA was recorded before the job re-tested slow ranks: the first burn alone decides.
+    (result,) = failing(judge_compute(QUOTA, CONFIG))
+    assert result.details["retest_ratio"] is None and result.details["retest"] is None
+    assert "re-test" not in result.summary
+
+
+def test_a_rank_slow_once_and_normal_on_retest_is_a_note_not_a_failure() -> None:
+    results = judge_compute(SLOW_ONCE, CONFIG)
+    assert [r.status for r in results] == ["pass", "pass"], [r.summary for r in results]
+    passed, note = results
+    assert not passed.is_note and note.is_note
+    assert passed.details["slow_hosts"] == [] and passed.details["retest"]["suspects"] == [1]
+    assert note.hosts == ("node2",) and note.details["item"] == "slow_once"
+    ratio, again = note.details["ratio"], note.details["retest_ratio"]
+    assert ratio < 0.5 <= again
+    assert note.summary.startswith(
+        f"node2 was slow once at compute and normal on re-test: rank 1 at {ratio:.2g}x the median rank, "
+        f"then {again:.2g}x the typical ranks on re-test"
+    ), note.summary
+    assert passed.summary.endswith(f"slowest rank 1 on node2 at {ratio:.2g}x (then {again:.2g}x on re-test)")
+    assert slow_at_compute(results) == {}  # nothing for the network checks to refer to
+    assert PRESENTATION.advice(note) == ""  # a note asks nothing of the reader
+    report = RunReport.__new__(RunReport)
+    object.__setattr__(report, "results", tuple(results))
+    table = evidence(report)[0]
+    assert isinstance(table, Table) and list(table.head).index("re-test") == 6
+    assert table.rows[0][6].text == f"{again:.2f}\u00d7"  # the slowest first, re-tested
+
+
+def test_the_margin_applies_to_the_retest_too() -> None:
+    # Strict enough that the once-slow rank's re-test is under it as well: it fails.
+    ratio = only([r for r in judge_compute(SLOW_ONCE, CONFIG) if r.is_note]).details["retest_ratio"]
+    strict = Config().with_sections(ComputeSection(cpu_slow_ratio=min(0.99, ratio + 0.05)))
+    (result,) = failing(judge_compute(SLOW_ONCE, strict))
+    assert result.hosts == ("node2",) and "on re-test" in result.summary
+
+
+def as_gpus_slow_once(reasons: int) -> Any:
+    """The once-slow recording as if on GPUs: every throughput scaled to an H100's, rank 1's GPU
+    reporting ``reasons`` during the first burn."""
+    scale = 7.4e14 / sorted(r["flops_per_s"] for r in SLOW_ONCE.document["compute"]["ranks"])[1]
+    job = with_gpus(
+        SLOW_ONCE,
+        {1: reasons},
+        flops={r["rank"]: r["flops_per_s"] * scale for r in SLOW_ONCE.document["compute"]["ranks"]},
+    )
+
+    def rescale(document: dict[str, Any]) -> None:
+        for record in document["compute"]["retest"]["ranks"]:
+            record["flops_per_s"] *= scale
+
+    return with_document(job, rescale)
+
+
+def test_a_gpu_slow_once_that_reported_a_cause_of_its_own_warns() -> None:
+    results = judge_compute(as_gpus_slow_once(HW_SLOWDOWN | HW_THERMAL), CONFIG)
+    assert [r.status for r in results] == ["warn"], [r.summary for r in results]
+    assert results[0].hosts == ("node2",) and results[0].details["item"] == "throttled"
+    assert "reported thermal slowdown (hardware)" in results[0].summary
+    assert "the typical ranks on re-test" in results[0].summary
+    # The same once-slow GPU with no reason of its own is a note.
+    results = judge_compute(as_gpus_slow_once(SW_POWER_CAP), CONFIG)
+    assert [(r.status, r.is_note) for r in results] == [("pass", False), ("pass", True)]
+
+
+def test_the_retest_plan_takes_the_slow_ranks_and_typical_ones_from_other_nodes() -> None:
+    assert retest_plan(HEALTHY.document["compute"]["ranks"], 0.5, 0.0) is None
+    assert retest_plan(SLOW_ONCE.document["compute"]["ranks"], 0.5, 0.0) == ([1], [0, 2])
+    # Two ranks per node, one slow: its node-mate is the last choice of a control.
+    ranks = [
+        {"rank": r, "node_rank": r // 2, "flops_per_s": f}
+        for r, f in enumerate([10.0, 11.0, 3.0, 10.5, 9.0, 12.0, 10.2, 10.4])
+    ]
+    assert retest_plan(ranks, 0.5, 0.0) == ([2], [0, 6, 7])
+    # A floor above every rank: every rank is a suspect, none a control.
+    assert retest_plan(ranks, 0.5, 100.0) == (list(range(8)), [])
+
+
+def test_the_retest_runs_for_real_when_a_rank_is_slow() -> None:
+    pytest.importorskip("torch")
+    from tests.test_distributed_job import document_of, job_args, run_job
+
+    args = job_args(3, phases=("compute",))
+    # Under 0.99 of the median, at least one of three CPU ranks is slow: the re-test must run.
+    args["compute"].update(burn_s=0.3, cpu_slow_ratio=0.99)
+    compute = document_of(run_job(3, 1, args))["compute"]
+    retest = compute["retest"]
+    assert retest["burn_s"] == pytest.approx(0.15) and retest["suspects"]
+    burned = sorted(r["rank"] for r in retest["ranks"])
+    assert burned == sorted(retest["suspects"] + retest["controls"])
+    assert all(r["flops_per_s"] > 0 and r["dtype"] == "fp32" for r in retest["ranks"])

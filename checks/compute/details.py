@@ -27,6 +27,18 @@ class ComputeRank(TypedDict):
     temperature_c_max: float | None
     power_w_max: float | None
     nvml: str | None  # why NVML could not say, when it could not
+    # In the re-test, when the rank burned in it: its throughput, and its ratio to the controls' median.
+    retest_flops_per_s: float | None
+    retest_ratio: float | None
+
+
+class ComputeRetest(TypedDict):
+    """The second, shorter burn of the ranks slow in the first one, beside typical ranks."""
+
+    burn_s: float
+    suspects: list[int]  # the ranks slow in the first burn
+    controls: list[int]  # typical ranks of the first burn, burning beside them
+    reference_flops_per_s: float | None  # the controls' median throughput in the re-test
 
 
 class ComputeDetails(TypedDict):
@@ -39,3 +51,4 @@ class ComputeDetails(TypedDict):
     slow_ratio: float
     slow_hosts: list[str]  # nodes with a rank below the ratio or the floor: other checks refer here
     ranks: list[ComputeRank]
+    retest: ComputeRetest | None  # None: no rank was slow, so none was re-tested

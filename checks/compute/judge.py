@@ -1,6 +1,8 @@
 """The ``compute`` judge: each rank's matrix-multiplication throughput against the median rank of the
-same run (and an optional floor). A slow rank is named with its node and GPU (index and serial when
-NVML gave them) and the cause its GPU reported during the burn. Pure: a job's outcome in, findings out.
+same run (and an optional floor). A rank slow in the burn and again in its re-test is named with its
+node and GPU (index and serial when NVML gave them), both measurements, and the cause its GPU
+reported during the burn; one slow once and normal on re-test is a note. Pure: a job's outcome in,
+findings out.
 """
 
 from __future__ import annotations
@@ -11,7 +13,8 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from checks.compute.details import NAME, PHASE, ComputeDetails, ComputeRank
+from checks.compute.details import NAME, PHASE, ComputeDetails, ComputeRank, ComputeRetest
+from checks.compute.retest import Retest, read_retest
 from checks.job.failures import rank_hosts
 from checks.job.node.nvml import REASON_BITS
 from checks.job.outcome import JobOutcome
@@ -47,7 +50,7 @@ def _rate(flops_per_s: float, dtype: str | None) -> str:
     return f"{flops_per_s / scale:.3g} {unit}" + (f" {dtype}" if dtype else "")
 
 
-def _row(record: Mapping[str, Any], host: str | None, median: float) -> ComputeRank:
+def _row(record: Mapping[str, Any], host: str | None, median: float, retest: Retest | None) -> ComputeRank:
     gpu = record.get("gpu") if isinstance(record.get("gpu"), Mapping) else {}
     assert isinstance(gpu, Mapping)
     share = gpu.get("reason_share") if isinstance(gpu.get("reason_share"), Mapping) else {}
@@ -56,8 +59,9 @@ def _row(record: Mapping[str, Any], host: str | None, median: float) -> ComputeR
     assert isinstance(clocks, Mapping)
     flops = _number(record.get("flops_per_s"))
     index = gpu.get("index")
+    rank = int(record["rank"])
     return {
-        "rank": int(record["rank"]),
+        "rank": rank,
         "host": host,
         "local_rank": record.get("local_rank") if isinstance(record.get("local_rank"), int) else None,
         "dtype": str(record["dtype"]) if record.get("dtype") else None,
@@ -71,6 +75,8 @@ def _row(record: Mapping[str, Any], host: str | None, median: float) -> ComputeR
         "temperature_c_max": _number(gpu.get("temperature_c_max")),
         "power_w_max": _number(gpu.get("power_w_max")),
         "nvml": str(gpu["unavailable"]) if gpu.get("unavailable") else None,
+        "retest_flops_per_s": retest.flops.get(rank) if retest else None,
+        "retest_ratio": retest.ratio(rank) if retest else None,
     }
 
 
@@ -105,6 +111,8 @@ def _node_finding(host: str, rows: Sequence[ComputeRank], median: float, floor: 
         part = f"{describe_device(row)} at {ratio:.2g}x the median rank ({versus})"
         if floor > 0 and flops < floor:
             part += f", below the floor {_rate(floor, None)}"
+        if row["retest_ratio"] is not None:
+            part += f", {row['retest_ratio']:.2g}x the typical ranks on re-test"
         why = causes(row, slow=True)
         part += f": {'; '.join(why)}" if why else ""
         parts.append(part)
@@ -125,6 +133,7 @@ def _node_finding(host: str, rows: Sequence[ComputeRank], median: float, floor: 
         "item": "slow_compute",
         "node": host,
         "ratio": rows[0]["ratio"],
+        "retest_ratio": rows[0]["retest_ratio"],
         "slow_ranks": [r["rank"] for r in rows],
         "gpus": [r["gpu_index"] for r in rows if r["gpu_index"] is not None],
         "serials": [r["gpu_serial"] for r in rows if r["gpu_serial"]],
@@ -133,9 +142,55 @@ def _node_finding(host: str, rows: Sequence[ComputeRank], median: float, floor: 
     return CheckResult(NAME, "fail", summary, (host,), details)
 
 
+def _once_note(host: str, rows: Sequence[ComputeRank]) -> CheckResult:
+    """A note for a node's ranks that were slow in the burn and normal on re-test."""
+    parts = [
+        f"{describe_device(row)} at {row['ratio'] or 0:.2g}x the median rank, "
+        f"then {row['retest_ratio'] or 0:.2g}x the typical ranks on re-test"
+        for row in rows
+    ]
+    summary = (
+        f"{host} was slow once at compute and normal on re-test: {'; '.join(parts)} "
+        "(a passing load, such as the scheduler or another process, not the node)"
+    )
+    details = {
+        "item": "slow_once",
+        "node": host,
+        "ratio": rows[0]["ratio"],
+        "retest_ratio": rows[0]["retest_ratio"],
+        "ranks": [r["rank"] for r in rows],
+    }
+    return CheckResult.note(NAME, summary, (host,), details)
+
+
+def _throttled(host: str, row: ComputeRank, once: bool) -> CheckResult:
+    """A GPU that reported a cause of its own but was not found slow (or only once)."""
+    pace = (
+        f"when it ran at {row['ratio'] or 0:.2g}x the median rank, then {row['retest_ratio'] or 0:.2g}x "
+        "the typical ranks on re-test"
+        if once
+        else f"though it kept {row['ratio'] or 0:.2g}x the median rank"
+    )
+    said = "; ".join(causes(row, slow=False))
+    summary = f"{host}: {describe_device(row)} reported {said} during the burn, {pace}"
+    return CheckResult(NAME, "warn", summary, (host,), {"item": "throttled", "node": host})
+
+
+def _retest_details(retest: Retest | None) -> ComputeRetest | None:
+    if retest is None:
+        return None
+    return {
+        "burn_s": retest.burn_s,
+        "suspects": list(retest.suspects),
+        "controls": list(retest.controls),
+        "reference_flops_per_s": retest.reference,
+    }
+
+
 def judge_compute(outcome: JobOutcome, config: Config) -> list[CheckResult]:
-    """Findings for the compute phase of a job: slow ranks by node, GPUs throttling for their own
-    reasons though not slower than the margin, and a pass with the median and the slowest."""
+    """Findings for the compute phase of a job: slow ranks by node (slow in the burn and in its
+    re-test), notes for ranks slow once, GPUs throttling for their own reasons though not found
+    slow, and a pass with the median and the slowest."""
     phase = read_phase(NAME, outcome, PHASE, "compute")
     if phase.section is None:
         return phase.findings
@@ -151,19 +206,36 @@ def judge_compute(outcome: JobOutcome, config: Config) -> list[CheckResult]:
     if not measured:
         return [*results, CheckResult(NAME, "error", "the compute burn measured no rank")]
     median = float(statistics.median(measured))
-    rows = sorted((_row(r, hosts.get(int(r["rank"])), median) for r in records), key=lambda r: r["rank"])
+    retest = read_retest(section)
+    rows = sorted(
+        (_row(r, hosts.get(int(r["rank"])), median, retest) for r in records), key=lambda r: r["rank"]
+    )
     floor = settings.min_tflops * 1e12
 
-    def slow(row: ComputeRank) -> bool:
-        flops = row["flops_per_s"]
+    def below(flops: float | None, reference: float) -> bool:
         if flops is None:
             return False
-        return flops < slow_ratio * median or (floor > 0 and flops < floor)
+        return flops < slow_ratio * reference or (floor > 0 and flops < floor)
+
+    def slow_once(row: ComputeRank) -> bool:
+        """Slow in the burn, and normal in the re-test beside typical ranks."""
+        reference = retest.reference if retest else None
+        if not below(row["flops_per_s"], median) or reference is None or row["retest_flops_per_s"] is None:
+            return False
+        return not below(row["retest_flops_per_s"], reference)
+
+    def slow(row: ComputeRank) -> bool:
+        """Slow in the burn, and in the re-test where there was one for the rank."""
+        return below(row["flops_per_s"], median) and not slow_once(row)
 
     by_host: dict[str, list[ComputeRank]] = {}
+    once_by_host: dict[str, list[ComputeRank]] = {}
     for row in rows:
+        host = row["host"] or f"rank {row['rank']}"
         if slow(row):
-            by_host.setdefault(row["host"] or f"rank {row['rank']}", []).append(row)
+            by_host.setdefault(host, []).append(row)
+        elif slow_once(row) and not causes(row, slow=False):
+            once_by_host.setdefault(host, []).append(row)
     for host, slow_rows in by_host.items():
         results.append(_node_finding(host, slow_rows, median, floor))
 
@@ -171,11 +243,8 @@ def judge_compute(outcome: JobOutcome, config: Config) -> list[CheckResult]:
         row["host"] or f"rank {row['rank']}": row for row in rows if not slow(row) and causes(row, slow=False)
     }
     for host, row in throttled.items():
-        summary = (
-            f"{host}: {describe_device(row)} reported {'; '.join(causes(row, slow=False))} during the burn, "
-            f"though it kept {row['ratio'] or 0:.2g}x the median rank"
-        )
-        results.append(CheckResult(NAME, "warn", summary, (host,), {"item": "throttled", "node": host}))
+        results.append(_throttled(host, row, slow_once(row)))
+    notes = [_once_note(host, once_rows) for host, once_rows in once_by_host.items()]
 
     dtype = next((r["dtype"] for r in rows if r["dtype"]), None)
     burn_s = _number(section.get("burn_s")) or 0.0
@@ -187,17 +256,23 @@ def judge_compute(outcome: JobOutcome, config: Config) -> list[CheckResult]:
         "slow_ratio": slow_ratio,
         "slow_hosts": list(by_host),
         "ranks": rows,
+        "retest": _retest_details(retest),
     }
     if not by_host and not throttled:
         slowest = min(rows, key=lambda r: r["ratio"] if r["ratio"] is not None else math.inf)
         nodes = fold(sorted({r["host"] for r in rows if r["host"]}))
+        again = (
+            f" (then {slowest['retest_ratio']:.2g}x on re-test)"
+            if slowest["retest_ratio"] is not None
+            else ""
+        )
         summary = (
             f"{len(rows)} rank{'s' if len(rows) != 1 else ''} on {nodes} burned {burn_s:g} s of matrix "
             f"multiplications: median {_rate(median, dtype)}, slowest {describe_device(slowest)} on "
-            f"{slowest['host']} at {slowest['ratio'] or 0:.2g}x"
+            f"{slowest['host']} at {slowest['ratio'] or 0:.2g}x{again}"
         )
         results.append(CheckResult(NAME, "pass", summary, (), dict(details)))
-        return results
-    results = by_severity(results)
+        return [*results, *notes]
+    results = by_severity([*results, *notes])
     results[0] = dataclasses.replace(results[0], details={**details, **results[0].details})
     return results

@@ -1,6 +1,7 @@
 """How ``compute`` presents itself: every rank's throughput in the burn with its ratio to the median
-rank, its GPU and what the GPU said (SM clock, reasons, temperature, power), the ranks a finding
-names first; and what to do about a slow or throttling GPU.
+rank and, for the ranks re-tested, to the typical ranks beside them, its GPU and what the GPU said
+(SM clock, reasons, temperature, power), the ranks a finding names first; and what to do about a
+slow or throttling GPU.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ def _rate(value: float | None) -> str:
 def _row(record: Mapping[str, Any], slow_ratio: float) -> list[TCell]:
     ratio = number(record.get("ratio"))
     odd = "num odd odd-fail" if ratio is not None and ratio < slow_ratio else "num"
+    again = number(record.get("retest_ratio"))
+    again_odd = "num odd odd-fail" if again is not None and again < slow_ratio else "num"
     clock = number(record.get("sm_clock_mhz"))
     top = number(record.get("max_sm_clock_mhz"))
     clock_text = "\u2014" if clock is None else f"{clock:g}" + (f" / {top:g}" if top else "")
@@ -48,6 +51,7 @@ def _row(record: Mapping[str, Any], slow_ratio: float) -> list[TCell]:
         TCell(scalar(record.get("gpu_serial")), "mono"),
         TCell(_rate(number(record.get("flops_per_s"))), "num"),
         TCell("\u2014" if ratio is None else f"{ratio:.2f}\u00d7", odd),
+        TCell("\u2014" if again is None else f"{again:.2f}\u00d7", again_odd),
         TCell(clock_text, "num"),
         TCell(reasons),
         TCell(scalar(record.get("temperature_c_max")), "num"),
@@ -67,7 +71,7 @@ def evidence(report: RunReport) -> Sequence[Block]:
     dtype = plain(details.get("dtype") or "")
     note = f"{len(records) - len(shown)} more ranks in the JSON report" if len(records) > len(shown) else ""
     table = Table(
-        ["node", "rank", "GPU", "serial", "throughput", "vs median", "SM clock MHz", "reasons",
+        ["node", "rank", "GPU", "serial", "throughput", "vs median", "re-test", "SM clock MHz", "reasons",
          "max \u00b0C", "max W"],
         [_row(r, slow_ratio) for r in shown],
         title=f"Matrix-multiplication burn, {scalar(burn)} s of {dtype or 'GEMM'} per rank, slowest first",

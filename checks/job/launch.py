@@ -21,6 +21,7 @@ from typing import Any
 from checks import ports
 from checks.job.layout import decide_devices, socket_environment, socket_interface
 from checks.job.nccl_log import parse_nccl_log
+from checks.job.node.compute import RETEST_SHARE
 from checks.job.node.counters import read_samples, without_samples
 from checks.job.node.markers import BEAT_INTERVAL_S, BEAT_MARKER, marked_lines, parse_result_line
 from checks.job.outcome import JOB_PHASES, JobNotRun, JobOutcome, NodeOutcome
@@ -144,7 +145,13 @@ def _job_args(ctx: CheckContext, phases: tuple[str, ...], names: list[str], gpu:
             **({"pair_seed": seed} if pairwise and seed is not None else {}),
         },
         "ddp": {"steps": ctx.config.section(DdpSection).steps},
-        "compute": {"burn_s": compute.burn_s, "matrix": compute.matrix},
+        "compute": {
+            "burn_s": compute.burn_s,
+            "matrix": compute.matrix,
+            "slow_ratio": compute.slow_ratio,
+            "cpu_slow_ratio": compute.cpu_slow_ratio,
+            "min_flops_per_s": compute.min_tflops * 1e12,
+        },
         "intranode": {"size_bytes": INTRANODE_BYTES, "iters": INTRANODE_ITERS, "copy_bytes": COPY_BYTES},
     }
 
@@ -161,7 +168,8 @@ def _budget_s(args: Mapping[str, Any]) -> float:
     if "ddp" in args["phases"]:
         budget += DDP_S
     if "compute" in args["phases"]:
-        budget += COMPUTE_S + float(args["compute"]["burn_s"])
+        # The burn, and the shorter re-test that runs when a rank was slow in it.
+        budget += COMPUTE_S + float(args["compute"]["burn_s"]) * (1 + RETEST_SHARE)
     if "intranode" in args["phases"]:
         budget += INTRANODE_S
     return budget

@@ -1,6 +1,8 @@
 """The compute phase: every rank burns matrix multiplications at once for the same time (bf16, or
 fp16, on a GPU timed with CUDA events; fp32 on a CPU), with what its GPU said through NVML
-meanwhile; every rank's throughput, by rank.
+meanwhile; every rank's throughput, by rank. A rank slow in that burn is re-tested at once in a
+shorter one beside a few ranks that were typical (``retest_plan``), so that a rank slowed once by
+the scheduler or a passing load is told apart from one that stays slow.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 from checks.job.node.nvml import NvmlSampler
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
     from checks.job.node.harness import Job
 
 # Matrix sides: one GPU GEMM of 8192 is ~1.1 TFLOP (about 2 ms on an H100); one CPU matmul of
@@ -20,18 +24,79 @@ CPU_MATRIX = 256
 # Each timed batch grows until it covers this long, so event and timer overheads stay small.
 BATCH_TARGET_S = 0.05
 MAX_BATCH = 1024
+# The re-test burns this share of burn_s, the suspects beside up to RETEST_CONTROLS typical ranks.
+RETEST_SHARE = 0.5
+RETEST_CONTROLS = 3
 
 
 def run(job: Job) -> dict[str, Any]:
-    """Every rank's burn, started together after a barrier."""
+    """Every rank's burn, started together after a barrier; the re-test when a rank was slow."""
     settings = job.settings("compute")
     burn_s = float(settings["burn_s"])
+    matrix = int(settings["matrix"])
     start = time.perf_counter()
     job.barrier()
-    mine = burn(job.torch, job.device, job.cuda, burn_s, int(settings["matrix"]))
+    mine = burn(job.torch, job.device, job.cuda, burn_s, matrix)
     mine.update(rank=job.rank, node_rank=job.node_rank, local_rank=job.local_rank, hostname=job.hostname)
     ranks = job.gather(mine)
-    return {"burn_s": burn_s, "ranks": ranks, "duration_s": time.perf_counter() - start}
+    result: dict[str, Any] = {"burn_s": burn_s, "ranks": ranks}
+    ratio = float(settings["slow_ratio"] if job.cuda else settings["cpu_slow_ratio"])
+    plan = retest_plan(ranks, ratio, float(settings["min_flops_per_s"]))
+    if plan is not None:
+        suspects, controls = plan
+        result["retest"] = retest(job, suspects, controls, burn_s * RETEST_SHARE, matrix)
+    result["duration_s"] = time.perf_counter() - start
+    return result
+
+
+def _flops(record: Any) -> float | None:
+    value = record.get("flops_per_s") if isinstance(record, dict) else None
+    return float(value) if isinstance(value, (int, float)) and value > 0 else None
+
+
+def retest_plan(
+    ranks: Sequence[Mapping[str, Any]], slow_ratio: float, min_flops_per_s: float
+) -> tuple[list[int], list[int]] | None:
+    """The ranks to re-test and the typical ranks to re-test them beside; None when no rank was
+    slow. Every rank computes the same plan from the same gathered burn.
+
+    A suspect is below ``slow_ratio`` of the median rank, or below ``min_flops_per_s`` when that
+    floor is set (the judge's own rule). The controls are the other ranks nearest the median,
+    those on the suspects' nodes last: a node-wide cause (a CPU quota, a power supply) would
+    slow its other ranks too, and they would hide it.
+    """
+    measured = sorted(v for r in ranks if (v := _flops(r)) is not None)
+    if not measured:
+        return None
+    middle = len(measured) // 2
+    median = measured[middle] if len(measured) % 2 else (measured[middle - 1] + measured[middle]) / 2
+
+    def slow(value: float) -> bool:
+        return value < slow_ratio * median or (min_flops_per_s > 0 and value < min_flops_per_s)
+
+    suspects = sorted(int(r["rank"]) for r in ranks if (v := _flops(r)) is not None and slow(v))
+    if not suspects:
+        return None
+    suspect_nodes = {r.get("node_rank") for r in ranks if int(r["rank"]) in suspects}
+    others = [(r, v) for r in ranks if (v := _flops(r)) is not None and int(r["rank"]) not in suspects]
+    others.sort(
+        key=lambda rv: (rv[0].get("node_rank") in suspect_nodes, abs(rv[1] - median), int(rv[0]["rank"]))
+    )
+    return suspects, sorted(int(r["rank"]) for r, _ in others[:RETEST_CONTROLS])
+
+
+def retest(
+    job: Job, suspects: Sequence[int], controls: Sequence[int], burn_s: float, matrix: int
+) -> dict[str, Any]:
+    """The suspects and the controls burn again together for ``burn_s``, after a barrier of every
+    rank (the others wait in the gather that follows); their throughput, by rank."""
+    job.barrier()
+    mine: dict[str, Any] | None = None
+    if job.rank in suspects or job.rank in controls:
+        mine = burn(job.torch, job.device, job.cuda, burn_s, matrix)
+        mine["rank"] = job.rank
+    burned = [r for r in job.gather(mine) if r is not None]
+    return {"burn_s": burn_s, "suspects": list(suspects), "controls": list(controls), "ranks": burned}
 
 
 def burn(torch: Any, device: Any, cuda: bool, burn_s: float, matrix: int) -> dict[str, Any]:
