@@ -40,6 +40,7 @@ __all__ = [
     "SlowLink",
     "SlowNode",
     "Unconfirmed",
+    "WithinNoise",
     "first_busbw",
     "name_culprits",
     "node_best",
@@ -240,6 +241,15 @@ class Unconfirmed:
 
 
 @dataclass(frozen=True)
+class WithinNoise:
+    """A node with no fast pair that no finding names: its pairs ran within the run's noise of the
+    healthy ones, or no re-test against known-fast partners confirmed it. A note, not a failure."""
+
+    node: int
+    ratio: float  # its pairs' mean over the healthy pairs' center
+
+
+@dataclass(frozen=True)
 class Culprits:
     typical_busbw_gbps: float  # the median over nodes of each node's best first-test pair
     median_pair_busbw_gbps: float  # the plain median of the first tests, for reference
@@ -257,6 +267,15 @@ class Culprits:
     healthy_median_gbps: float = 0.0
     healthy_spread_gbps: float = 0.0
     healthy_pairs: int = 0
+    within_noise: tuple[WithinNoise, ...] = ()
+
+    @property
+    def noise(self) -> float:
+        """The run's measured noise: two standard deviations of the healthy pairs over their center
+        (0.0 where too few pairs were healthy to tell)."""
+        if self.healthy_pairs < MIN_SPREAD_PAIRS or self.healthy_median_gbps <= 0:
+            return 0.0
+        return 2 * self.healthy_spread_gbps / self.healthy_median_gbps
 
     @property
     def confirmed(self) -> bool:
@@ -305,6 +324,7 @@ class _Named:
     slow_groups: tuple[SlowGroup, ...]
     slow_links: tuple[SlowLink, ...]
     unconfirmed: tuple[Unconfirmed, ...]
+    within_noise: tuple[WithinNoise, ...] = ()
 
     def blamed_pairs(self, evidence: _Evidence) -> set[Pair]:
         """Every pair a finding explains: the slow nodes' pairs, the cuts' and the links'."""
@@ -431,7 +451,7 @@ def _name(evidence: _Evidence, spread: tuple[float, float, int], floor: float, q
         across = [v for pair in group.pairs for v in evidence.measured[pair]]
         if statistics.fmean(across) >= center - OUTSIDE_SIGMAS * sigma:
             return False
-        small = set(min(group.sides, key=len))
+        small = set(group.sides[0] if len(group.sides[0]) <= len(group.sides[1]) else group.sides[1])
         for node in sorted({n for pair in group.pairs for n in pair} & small):
             mine = [v for pair in group.pairs if node in pair for v in evidence.measured[pair]]
             inside = [
@@ -490,7 +510,21 @@ def _name(evidence: _Evidence, spread: tuple[float, float, int], floor: float, q
         else:
             reason = "not re-tested"
         unconfirmed.append(Unconfirmed(pair, first[pair], again, reason))
-    return _Named(threshold, tuple(slow_nodes), tuple(slow_groups), tuple(slow_links), tuple(unconfirmed))
+    in_group_nodes = {n for group in slow_groups for pair in group.pairs for n in pair}
+    linked = {n for link in slow_links for n in link.nodes}
+    within_noise = [
+        WithinNoise(node, statistics.fmean(busbw for _, busbw, _ in seen[node]) / center)
+        for node in sorted(seen)
+        if not fast_with[node] and node not in slow_set | in_group_nodes | linked and center > 0
+    ]
+    return _Named(
+        threshold,
+        tuple(slow_nodes),
+        tuple(slow_groups),
+        tuple(slow_links),
+        tuple(unconfirmed),
+        tuple(within_noise),
+    )
 
 
 def name_culprits(
@@ -554,4 +588,5 @@ def name_culprits(
         healthy_median_gbps=center,
         healthy_spread_gbps=sigma,
         healthy_pairs=healthy_count,
+        within_noise=named.within_noise,
     )
