@@ -8,6 +8,11 @@ its slower node's rate, capped by its link, times noise. Prints a Markdown table
 
     .venv/bin/python benchmarks/culprit_simulation.py
     .venv/bin/python benchmarks/culprit_simulation.py --nodes 64 256 --slow-links 4 --noise 0.3
+    .venv/bin/python benchmarks/culprit_simulation.py --grid --trials 40
+
+``--grid`` runs the grid of conditions a real fabric has (GRID_NOISE x GRID_FACTORS x GRID_SLOW_NODES x
+GRID_NODES, 2 slow links, 200 trials per cell unless --trials says otherwise, seed 3) and prints it as
+one Markdown table.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import statistics
 import sys
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -345,6 +350,78 @@ HEADER = (
 )
 
 
+GRID_NOISE = (0.05, 0.10, 0.15, 0.30)
+GRID_FACTORS = (0.6, 0.7, 0.8, 0.9)
+GRID_SLOW_NODES = (2, 8)
+GRID_NODES = (64, 256)
+GRID_TRIALS = 200
+GRID_SEED = 3
+# Recall is asked for where a slow node's slowdown is more than this many times the noise.
+GRID_SEPARABLE = 3.0
+
+GRID_HEADER = (
+    "| noise | slow nodes | nodes | slowdown over 3x noise | slow nodes named | runs naming every slow node "
+    "| false culprits/run | precision | rounds: first + re-test | time at {round_s:g} s/round |\n"
+    "|---:|---|---:|---|---:|---:|---:|---:|---|---|"
+)
+
+
+def separable(faults: Faults) -> bool:
+    """Whether the slow nodes' slowdown exceeds GRID_SEPARABLE times the noise."""
+    return 1 - faults.slow_node_factor > GRID_SEPARABLE * faults.noise + 1e-9
+
+
+def grid_row(n_nodes: int, faults: Faults, trials: Sequence[Trial], round_s: float) -> str:
+    rounds = [t.rounds for t in trials]
+    injected = sum(len(t.slow_nodes) for t in trials)
+    named = sum(len(t.named_nodes) + len(t.named_links) + len(t.named_groups) for t in trials)
+    false = sum(t.false_culprits for t in trials)
+    cells = [
+        f"{faults.noise * 100:g}%",
+        f"{faults.slow_nodes} at {faults.slow_node_factor:g}x",
+        f"{n_nodes:,}",
+        "yes" if separable(faults) else "no",
+        _share(sum(len(t.named_nodes & t.slow_nodes) for t in trials), injected),
+        _share(sum(t.slow_nodes <= t.named_nodes for t in trials), len(trials)),
+        f"{false / len(trials):.3f}",
+        _share(named - false, named),
+        f"{_spread([t.first_rounds for t in trials])} + {_spread([t.retest_rounds for t in trials])}",
+        f"{statistics.mean(rounds) * round_s:.0f} s (max {max(rounds) * round_s:.0f} s)",
+    ]
+    return "| " + " | ".join(cells) + " |"
+
+
+def grid_faults(base: Faults) -> list[Faults]:
+    """The grid's conditions: ``base`` with each noise, slow factor and count of slow nodes."""
+    return [
+        replace(base, noise=noise, slow_node_factor=factor, slow_nodes=count)
+        for noise in GRID_NOISE
+        for count in GRID_SLOW_NODES
+        for factor in GRID_FACTORS
+    ]
+
+
+def print_grid(args: argparse.Namespace, base: Faults) -> None:
+    """The grid as one Markdown table, a row per condition and cluster size."""
+    trials_per_cell = args.trials or GRID_TRIALS
+    nodes = args.nodes if args.nodes != list(DEFAULT_NODES) else list(GRID_NODES)
+    print(GRID_HEADER.format(round_s=args.round_s))
+    for faults in grid_faults(base):
+        for n_nodes in nodes:
+            trials = simulate(
+                n_nodes, trials_per_cell, faults, args.slow_ratio, args.seed, args.quiet_slow_ratio
+            )
+            print(grid_row(n_nodes, faults, trials, args.round_s), flush=True)
+    print(
+        f"\n{trials_per_cell} trials per row, seed {args.seed}; {base.slow_links} slow links at "
+        f"{base.slow_link_factor:g}x on any pair; each measurement is a healthy "
+        f"{base.healthy_gbps:g} GB/s times a uniform factor within ± the row's noise. Slow nodes "
+        "named: share of those injected; precision: share of the "
+        "named culprits (nodes, links, groups) that were injected; false culprits/run: healthy nodes, "
+        "links and groups named, per run."
+    )
+
+
 def misses(trials: Iterable[Trial], limit: int) -> list[str]:
     """Up to ``limit`` trials not named exactly, those that blamed a healthy node or link first: what was
     injected and what was named."""
@@ -369,7 +446,6 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--nodes", type=int, nargs="+", default=list(DEFAULT_NODES))
     parser.add_argument("--trials", type=int, help="per size (default: 2,000 at 64 nodes to 250 at 4,096)")
-    parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
     parser.add_argument("--slow-nodes", type=int, default=Faults.slow_nodes)
     parser.add_argument("--slow-node-factor", type=float, default=Faults.slow_node_factor)
     parser.add_argument("--slow-links", type=int, default=Faults.slow_links)
@@ -388,7 +464,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--quiet-slow-ratio", type=float, default=AllreduceSection().quiet_slow_ratio)
     parser.add_argument("--round-s", type=float, default=ROUND_S, help="seconds per round of pair tests")
     parser.add_argument("--misses", type=int, default=0, help="show up to N inexact trials per size")
+    parser.add_argument(
+        "--grid",
+        action="store_true",
+        help="the grid of noise, slow factors and slow-node counts at 64 and 256 nodes, as one table",
+    )
+    parser.add_argument("--seed", type=int, help=f"default {DEFAULT_SEED} ({GRID_SEED} with --grid)")
     args = parser.parse_args(argv)
+    if args.seed is None:
+        args.seed = GRID_SEED if args.grid else DEFAULT_SEED
     faults = Faults(
         slow_nodes=args.slow_nodes,
         slow_node_factor=args.slow_node_factor,
@@ -403,6 +487,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         cut_shape=args.cut_shape,
     )
     started = time.perf_counter()
+    if args.grid:
+        print_grid(args, faults)
+        print(f"simulated in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+        return
     print(HEADER.format(round_s=args.round_s))
     shown: list[str] = []
     for n_nodes in args.nodes:

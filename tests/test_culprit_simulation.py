@@ -132,3 +132,14 @@ def test_the_table_has_a_row_per_size_and_says_how_it_was_made(capsys: pytest.Ca
     assert lines[2].startswith("| 64 | sparse | 10 | 1 + ")
     assert lines[3].startswith("| 128 | sparse | 10 | 1 + ")
     assert "1 slow links at 0.2x" in lines[5] and "±10%" in lines[5] and "--seed 1" in lines[5]
+
+
+def test_the_grid_is_one_table_a_row_per_condition_and_size(capsys: pytest.CaptureFixture[str]) -> None:
+    main(["--grid", "--nodes", "64", "--trials", "2"])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("| noise | slow nodes | nodes |")
+    rows = [line for line in lines[2:] if line.startswith("| ")]
+    assert len(rows) == 4 * 4 * 2  # noise x slow factor x slow-node count
+    assert rows[0].startswith("| 5% | 2 at 0.6x | 64 | yes |")
+    assert rows[-1].startswith("| 30% | 8 at 0.9x | 64 | no |")
+    assert "seed 3" in lines[-1]

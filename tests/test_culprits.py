@@ -518,3 +518,24 @@ def test_the_quoted_line_is_the_last_exception_without_rank_or_source_prefixes()
 def test_a_bad_switch_of_a_hundred_nodes_among_four_thousand_names_every_one_of_them() -> None:
     culprits = judged(4096, slow_nodes={n: 0.05 for n in range(2048, 2148)}, noise=0.1, seed=4)
     assert [s.node for s in culprits.slow_nodes] == list(range(2048, 2148))
+
+
+# --------------------------------------------------------------------------- within the noise
+
+
+def test_a_node_slow_within_the_noise_is_a_note_with_the_measured_noise_not_a_culprit() -> None:
+    # 20% slow at ±15% noise: its pairs cannot be told from the healthy ones. Neither the node nor
+    # its first pair is named; it is listed as within the noise, and the noise is measured.
+    found = [judged(64, slow_nodes={7: 0.8}, noise=0.15, seed=seed, plan_seed=seed) for seed in range(1, 6)]
+    for culprits in found:
+        assert culprits.slow_nodes == () and culprits.slow_links == () and culprits.slow_groups == ()
+        assert 0.10 < culprits.noise < 0.25
+        assert all(0.5 < w.ratio < 1.0 for w in culprits.within_noise)
+    assert any(7 in {w.node for w in c.within_noise} for c in found)
+
+
+def test_a_node_far_slower_than_the_noise_is_named_and_not_listed_as_within_it() -> None:
+    culprits = judged(64, slow_nodes={7: 0.6}, noise=0.05, seed=2, plan_seed=2)
+    assert [s.node for s in culprits.slow_nodes] == [7]
+    assert 7 not in {w.node for w in culprits.within_noise}
+    assert 0.02 < culprits.noise < 0.1

@@ -71,6 +71,10 @@ class AllreduceDetails(TypedDict):
     healthy_pair_busbw_gbps: NotRequired[float]
     healthy_spread_gbps: NotRequired[float]
     healthy_pairs: NotRequired[int]
+    # The run's noise: two standard deviations of the healthy pairs over their center (0.0: too few).
+    noise: NotRequired[float]
+    # Nodes with no fast pair that no finding names (within the noise) -> their pairs' mean ratio.
+    within_noise: NotRequired[dict[str, float]]
     node_ratio: NotRequired[dict[str, float]]
     unconfirmed: NotRequired[list[UnconfirmedPair]]
     transport: NotRequired[dict[str, str]]  # one line per node (transport_text)

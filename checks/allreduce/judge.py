@@ -135,8 +135,15 @@ def _pair_results(
         summary = (
             f"{host} is slow with every partner: {ratio(slow.ratio)} the typical pair "
             f"({gbps(slow.busbw_gbps)} vs {gbps(typical)} GB/s busbw), confirmed by a re-test"
+            + (f"; this run's noise ±{culprits.noise * 100:.0f}%" if culprits.noise else "")
         )
-        details = {"node": host, "busbw_gbps": slow.busbw_gbps, "ratio": slow.ratio, "partners": partners}
+        details = {
+            "node": host,
+            "busbw_gbps": slow.busbw_gbps,
+            "ratio": slow.ratio,
+            "partners": partners,
+            "noise": culprits.noise,
+        }
         results.append(CheckResult(NAME, "fail", summary, (host,), details))
     for group in culprits.slow_groups:
         results.append(_group_result(group, names, typical, switches))
@@ -171,6 +178,12 @@ def _pair_results(
         f"{_link(names, u.nodes)} slow once ({ratio(u.first_gbps / typical if typical else 0.0)}), {u.reason}"
         for u in culprits.unconfirmed
     ]
+    noise = f"±{culprits.noise * 100:.0f}%" if culprits.noise else "unmeasured (too few healthy pairs)"
+    notes += [
+        f"pairs with node {_name(names, w.node)} ran at {ratio(w.ratio)}, "
+        f"within this run's noise of {noise}: not named"
+        for w in culprits.within_noise
+    ]
     return results, notes
 
 
@@ -201,6 +214,8 @@ def _add_pair_tables(
     details["healthy_pair_busbw_gbps"] = culprits.healthy_median_gbps
     details["healthy_spread_gbps"] = culprits.healthy_spread_gbps
     details["healthy_pairs"] = culprits.healthy_pairs
+    details["noise"] = culprits.noise
+    details["within_noise"] = {_name(names, w.node): w.ratio for w in culprits.within_noise}
     details["node_ratio"] = {_name(names, n): r for n, r in culprits.node_ratio.items()}
     details["unconfirmed"] = [
         {"link": _link(names, u.nodes), "first_gbps": u.first_gbps, "retest_gbps": list(u.retest_gbps),

@@ -14,6 +14,7 @@ from typing import Any, Literal
 from checks.job.cuts import SlowGroup, find_cuts
 from checks.job.node.planning import (
     CONTROL_PAIRS,
+    MIN_SPREAD_PAIRS,
     SPREAD_SIGMAS,
     first_busbw,
     node_best,
@@ -39,6 +40,7 @@ __all__ = [
     "SlowLink",
     "SlowNode",
     "Unconfirmed",
+    "WithinNoise",
     "first_busbw",
     "name_culprits",
     "node_best",
@@ -63,6 +65,13 @@ QUIET_SLOW_RATIO = AllreduceSection().quiet_slow_ratio
 # the median or above; what a finding blames is slow on average this many below it.
 FAST_SIGMAS = 1.0
 CONFIRM_SIGMAS = 2.5
+# A slow link is named only when its mean is this many standard errors below each of its nodes'
+# mean with their other partners (see _link_stands_out); a node counts as healthy there while its
+# other pairs are less than CLEAR_SIGMAS standard errors below the healthy pairs' center. A cut
+# is named only when its pairs across are, on average, OUTSIDE_SIGMAS below that center.
+LINK_SIGMAS = 3.0
+CLEAR_SIGMAS = 3.0
+OUTSIDE_SIGMAS = 3.0
 PlanMode = Literal["full", "sparse", "auto"]
 Pairwise = Literal["auto", "always", "never"]
 
@@ -232,6 +241,15 @@ class Unconfirmed:
 
 
 @dataclass(frozen=True)
+class WithinNoise:
+    """A node with no fast pair that no finding names: its pairs ran within the run's noise of the
+    healthy ones, or no re-test against known-fast partners confirmed it. A note, not a failure."""
+
+    node: int
+    ratio: float  # its pairs' mean over the healthy pairs' center
+
+
+@dataclass(frozen=True)
 class Culprits:
     typical_busbw_gbps: float  # the median over nodes of each node's best first-test pair
     median_pair_busbw_gbps: float  # the plain median of the first tests, for reference
@@ -249,6 +267,15 @@ class Culprits:
     healthy_median_gbps: float = 0.0
     healthy_spread_gbps: float = 0.0
     healthy_pairs: int = 0
+    within_noise: tuple[WithinNoise, ...] = ()
+
+    @property
+    def noise(self) -> float:
+        """The run's measured noise: two standard deviations of the healthy pairs over their center
+        (0.0 where too few pairs were healthy to tell)."""
+        if self.healthy_pairs < MIN_SPREAD_PAIRS or self.healthy_median_gbps <= 0:
+            return 0.0
+        return 2 * self.healthy_spread_gbps / self.healthy_median_gbps
 
     @property
     def confirmed(self) -> bool:
@@ -297,6 +324,7 @@ class _Named:
     slow_groups: tuple[SlowGroup, ...]
     slow_links: tuple[SlowLink, ...]
     unconfirmed: tuple[Unconfirmed, ...]
+    within_noise: tuple[WithinNoise, ...] = ()
 
     def blamed_pairs(self, evidence: _Evidence) -> set[Pair]:
         """Every pair a finding explains: the slow nodes' pairs, the cuts' and the links'."""
@@ -378,6 +406,68 @@ def _name(evidence: _Evidence, spread: tuple[float, float, int], floor: float, q
         best = max(busbw for _, busbw, _ in seen[node])
         return SlowNode(node, best, evidence.ratio(best), tuple(sorted({p for p, _, _ in seen[node]})))
 
+    center, sigma, count = spread
+    measured_spread = count >= MIN_SPREAD_PAIRS and sigma > 0
+
+    def level(node: int, without: set[int]) -> list[float]:
+        """``node``'s measurements with partners outside ``without``, less its worst partner's when
+        two or more remain (one of them may sit behind another slow link)."""
+        by_partner: dict[int, list[float]] = {}
+        for p, busbw, _ in seen[node]:
+            if p not in without:
+                by_partner.setdefault(p, []).append(busbw)
+        if len(by_partner) >= 2:
+            del by_partner[min(by_partner, key=lambda p: (statistics.fmean(by_partner[p]), p))]
+        return [busbw for values in by_partner.values() for busbw in values]
+
+    def cleared(node: int, without: set[int]) -> bool:
+        """Whether ``node`` ran like a healthy node with partners outside ``without``: its mean there
+        less than CLEAR_SIGMAS standard errors below the healthy pairs' center."""
+        values = level(node, without)
+        return bool(values) and center - statistics.fmean(values) < CLEAR_SIGMAS * sigma / len(values) ** 0.5
+
+    def link_stands_out(pair: Pair, values: Sequence[float], slow_set: set[int]) -> bool:
+        """Whether ``pair`` is slower than both its nodes are with other partners, beyond the run's
+        noise: a node slow within the noise slows its own pairs alike, and names no link."""
+        if not measured_spread:
+            return True
+        a, b = pair
+        mean = statistics.fmean(values)
+        for node, other in ((a, b), (b, a)):
+            others = level(node, {other} | slow_set)
+            if not cleared(node, {other} | slow_set):
+                return False
+            error = sigma * (1 / len(values) + 1 / len(others)) ** 0.5
+            if statistics.fmean(others) - mean < LINK_SIGMAS * error:
+                return False
+        return True
+
+    def cut_stands_out(group: SlowGroup) -> bool:
+        """Whether the pairs across a cut ran OUTSIDE_SIGMAS below the healthy center on average, and
+        each node of its smaller side that met the other side ran with its own side beyond the
+        noise faster than across: slow nodes are slow with each other too, and make no group."""
+        if not measured_spread:
+            return True
+        across = [v for pair in group.pairs for v in evidence.measured[pair]]
+        if statistics.fmean(across) >= center - OUTSIDE_SIGMAS * sigma:
+            return False
+        small = set(group.sides[0] if len(group.sides[0]) <= len(group.sides[1]) else group.sides[1])
+        for node in sorted({n for pair in group.pairs for n in pair} & small):
+            mine = [v for pair in group.pairs if node in pair for v in evidence.measured[pair]]
+            inside = [
+                v
+                for pair, values in evidence.measured.items()
+                if node in pair and set(pair) <= small
+                for v in values
+            ]
+            if not inside:
+                continue  # met only the other side (a cut between large sets): the mean above decides
+            inside_mean = statistics.fmean(inside)
+            error = sigma * (1 / len(mine) + 1 / len(inside)) ** 0.5
+            if inside_mean - statistics.fmean(mine) < LINK_SIGMAS * error:
+                return False
+        return True
+
     # Cuts first, among the nodes that are not slow with every partner; then slow nodes, each
     # without the pairs a cut explains, and again without its pairs with the other slow nodes:
     # a healthy node that met a slow node is not blamed for that pair.
@@ -389,6 +479,7 @@ def _name(evidence: _Evidence, spread: tuple[float, float, int], floor: float, q
     slow_groups = find_cuts(
         evidence.measured, blamed, threshold, fast_threshold, slow_everywhere, evidence.typical, floor
     )
+    slow_groups = [group for group in slow_groups if cut_stands_out(group)]
     in_groups = {pair for group in slow_groups for pair in group.pairs}
     suspects = {node for node in seen if slow_node(node, set(), in_groups) is not None}
     found = [slow_node(node, suspects - {node}, in_groups) for node in sorted(suspects)]
@@ -403,7 +494,11 @@ def _name(evidence: _Evidence, spread: tuple[float, float, int], floor: float, q
             continue  # explained by the slow node or the cut
         again = tuple(retests.get(pair, ()))
         if again and blamed([first[pair], *again]):
-            if fast_with[a] - {b} and fast_with[b] - {a}:
+            if (
+                fast_with[a] - {b}
+                and fast_with[b] - {a}
+                and link_stands_out(pair, [first[pair], *again], slow_set)
+            ):
                 best = max(first[pair], *again)
                 slow_links.append(SlowLink(pair, best, evidence.ratio(best), first[pair], again))
                 continue
@@ -415,7 +510,21 @@ def _name(evidence: _Evidence, spread: tuple[float, float, int], floor: float, q
         else:
             reason = "not re-tested"
         unconfirmed.append(Unconfirmed(pair, first[pair], again, reason))
-    return _Named(threshold, tuple(slow_nodes), tuple(slow_groups), tuple(slow_links), tuple(unconfirmed))
+    in_group_nodes = {n for group in slow_groups for pair in group.pairs for n in pair}
+    linked = {n for link in slow_links for n in link.nodes}
+    within_noise = [
+        WithinNoise(node, statistics.fmean(busbw for _, busbw, _ in seen[node]) / center)
+        for node in sorted(seen)
+        if not fast_with[node] and node not in slow_set | in_group_nodes | linked and center > 0
+    ]
+    return _Named(
+        threshold,
+        tuple(slow_nodes),
+        tuple(slow_groups),
+        tuple(slow_links),
+        tuple(unconfirmed),
+        tuple(within_noise),
+    )
 
 
 def name_culprits(
@@ -479,4 +588,5 @@ def name_culprits(
         healthy_median_gbps=center,
         healthy_spread_gbps=sigma,
         healthy_pairs=healthy_count,
+        within_noise=named.within_noise,
     )
