@@ -141,7 +141,7 @@ def _named_parts(result: CheckResult, parts: Mapping[str, Sequence[Part]]) -> di
     named: dict[str, str] = {}
     ranks = result.details.get("ranks")
     ratio = result.details.get("slow_ratio")
-    if result.check == "compute" and isinstance(ranks, list) and isinstance(ratio, int | float):
+    if isinstance(ranks, list) and isinstance(ratio, int | float):  # a burn's ranks: the slow GPUs
         slow: dict[str, set[str]] = {}
         for rank in _records(ranks):
             host, serial, own = rank.get("host"), rank.get("gpu_serial"), rank.get("ratio")
@@ -173,14 +173,13 @@ class Rate:
 
 
 def rates_of(results: Iterable[CheckResult], parts: Mapping[str, Sequence[Part]]) -> list[Rate]:
-    """Each GPU's compute rate (TFLOPS) from the compute check's ranks, and each node's bus
-    bandwidth (Gb/s): the median of the first pair tests it took part in, from the allreduce check."""
+    """Each GPU's compute rate (TFLOPS) from a burn's ranks, and each node's bus bandwidth (Gb/s):
+    the median of the first pair tests it took part in."""
     rates: list[Rate] = []
     for result in results:
-        if result.check == "compute":
-            rates.extend(_compute_rates(result, parts))
-        elif result.check == "allreduce":
-            rates.extend(_busbw_rates(result))
+        # Read by the shape of the details: a burn's ranks with their rates, pair tests with busbw.
+        rates.extend(_compute_rates(result, parts))
+        rates.extend(_busbw_rates(result))
     return rates
 
 

@@ -39,7 +39,7 @@ _V1 = (
         run_id BIGINT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
         node TEXT NOT NULL,
         reachable INTEGER NOT NULL,
-        versions TEXT NOT NULL
+        stack_versions TEXT NOT NULL
     )""",
     "CREATE INDEX nodes_node ON nodes (node, run_id)",
     """CREATE TABLE parts (

@@ -28,7 +28,7 @@ def save(store: Store, record: RunRecord) -> int:
         )
         store.insert_many(
             "nodes",
-            ("run_id", "node", "reachable", "versions"),
+            ("run_id", "node", "reachable", "stack_versions"),
             [
                 (run_id, h.name, int(h.reachable), json.dumps(versions_of(h), sort_keys=True))
                 for h in record.hosts
