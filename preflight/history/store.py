@@ -19,6 +19,7 @@ from preflight.errors import PreflightError
 from preflight.history.schema import META, SCHEMA_VERSION, SchemaTooNew, statements
 
 BUSY_TIMEOUT_S = 10.0
+SCHEMA_LOCK = 0x70726566  # PostgreSQL's advisory lock key for migrations
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
 
@@ -104,6 +105,7 @@ class Store:
     def migrate(self) -> None:
         """Bring the schema to :data:`SCHEMA_VERSION`, one migration per transaction."""
         with self.transaction():
+            self._lock_schema()
             self.execute(META)
         current = self.schema_version()
         if current > SCHEMA_VERSION:
@@ -114,12 +116,19 @@ class Store:
         for version in range(current + 1, SCHEMA_VERSION + 1):
             with self.transaction():
                 # Another writer may have migrated meanwhile: the lock is held from here on.
+                self._lock_schema()
                 if self.schema_version() >= version:
                     continue
                 for statement in statements(version, self.dialect):
                     self.execute(statement)
                 self.execute("DELETE FROM meta WHERE key = 'schema_version'")
                 self.execute("INSERT INTO meta (key, value) VALUES ('schema_version', ?)", (str(version),))
+
+    def _lock_schema(self) -> None:
+        """Hold off other writers' migrations until this transaction ends (SQLite's ``BEGIN
+        IMMEDIATE`` already does; PostgreSQL takes a lock for it)."""
+        if self.dialect == "postgresql":
+            self.query("SELECT pg_advisory_xact_lock(?)", (SCHEMA_LOCK,))
 
 
 def _reason(exc: BaseException) -> str:
