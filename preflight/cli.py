@@ -1,4 +1,4 @@
-"""The command line: ``preflight check``, ``preflight report``, ``preflight list``.
+"""The command line: ``preflight check``, ``preflight report``, ``preflight history``, ``preflight list``.
 
 This is the one place that turns a :class:`PreflightError` into a one-line message and
 an exit code; tracebacks only with ``--debug``.
@@ -27,6 +27,10 @@ from preflight.config_file import load_config
 from preflight.errors import ExitCode, PreflightError, UsageError
 from preflight.files import unwritable, write_atomic
 from preflight.handback import hosts_file_text
+from preflight.history import command as history_command
+from preflight.history.record import RunInfo
+from preflight.history.session import HistoryRequest
+from preflight.history.settings import HistorySection
 from preflight.inventory import (
     HostSpec,
     build_inventory,
@@ -175,12 +179,14 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="Slurm topology.conf: names the switch behind slow traffic between node sets",
     )
+    history_command.add_store_options(check)
     _add_outputs(check)
 
     report = commands.add_parser("report", help="re-render a saved run (no SSH)")
     report.add_argument("run", type=Path, metavar="RUN.json")
     _add_outputs(report)
 
+    history_command.add_parser(commands)
     commands.add_parser("list", help="list the checks")
     return parser
 
@@ -431,6 +437,10 @@ def _check(args: argparse.Namespace) -> ExitCode:
             highlight=False,
         )
     progress = None if args.quiet or args.local else LiveProgress(progress_console, expected_s=expected_s)
+    history = HistoryRequest(
+        history_command.section_of(config.section(HistorySection), args),
+        RunInfo(inventory=_inventory_name(args), profile=profile, local=bool(args.local)),
+    )
     request = RunRequest(
         hosts=hosts,
         config=config,
@@ -440,12 +450,23 @@ def _check(args: argparse.Namespace) -> ExitCode:
         baseline=baseline,
         min_nodes=args.min_nodes,
         srun=srun,
+        history=history,
     )
     report = execute(request, progress)
     _write_outputs(report, args, summary)
     if args.local and report.exit_code == ExitCode.INTERRUPTED:
         return ExitCode.HOSTS_UNCHECKED  # a prolog's status above 125 reads as a signal to Slurm
     return report.exit_code
+
+
+def _inventory_name(args: argparse.Namespace) -> str:
+    if args.hosts is not None:
+        return str(args.hosts)
+    return args.nodes or ("(local)" if args.local else "(this machine)")
+
+
+def _history(args: argparse.Namespace) -> ExitCode:
+    return history_command.run(args, load_config(args.config).section(HistorySection))
 
 
 def _report(args: argparse.Namespace) -> ExitCode:
@@ -496,6 +517,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return int(_check(args))
         if args.command == "report":
             return int(_report(args))
+        if args.command == "history":
+            return int(_history(args))
         return int(_list())
     except PreflightError as exc:
         if args.debug:

@@ -1,4 +1,5 @@
-"""Reading the TOML config file: ``[run]``, ``[expect]``, ``[job_env]``, and each check's table.
+"""Reading the TOML config file: ``[run]``, ``[expect]``, ``[job_env]``, ``[history]``, and each
+check's table.
 
 A check's table is named after the check and holds its section (:class:`preflight.settings.Settings`),
 found through the registry. Unknown tables and keys are errors that name the file, the line and
@@ -16,6 +17,8 @@ from typing import Any, get_type_hints
 
 from preflight.config import ENV_NAME_RE, Config, RunSection, coerce
 from preflight.errors import ConfigError
+from preflight.history.settings import TABLE as HISTORY_TABLE
+from preflight.history.settings import HistorySection
 from preflight.registry import setting_tables
 
 # The tables of the run itself; every other table is a check's.
@@ -80,6 +83,8 @@ def parse_config(
     for key, value in data.items():
         if key == RUN_TABLE:
             run = _section(RunSection, value, key)
+        elif key == HISTORY_TABLE:
+            sections.append(_section(HistorySection, value, key))
         elif key in tables:
             sections.append(_section(tables[key], value, key))
         elif key == EXPECT_TABLE:
@@ -87,7 +92,7 @@ def parse_config(
         elif key == JOB_ENV_TABLE:
             job_env = _job_env(value)
         else:
-            known = ", ".join(sorted([RUN_TABLE, *tables, EXPECT_TABLE, JOB_ENV_TABLE]))
+            known = ", ".join(sorted([RUN_TABLE, *tables, EXPECT_TABLE, JOB_ENV_TABLE, HISTORY_TABLE]))
             raise ConfigError(f"unknown section [{key}] (known: {known})", key=key)
     config = Config(run=run, expect=expect, job_env=job_env, source=source)
     return config.with_sections(*sections)

@@ -18,6 +18,7 @@ from preflight.config import Config
 from preflight.deadline import Deadline
 from preflight.gather import close_all, facts_probe_args, gather
 from preflight.handback import hand_back
+from preflight.history.session import HistoryRequest, remember
 from preflight.inventory import HostSpec
 from preflight.model import CheckResult, HostError, HostReport, RunReport
 from preflight.progress import NoProgress, Progress
@@ -38,6 +39,7 @@ class RunRequest:
     baseline: RunReport | None = None
     min_nodes: int | None = None  # pass when at least this many nodes are good (--min-nodes)
     srun: SrunSettings | None = None  # inside a Slurm allocation: reach the nodes as job steps
+    history: HistoryRequest | None = None  # the store the run is written to, and read from
 
 
 def _make_transport(request: RunRequest, spec: HostSpec) -> Transport:
@@ -131,7 +133,7 @@ def execute(request: RunRequest, progress: Progress | None = None) -> RunReport:
         unreached_check=unreached_check(),
         min_nodes=request.min_nodes,
     )
-    return RunReport.build(
+    report = RunReport.build(
         tool_version=__version__,
         started_at=started_at,
         duration_s=time.monotonic() - started,
@@ -142,3 +144,4 @@ def execute(request: RunRequest, progress: Progress | None = None) -> RunReport:
         handback=handback.to_dict(),
         enough_nodes=handback.enough,
     )
+    return report if request.history is None else remember(report, request.history)

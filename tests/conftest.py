@@ -54,3 +54,9 @@ def make_lab() -> Iterator[MakeLab]:
 
 
 # ============================================================================= end lab cluster
+
+
+@pytest.fixture(autouse=True)
+def _own_history_store(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test's runs write their history under a folder of their own, never the user's store."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state")))

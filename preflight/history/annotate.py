@@ -1,0 +1,128 @@
+"""What a run learns from the store, in one place after the checks ran: each finding that failed
+before says so, and a GPU or node slower than its own past is named.
+
+A finding's repeats are the earlier findings under its key (the same check, node and cause) and,
+where it names a part, the earlier findings of the same check and cause about that part on any
+node: "3rd time in 30 days: on node2, then node3". The own-past rule compares each GPU's compute
+rate and each node's bus bandwidth with the median of its own earlier runs in the window: peers
+that degrade together (after a driver or firmware change) still look alike to the checks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from preflight.history.queries import earlier_failures, median, series
+from preflight.history.record import Finding, Rate, RunRecord, findings_of
+from preflight.history.settings import iso
+from preflight.history.store import Store
+from preflight.model import CheckResult
+
+CHECK = "history"
+SLOWER = "slower_than_own_past"
+# The fewest earlier runs a median of one's own past is taken over.
+MIN_PAST_RUNS = 3
+_UNITS = {"tflops": "TFLOPS", "busbw": "Gb/s"}
+
+
+def ordinal(number: int) -> str:
+    suffix = "th" if 10 <= number % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(number % 10, "th")
+    return f"{number}{suffix}"
+
+
+def _started(record: RunRecord) -> datetime:
+    return datetime.fromisoformat(record.started_at.replace("Z", "+00:00"))
+
+
+def with_repeats(
+    results: Sequence[CheckResult], record: RunRecord, store: Store, window_days: int
+) -> list[CheckResult]:
+    """``results`` with each problem that happened before marked: ``details["history"]`` (the
+    times, the window, the earlier failures) and a suffix to its summary."""
+    rows = {id(r): findings_of(r, record.parts) for r in results}
+    keys = [f.key for found in rows.values() for f in found]
+    parts = [f.part for found in rows.values() for f in found if f.part]
+    if not keys:
+        return list(results)
+    since = iso(_started(record) - timedelta(days=window_days))
+    earlier = earlier_failures(store, keys, parts, since, record.started_at)
+    marked = []
+    for result in results:
+        before = _repeats_of(rows[id(result)], earlier)
+        if not before:
+            marked.append(result)
+            continue
+        times = len({at for _, _, at in before}) + 1
+        nodes = list(dict.fromkeys([*(node for node, _, _ in before), *result.hosts]))
+        where = ", then ".join(nodes)
+        note = f"{ordinal(times)} time in {window_days} days: on {where}"
+        details: dict[str, Any] = {
+            **result.details,
+            "history": {
+                "times": times,
+                "window_days": window_days,
+                "before": [{"started_at": at, "node": node, "part": part} for node, part, at in before],
+            },
+        }
+        marked.append(dataclasses.replace(result, summary=f"{result.summary} ({note})", details=details))
+    return marked
+
+
+def _repeats_of(
+    found: Sequence[Finding], earlier: Sequence[tuple[str, str, str | None, str, str]]
+) -> list[tuple[str, str | None, str]]:
+    """(node, part, started_at) of the earlier failures that repeat one of ``found``, oldest first."""
+    repeats: dict[tuple[str, str | None, str], None] = {}
+    for finding in found:
+        for key, node, part, check_cause, at in earlier:
+            same_part = finding.part is not None and part == finding.part
+            if key == finding.key or (same_part and check_cause == f"{finding.check}/{finding.cause}"):
+                repeats[(node, part, at)] = None
+    return sorted(repeats, key=lambda row: row[2])
+
+
+def slower_than_own_past(
+    record: RunRecord, store: Store, window_days: int, margin: float
+) -> list[CheckResult]:
+    """A warning for each GPU whose compute rate, and each node whose bus bandwidth, is below the
+    median of its own earlier runs in the window by more than ``margin`` (0.1: 10 %)."""
+    since = iso(_started(record) - timedelta(days=window_days))
+    found: list[CheckResult] = []
+    for metric in ("tflops", "busbw"):
+        now = [r for r in record.rates if r.metric == metric]
+        if not now:
+            continue
+        past = series(store, metric, [r.node for r in now], since, record.started_at)
+        for rate in now:
+            values = past.get((rate.node, rate.part), [])
+            if len(values) < MIN_PAST_RUNS:
+                continue
+            typical = median(values)
+            if typical > 0 and rate.value < typical * (1 - margin):
+                found.append(_slower(rate, typical, len(values), record, window_days))
+    return found
+
+
+def _slower(rate: Rate, typical: float, runs: int, record: RunRecord, window_days: int) -> CheckResult:
+    unit = _UNITS[rate.metric]
+    below = 1 - rate.value / typical
+    slot = next((p.slot for p in record.parts.get(rate.node, ()) if p.part == rate.part), None)
+    what = f"{rate.node} GPU {slot} ({rate.part})" if rate.part else f"{rate.node}"
+    measure = "compute rate" if rate.metric == "tflops" else "bus bandwidth"
+    summary = (
+        f"{what}: {measure} {rate.value:.1f} {unit}, {below:.0%} below its own median of "
+        f"{typical:.1f} {unit} over {runs} runs in {window_days} days"
+    )
+    details = {
+        "item": SLOWER,
+        "metric": rate.metric,
+        "node": rate.node,
+        "part": rate.part or None,
+        "value": rate.value,
+        "median": typical,
+        "runs": runs,
+    }
+    return CheckResult(CHECK, "warn", summary, (rate.node,), details)

@@ -1,0 +1,215 @@
+"""Reading the store back: repeat offenders by part and by node, findings that come and go, each
+GPU's and node's rates over time, and what failed before for a run's own findings."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from preflight.history.store import Store
+
+
+@dataclass(frozen=True)
+class Filters:
+    """``--since`` (ISO time), ``--node``, ``--part``: empty means any."""
+
+    since: str = ""
+    node: str = ""
+    part: str = ""
+
+    def where(self, *, node_column: str = "node", part_column: str | None = "part") -> tuple[str, list[Any]]:
+        clauses, params = ["started_at >= ?"], [self.since]
+        if self.node:
+            clauses.append(f"{node_column} = ?")
+            params.append(self.node)
+        if self.part and part_column:
+            clauses.append(f"{part_column} = ?")
+            params.append(self.part)
+        return " AND ".join(clauses), params
+
+
+@dataclass(frozen=True)
+class Failure:
+    started_at: str
+    node: str
+    part: str | None
+    check: str
+    cause: str
+    status: str
+
+
+@dataclass
+class Offender:
+    """A part that failed on several nodes (``by`` "part"), or a node that failed with several
+    parts (``by`` "node"): the failures, oldest first."""
+
+    by: str
+    name: str
+    others: list[str]  # the nodes the part failed on, or the parts the node failed with
+    failures: list[Failure] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "by": self.by,
+            "name": self.name,
+            "others": self.others,
+            "failures": [asdict(f) for f in self.failures],
+        }
+
+
+def _failures(store: Store, filters: Filters, *, with_part: bool) -> list[Failure]:
+    where, params = filters.where()
+    if with_part:
+        where += " AND part IS NOT NULL"
+    rows = store.query(
+        f"SELECT started_at, node, part, check_name, cause, status FROM findings WHERE {where}"
+        " AND status IN ('fail', 'error') ORDER BY started_at",
+        params,
+    )
+    return [Failure(*row) for row in rows]
+
+
+def offenders(store: Store, filters: Filters) -> list[Offender]:
+    """Parts that failed on more than one node (the fault follows the part), then nodes that failed
+    with more than one part (the fault stays with the node: its slot, riser, cable or board)."""
+    failures = _failures(store, filters, with_part=True)
+    by_part: dict[str, list[Failure]] = {}
+    by_node: dict[str, list[Failure]] = {}
+    for failure in failures:
+        assert failure.part is not None
+        by_part.setdefault(failure.part, []).append(failure)
+        by_node.setdefault(failure.node, []).append(failure)
+    found = []
+    for part, its in sorted(by_part.items()):
+        nodes = list(dict.fromkeys(f.node for f in its))
+        if len(nodes) > 1:
+            found.append(Offender("part", part, nodes, its))
+    for node, its in sorted(by_node.items()):
+        parts = list(dict.fromkeys(f.part for f in its if f.part))
+        if len(parts) > 1:
+            found.append(Offender("node", node, parts, its))
+    return found
+
+
+@dataclass(frozen=True)
+class Flaky:
+    """A finding that came and went: failed, then passed on the same node, then failed again."""
+
+    key: str
+    node: str
+    failed: int  # runs it failed in
+    checked: int  # runs that checked the node since its first failure
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def flaky(store: Store, filters: Filters) -> list[Flaky]:
+    where, params = filters.where(part_column=None)
+    rows = store.query(f"SELECT finding_key, node, run_id FROM findings WHERE {where}", params)
+    failed_in: dict[tuple[str, str], set[int]] = {}
+    for key, node, run_id in rows:
+        failed_in.setdefault((key, node), set()).add(int(run_id))
+    repeated = {k: runs for k, runs in failed_in.items() if len(runs) > 1}
+    if not repeated:
+        return []
+    nodes = sorted({node for _, node in repeated})
+    checked_in = _runs_checking(store, nodes, filters.since)
+    found = []
+    for (key, node), runs in sorted(repeated.items()):
+        seen = [r for r in checked_in.get(node, []) if r >= min(runs)]
+        between = [r for r in seen if min(runs) < r < max(runs) and r not in runs]
+        if between:
+            found.append(Flaky(key, node, len(runs), len(seen)))
+    return found
+
+
+def _runs_checking(store: Store, nodes: Sequence[str], since: str) -> dict[str, list[int]]:
+    found: dict[str, list[int]] = {}
+    for chunk in _chunks(nodes, 500):
+        marks = ", ".join("?" for _ in chunk)
+        rows = store.query(
+            f"SELECT n.node, n.run_id FROM nodes n JOIN runs r ON r.id = n.run_id"
+            f" WHERE n.reachable = 1 AND r.started_at >= ? AND n.node IN ({marks}) ORDER BY n.run_id",
+            [since, *chunk],
+        )
+        for node, run_id in rows:
+            found.setdefault(node, []).append(int(run_id))
+    return found
+
+
+def _chunks(items: Sequence[str], size: int) -> Iterable[Sequence[str]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+@dataclass(frozen=True)
+class Trend:
+    """One GPU's compute rate (TFLOPS) or one node's bus bandwidth (Gb/s) over the window."""
+
+    metric: str
+    node: str
+    part: str
+    runs: int
+    mean: float
+    low: float
+    high: float
+    first_at: str
+    last_at: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def trends(store: Store, filters: Filters) -> list[Trend]:
+    where, params = filters.where()
+    rows = store.query(
+        "SELECT metric, node, part, COUNT(*), AVG(value), MIN(value), MAX(value), MIN(started_at),"
+        f" MAX(started_at) FROM rates WHERE {where} GROUP BY metric, node, part ORDER BY metric, node, part",
+        params,
+    )
+    return [
+        Trend(m, n, p, int(c), float(a), float(lo), float(hi), f, la) for m, n, p, c, a, lo, hi, f, la in rows
+    ]
+
+
+def series(
+    store: Store, metric: str, nodes: Sequence[str], since: str, before: str
+) -> dict[tuple[str, str], list[float]]:
+    """(node, part) -> the values of ``metric`` for ``nodes`` in the runs from ``since`` to before
+    ``before``, oldest first."""
+    found: dict[tuple[str, str], list[float]] = {}
+    for chunk in _chunks(sorted(set(nodes)), 500):
+        marks = ", ".join("?" for _ in chunk)
+        rows = store.query(
+            f"SELECT node, part, value FROM rates WHERE metric = ? AND started_at >= ? AND started_at < ?"
+            f" AND node IN ({marks}) ORDER BY started_at",
+            [metric, since, before, *chunk],
+        )
+        for node, part, value in rows:
+            found.setdefault((node, part), []).append(float(value))
+    return found
+
+
+def median(values: Sequence[float]) -> float:
+    return float(statistics.median(values))
+
+
+def earlier_failures(
+    store: Store, keys: Sequence[str], parts: Sequence[str], since: str, before: str
+) -> list[tuple[str, str, str | None, str, str]]:
+    """(finding key, node, part, check, cause, started_at) of the failures and warnings with one of
+    ``keys`` or about one of ``parts``, from ``since`` to before ``before``, oldest first."""
+    found: list[tuple[str, str, str | None, str, str]] = []
+    for column, values in (("finding_key", keys), ("part", parts)):
+        for chunk in _chunks(sorted(set(values)), 500):
+            marks = ", ".join("?" for _ in chunk)
+            rows = store.query(
+                f"SELECT finding_key, node, part, check_name || '/' || cause, started_at FROM findings"
+                f" WHERE started_at >= ? AND started_at < ? AND {column} IN ({marks}) ORDER BY started_at",
+                [since, before, *chunk],
+            )
+            found.extend((str(k), str(n), p, str(c), str(s)) for k, n, p, c, s in rows)
+    return sorted(set(found), key=lambda row: row[4])

@@ -1,0 +1,247 @@
+"""What a run leaves in the store: the run, every node with its versions, every part by its stable
+identity, each finding under a stable key, each GPU's compute rate and each node's bus bandwidth.
+
+A finding's key is ``check/entity/cause``: the check, the node it names (or the whole run, ``*``,
+for a finding that names none) and its ``details.item`` (``details.cause`` for ``connect``). The
+part a finding is about is found where the finding names it: a slow GPU's serial in the compute
+check's ranks, or a part's identity (serial, UUID, PCI address, GUID) anywhere in its details.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from preflight.model import CheckResult, HostReport, RunReport
+
+# The statuses kept as findings: the problems (a pass, and so a note, is not kept).
+KEPT_STATUSES = ("fail", "error", "warn")
+WHOLE_RUN = "*"
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """What the report itself does not say: the inventory it checked, the profile, --local."""
+
+    inventory: str
+    profile: str
+    local: bool
+
+
+@dataclass(frozen=True)
+class Part:
+    node: str
+    kind: str  # "gpu", "hca", "nic"
+    part: str  # the stable identity: GPU serial (UUID), HCA node GUID:port (device:port), NIC MAC
+    slot: str  # where it sits in the node: GPU index, HCA device/port, interface name
+    uuid: str | None = None
+    pci: str | None = None
+    rate: str | None = None  # an HCA port's rate ("400 Gb/sec (4X NDR)")
+
+
+@dataclass(frozen=True)
+class Finding:
+    key: str
+    check: str
+    entity: str
+    cause: str
+    status: str
+    node: str
+    part: str | None
+    summary: str
+
+
+def versions_of(host: HostReport) -> dict[str, str]:
+    """The versions a node runs: driver, CUDA, cuDNN, NCCL, torch, Python (those it reported)."""
+    facts = host.node
+    found: dict[str, str | None] = {"driver": facts.driver_version, "python": facts.python_version}
+    torch = facts.raw.get("torch")
+    if isinstance(torch, Mapping):
+        for name, key in (("torch", "version"), ("cuda", "cuda"), ("cudnn", "cudnn"), ("nccl", "nccl")):
+            value = torch.get(key)
+            found[name] = str(value) if value not in (None, "") else None
+    return {k: v for k, v in found.items() if v}
+
+
+def parts_of(host: HostReport) -> list[Part]:
+    """The node's GPUs, HCA ports and NICs, each by its stable identity where the facts carry one."""
+    parts: list[Part] = []
+    for gpu in host.node.gpus or []:
+        pci = gpu.raw.get("pci_bus_id")
+        identity = gpu.serial or gpu.uuid or (f"{host.name}:{pci}" if pci else None)
+        if identity is None:
+            continue
+        slot = str(gpu.index) if gpu.index is not None else ""
+        parts.append(Part(host.name, "gpu", identity, slot, gpu.uuid, str(pci) if pci else None))
+    net = host.facts.get("net")
+    net = net if isinstance(net, Mapping) else {}
+    for device in _records(net.get("ib_devices")):
+        slot = f"{device.get('name')}/{device.get('port')}"
+        guid = device.get("node_guid")
+        identity = f"{guid}/{device.get('port')}" if guid else f"{host.name}:{slot}"
+        pcie = device.get("pcie")
+        pci = pcie.get("address") if isinstance(pcie, Mapping) else None
+        rate = device.get("rate")
+        parts.append(Part(host.name, "hca", identity, slot, None, _text(pci), _text(rate)))
+    for interface in _records(net.get("interfaces")):
+        mac = interface.get("mac")
+        if mac and mac != "00:00:00:00:00:00":
+            parts.append(Part(host.name, "nic", str(mac), str(interface.get("name")), None, None))
+    return parts
+
+
+def _records(value: Any) -> list[Mapping[str, Any]]:
+    return [v for v in value if isinstance(v, Mapping)] if isinstance(value, list) else []
+
+
+def _text(value: Any) -> str | None:
+    return str(value) if value not in (None, "") else None
+
+
+def cause_of(result: CheckResult) -> str:
+    for key in ("item", "cause"):
+        value = result.details.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return result.status
+
+
+def finding_key(check: str, entity: str, cause: str) -> str:
+    return f"{check}/{entity}/{cause}"
+
+
+def findings_of(result: CheckResult, parts: Mapping[str, Sequence[Part]]) -> list[Finding]:
+    """One row per node the finding names (one for the whole run when it names none); notes and
+    passes are not kept."""
+    if result.status not in KEPT_STATUSES:
+        return []
+    cause = cause_of(result)
+    nodes = result.hosts or (WHOLE_RUN,)
+    named = _named_parts(result, parts)
+    return [
+        Finding(
+            key=finding_key(result.check, node, cause),
+            check=result.check,
+            entity=node,
+            cause=cause,
+            status=result.status,
+            node=node,
+            part=named.get(node),
+            summary=result.summary,
+        )
+        for node in nodes
+    ]
+
+
+def _named_parts(result: CheckResult, parts: Mapping[str, Sequence[Part]]) -> dict[str, str]:
+    """Node -> the one part of that node the finding is about, where it names exactly one."""
+    named: dict[str, str] = {}
+    ranks = result.details.get("ranks")
+    ratio = result.details.get("slow_ratio")
+    if isinstance(ranks, list) and isinstance(ratio, int | float):  # a burn's ranks: the slow GPUs
+        slow: dict[str, set[str]] = {}
+        for rank in _records(ranks):
+            host, serial, own = rank.get("host"), rank.get("gpu_serial"), rank.get("ratio")
+            if host in result.hosts and serial and isinstance(own, int | float) and own < ratio:
+                slow.setdefault(str(host), set()).add(str(serial))
+        return {host: next(iter(s)) for host, s in slow.items() if len(s) == 1}
+    text = json.dumps({k: v for k, v in result.details.items() if k != "ranks"}) + " " + result.summary
+    for node in result.hosts:
+        found = {
+            p.part
+            for p in parts.get(node, ())
+            if any(ident and _mentions(text, ident) for ident in (p.part, p.uuid, p.pci))
+        }
+        if len(found) == 1:
+            named[node] = found.pop()
+    return named
+
+
+def _mentions(text: str, identity: str) -> bool:
+    return re.search(rf"(?<![\w:]){re.escape(identity)}(?![\w])", text) is not None
+
+
+@dataclass(frozen=True)
+class Rate:
+    metric: str  # "tflops" (one GPU's compute rate) or "busbw" (a node's bus bandwidth, Gb/s)
+    node: str
+    part: str  # the GPU's identity for tflops; "" for a node's busbw
+    value: float
+
+
+def rates_of(results: Iterable[CheckResult], parts: Mapping[str, Sequence[Part]]) -> list[Rate]:
+    """Each GPU's compute rate (TFLOPS) from a burn's ranks, and each node's bus bandwidth (Gb/s):
+    the median of the first pair tests it took part in."""
+    rates: list[Rate] = []
+    for result in results:
+        # Read by the shape of the details: a burn's ranks with their rates, pair tests with busbw.
+        rates.extend(_compute_rates(result, parts))
+        rates.extend(_busbw_rates(result))
+    return rates
+
+
+def _compute_rates(result: CheckResult, parts: Mapping[str, Sequence[Part]]) -> list[Rate]:
+    rates = []
+    for rank in _records(result.details.get("ranks")):
+        host, flops = rank.get("host"), rank.get("flops_per_s")
+        if not isinstance(host, str) or not isinstance(flops, int | float):
+            continue
+        part = rank.get("gpu_serial") or _gpu_at(parts.get(host, ()), rank.get("gpu_index"))
+        if part:
+            rates.append(Rate("tflops", host, str(part), float(flops) / 1e12))
+    return rates
+
+
+def _gpu_at(parts: Sequence[Part], index: Any) -> str | None:
+    if index is None:
+        return None
+    return next((p.part for p in parts if p.kind == "gpu" and p.slot == str(index)), None)
+
+
+def _busbw_rates(result: CheckResult) -> list[Rate]:
+    per_node: dict[str, list[float]] = {}
+    for test in _records(result.details.get("pairs")):
+        busbw = test.get("busbw_gbps")
+        if test.get("retest") or not isinstance(busbw, int | float):
+            continue
+        for node in test.get("nodes") or []:
+            per_node.setdefault(str(node), []).append(float(busbw))
+    return [Rate("busbw", node, "", _median(values)) for node, values in per_node.items()]
+
+
+def _median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """A run as rows, ready to be written."""
+
+    started_at: str
+    info: RunInfo
+    verdict: str
+    tool_version: str
+    hosts: tuple[HostReport, ...]
+    parts: dict[str, list[Part]]
+    findings: list[Finding]
+    rates: list[Rate]
+
+
+def record_of(report: RunReport, info: RunInfo) -> RunRecord:
+    parts = {h.name: parts_of(h) for h in report.hosts if h.reachable}
+    findings = [f for r in report.results for f in findings_of(r, parts)]
+    return RunRecord(
+        started_at=report.started_at,
+        info=info,
+        verdict=report.verdict,
+        tool_version=report.tool_version,
+        hosts=report.hosts,
+        parts=parts,
+        findings=findings,
+        rates=rates_of(report.results, parts),
+    )

@@ -1,0 +1,55 @@
+"""A run's use of the store, as the runner calls it once at the end: read what failed before,
+write this run, forget runs past ``keep``. Any failure of the store is a warning in the report;
+the verdict and the findings of the checks stay as they were."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from preflight.history.annotate import CHECK, slower_than_own_past, with_repeats
+from preflight.history.record import RunInfo, record_of
+from preflight.history.settings import HistorySection, parse_keep, store_target
+from preflight.history.store import HistoryError, Store, open_store
+from preflight.history.write import forget_before, save
+from preflight.model import CheckResult, RunReport
+
+
+@dataclass(frozen=True)
+class HistoryRequest:
+    section: HistorySection
+    info: RunInfo
+
+
+def remember(report: RunReport, request: HistoryRequest) -> RunReport:
+    """``report`` with what the store knows added, after writing it to the store."""
+    if not request.section.enabled or report.interrupted:
+        return report
+    target = store_target(request.section)
+    try:
+        store = open_store(target)
+    except HistoryError as exc:
+        return _with_warning(report, exc)
+    try:
+        return _remember(report, request, store)
+    except HistoryError as exc:
+        return _with_warning(report, exc)
+    finally:
+        store.close()
+
+
+def _remember(report: RunReport, request: HistoryRequest, store: Store) -> RunReport:
+    section = request.section
+    record = record_of(report, request.info)
+    results = with_repeats(report.results, record, store, section.window_days)
+    results += slower_than_own_past(record, store, section.window_days, section.slower_margin)
+    save(store, record)
+    if section.keep:
+        forget_before(store, datetime.now(UTC) - parse_keep(section.keep))
+    return dataclasses.replace(report, results=tuple(results))
+
+
+def _with_warning(report: RunReport, error: HistoryError) -> RunReport:
+    warning = CheckResult(CHECK, "warn", f"{error} (this run is not in the history)", (), {"item": "store"})
+    return dataclasses.replace(report, results=(*report.results, warning))

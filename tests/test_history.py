@@ -1,0 +1,301 @@
+"""The history store, on SQLite and on a real PostgreSQL server: what a run writes, what a later
+run learns from it, what ``preflight history`` answers, and that a failing store never changes a
+verdict. Nodes are the recorded H100 node's facts (tests/data/runs/h100_node.json) with serials
+given to its GPUs, as nvidia-smi reports them."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from preflight.errors import ExitCode
+from preflight.history.annotate import SLOWER
+from preflight.history.queries import Filters, flaky, offenders, trends
+from preflight.history.record import RunInfo
+from preflight.history.session import HistoryRequest, remember
+from preflight.history.settings import HistorySection, iso
+from preflight.history.store import HistoryError, open_store
+from preflight.model import CheckResult, HostReport, RunReport
+
+DATA = Path(__file__).parent / "data" / "runs"
+H100 = json.loads((DATA / "h100_node.json").read_text())
+INFO = RunInfo(inventory="hosts.txt", profile="standard", local=False)
+PG_BIN = Path("/usr/lib/postgresql")
+
+
+def _facts(serials: list[str]) -> dict[str, Any]:
+    facts = copy.deepcopy(H100)
+    for gpu, serial in zip(facts["gpus"], serials, strict=False):
+        gpu["serial"] = serial
+    return facts
+
+
+def _host(name: str, serials: list[str]) -> HostReport:
+    return HostReport(name=name, address=name, hostname=name, reachable=True, facts=_facts(serials))
+
+
+def _compute(ranks: list[tuple[str, str, float]], slow: tuple[str, ...] = ()) -> CheckResult:
+    median = sorted(r[2] for r in ranks)[len(ranks) // 2]
+    details = {
+        "item": "slow_compute",
+        "slow_ratio": 0.9,
+        "ranks": [
+            {"rank": i, "host": h, "gpu_serial": s, "flops_per_s": f * 1e12, "ratio": f / median}
+            for i, (h, s, f) in enumerate(ranks)
+        ],
+    }
+    status = "fail" if slow else "pass"
+    return CheckResult("compute", status, "slow GPU" if slow else "compute rates alike", slow, details)
+
+
+def _report(at: datetime, hosts: list[HostReport], results: list[CheckResult]) -> RunReport:
+    return RunReport.build(
+        tool_version="test", started_at=iso(at), duration_s=1.0, hosts=hosts, results=results
+    )
+
+
+# ----------------------------------------------------------------------------- the two backends
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[str]:
+    """A PostgreSQL server for the session, started as the ``postgres`` user from Debian's
+    ``postgresql`` package (tests/run.sh installs it); its URL."""
+    initdb = sorted(PG_BIN.glob("*/bin/initdb"))
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        pytest.skip("psycopg is not installed (pip install '.[postgres]')")
+    if not initdb or os.geteuid() != 0:
+        pytest.skip("PostgreSQL server binaries (Debian postgresql) and root are needed")
+    bindir = initdb[-1].parent
+    data = Path(tempfile.mkdtemp(prefix="preflight-pg-"))
+    shutil.chown(data, "postgres", "postgres")
+    port = _free_port()
+
+    def as_postgres(*command: str) -> None:
+        subprocess.run(["runuser", "-u", "postgres", "--", *command], check=True, capture_output=True)
+
+    as_postgres(str(bindir / "initdb"), "-D", str(data / "db"), "--auth=trust", "-U", "postgres")
+    as_postgres(
+        str(bindir / "pg_ctl"), "-D", str(data / "db"), "-w", "-l", str(data / "log"),
+        "-o", f"-p {port} -k {data} -c listen_addresses=127.0.0.1", "start",
+    )  # fmt: skip
+    try:
+        yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
+    finally:
+        as_postgres(str(bindir / "pg_ctl"), "-D", str(data / "db"), "-m", "immediate", "stop")
+        shutil.rmtree(data, ignore_errors=True)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def target(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh, empty store on each backend."""
+    if request.param == "sqlite":
+        return str(tmp_path / "history.sqlite")
+    import psycopg
+
+    server: str = request.getfixturevalue("postgres_server")
+    name = f"t{time.monotonic_ns()}"
+    with psycopg.connect(server, autocommit=True) as connection:
+        connection.execute(f"CREATE DATABASE {name}")
+    return server.rsplit("/", 1)[0] + f"/{name}"
+
+
+def _remember(target: str, report: RunReport, **section: Any) -> RunReport:
+    return remember(report, HistoryRequest(HistorySection(store=target, **section), INFO))
+
+
+# ----------------------------------------------------------------------------- the tests
+
+NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
+SERIALS = {"node1": ["S1-0", "S1-1"], "node2": ["S2-0", "S2-1"], "node3": ["S3-0", "S3-1"]}
+
+
+def _hosts() -> list[HostReport]:
+    return [_host(n, s) for n, s in SERIALS.items()]
+
+
+def test_a_run_is_written_with_its_parts_and_rates(target: str) -> None:
+    ranks = [(n, s, 600.0) for n, ss in SERIALS.items() for s in ss]
+    out = _remember(target, _report(NOW, _hosts(), [_compute(ranks)]))
+    assert [r.check for r in out.results] == ["compute"]  # nothing to warn of on a first run
+    store = open_store(target)
+    try:
+        assert store.query("SELECT inventory, profile, verdict, hosts FROM runs") == [
+            ("hosts.txt", "standard", "pass", 3)
+        ]
+        parts = store.query("SELECT node, part, slot, pci FROM parts WHERE kind = 'gpu' ORDER BY part")
+        assert parts[0] == ("node1", "S1-0", "0", "00000000:04:00.0")
+        versions = json.loads(store.query("SELECT stack_versions FROM nodes WHERE node = 'node2'")[0][0])
+        assert versions["driver"] == "550.54.15" and versions["nccl"] == "2.21.5"
+        rates = trends(store, Filters(since=iso(NOW - timedelta(days=1)), part="S3-1"))
+        assert [(t.node, t.runs, t.mean) for t in rates] == [("node3", 1, 600.0)]
+    finally:
+        store.close()
+
+
+def test_a_gpu_that_fails_on_two_nodes_follows_the_gpu(target: str) -> None:
+    # GPU S1-1 is slow in node1, is moved to node3 and is slow there: the part is the culprit.
+    first = [(n, s, 600.0 if s != "S1-1" else 400.0) for n, ss in SERIALS.items() for s in ss]
+    _remember(target, _report(NOW - timedelta(days=2), _hosts(), [_compute(first, ("node1",))]))
+    moved = {"node1": ["S1-0", "S9-9"], "node2": SERIALS["node2"], "node3": ["S3-0", "S1-1"]}
+    hosts = [_host(n, s) for n, s in moved.items()]
+    second = [(n, s, 600.0 if s != "S1-1" else 400.0) for n, ss in moved.items() for s in ss]
+    out = _remember(target, _report(NOW, hosts, [_compute(second, ("node3",))]))
+    finding = out.results[0]
+    assert finding.summary.endswith("(2nd time in 30 days: on node1, then node3)")
+    assert finding.details["history"]["before"][0]["node"] == "node1"
+    assert out.exit_code == ExitCode.CHECK_FAILED  # the verdict is the check's
+    store = open_store(target)
+    try:
+        found = offenders(store, Filters(since=iso(NOW - timedelta(days=30))))
+    finally:
+        store.close()
+    assert [(o.by, o.name, o.others) for o in found] == [("part", "S1-1", ["node1", "node3"])]
+
+
+def test_a_node_that_fails_with_different_gpus_points_at_the_node(target: str) -> None:
+    for day, serials in enumerate((["A-0", "A-1"], ["B-0", "B-1"])):
+        hosts = [_host("node1", serials), _host("node2", SERIALS["node2"])]
+        ranks = [("node1", serials[1], 400.0), ("node1", serials[0], 600.0), ("node2", "S2-0", 600.0)]
+        ranks.append(("node2", "S2-1", 600.0))
+        _remember(target, _report(NOW - timedelta(days=5 - day), hosts, [_compute(ranks, ("node1",))]))
+    store = open_store(target)
+    try:
+        found = offenders(store, Filters(since=iso(NOW - timedelta(days=30))))
+    finally:
+        store.close()
+    assert [(o.by, o.name, o.others) for o in found] == [("node", "node1", ["A-1", "B-1"])]
+
+
+def test_a_finding_that_comes_and_goes_is_flaky_and_a_steady_one_is_not(target: str) -> None:
+    def run(day: int, failing: tuple[str, ...]) -> None:
+        results = [CheckResult("limits", "fail", "shm small", failing, {"item": "shm"})] if failing else []
+        _remember(target, _report(NOW - timedelta(days=10 - day), _hosts(), results))
+
+    for day, failing in enumerate([("node1", "node2"), ("node2",), ("node1", "node2")]):
+        run(day, failing)
+    store = open_store(target)
+    try:
+        found = flaky(store, Filters(since=iso(NOW - timedelta(days=30))))
+    finally:
+        store.close()
+    assert [(f.key, f.failed, f.checked) for f in found] == [("limits/node1/shm", 2, 3)]
+
+
+def test_a_gpu_slower_than_its_own_past_is_named_though_its_peers_are_alike(target: str) -> None:
+    for day in range(4):
+        ranks = [(n, s, 600.0 + day) for n, ss in SERIALS.items() for s in ss]
+        _remember(target, _report(NOW - timedelta(days=8 - day), _hosts(), [_compute(ranks)]))
+    # Every GPU 20 % slower after, say, a driver change: the peers agree, their own past does not.
+    ranks = [(n, s, 480.0) for n, ss in SERIALS.items() for s in ss]
+    out = _remember(target, _report(NOW, _hosts(), [_compute(ranks)]))
+    slower = [r for r in out.results if r.details.get("item") == SLOWER]
+    assert len(slower) == 6 and all(r.status == "warn" for r in slower)
+    assert "node1 GPU 0 (S1-0): compute rate 480.0 TFLOPS, 20% below its own median" in slower[0].summary
+    assert out.exit_code == ExitCode.OK
+    # Within the margin, nothing is said.
+    steady = [(n, s, 590.0) for n, ss in SERIALS.items() for s in ss]
+    later = _remember(target, _report(NOW + timedelta(hours=1), _hosts(), [_compute(steady)]))
+    assert [r.details.get("item") for r in later.results] == ["slow_compute"]
+
+
+def test_two_runs_writing_at_once_both_land(target: str) -> None:
+    code = (
+        "import sys; from datetime import datetime, UTC; import tests.test_history as t\n"
+        "t._remember(sys.argv[1], t._report(datetime.now(UTC), t._hosts(), []))\n"
+    )
+    path = os.pathsep.join([str(Path(__file__).parent.parent), os.environ.get("PYTHONPATH", "")])
+    env = {**os.environ, "PYTHONPATH": path}
+    writers = [subprocess.Popen([sys.executable, "-c", code, target], env=env) for _ in range(2)]
+    assert [w.wait(timeout=60) for w in writers] == [0, 0]
+    store = open_store(target)
+    try:
+        assert store.query("SELECT COUNT(*) FROM runs") == [(2,)]
+        assert store.query("SELECT COUNT(*) FROM parts") == [(2 * 3 * 4,)]  # two runs, 3 nodes of 4 GPUs
+    finally:
+        store.close()
+
+
+def test_keep_forgets_old_runs(target: str) -> None:
+    _remember(target, _report(datetime.now(UTC) - timedelta(days=100), _hosts(), []))
+    _remember(target, _report(datetime.now(UTC), _hosts(), []), keep="90d")
+    store = open_store(target)
+    try:
+        assert store.query("SELECT COUNT(*) FROM runs") == [(1,)]
+        assert store.query("SELECT COUNT(*) FROM nodes") == [(3,)]
+    finally:
+        store.close()
+
+
+# ----------------------------------------------------------------------------- a store that fails
+
+
+def test_a_corrupt_store_is_a_warning_and_the_verdict_stands(tmp_path: Path) -> None:
+    corrupt = tmp_path / "history.sqlite"
+    corrupt.write_bytes(b"not a database, just bytes" * 100)
+    report = _report(NOW, _hosts(), [CheckResult("limits", "fail", "shm small", ("node1",), {"item": "shm"})])
+    out = _remember(str(corrupt), report)
+    assert out.exit_code == report.exit_code == ExitCode.CHECK_FAILED
+    assert out.results[:1] == report.results
+    warning = out.results[-1]
+    assert (warning.check, warning.status) == ("history", "warn")
+    assert "not in the history" in warning.summary and str(corrupt) in warning.summary
+
+
+def test_an_unwritable_store_is_a_warning(tmp_path: Path) -> None:
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    out = _remember(str(blocked / "history.sqlite"), _report(NOW, _hosts(), []))
+    assert out.exit_code == ExitCode.OK
+    assert [(r.check, r.status) for r in out.results] == [("history", "warn")]
+
+
+def test_a_locked_store_is_a_warning_after_the_busy_timeout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import preflight.history.store as store_module
+
+    path = tmp_path / "history.sqlite"
+    open_store(str(path)).close()
+    monkeypatch.setattr(store_module, "BUSY_TIMEOUT_S", 0.2)
+    import sqlite3
+
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        out = _remember(str(path), _report(NOW, _hosts(), []))
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert [(r.check, r.status) for r in out.results] == [("history", "warn")]
+    assert "locked" in out.results[0].summary
+
+
+def test_a_store_from_a_newer_preflight_is_left_alone(tmp_path: Path) -> None:
+    path = str(tmp_path / "history.sqlite")
+    store = open_store(path)
+    store.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+    store.close()
+    with pytest.raises(HistoryError, match="schema version 99 is newer"):
+        open_store(path)
