@@ -15,6 +15,7 @@ from checks.job.cuts import SlowGroup, find_cuts
 from checks.job.node.planning import (
     CONTROL_PAIRS,
     MIN_SPREAD_PAIRS,
+    RETEST_SIGMAS,
     SPREAD_SIGMAS,
     first_busbw,
     node_best,
@@ -359,6 +360,16 @@ def _busy_retests_scaled(evidence: _Evidence, threshold: float) -> _Evidence:
     return _Evidence.of(records)
 
 
+def _slow_everywhere(evidence: _Evidence, threshold: float) -> set[int]:
+    """Nodes measured with two or more partners and below ``threshold`` in every measurement: the
+    job's suspects that no re-test cleared. Their pairs measure them, not the fabric's noise."""
+    return {
+        node
+        for node, observed in evidence.seen.items()
+        if len({p for p, _, _ in observed}) >= 2 and all(busbw < threshold for _, busbw, _ in observed)
+    }
+
+
 def _name(evidence: _Evidence, spread: tuple[float, float, int], floor: float, quiet_ratio: float) -> _Named:
     """Slow nodes, cuts and links under the thresholds that ``spread`` sets."""
     first, retests, seen = evidence.first, evidence.retests, evidence.seen
@@ -547,7 +558,9 @@ def name_culprits(
     The spread is judged twice: from the first tests (what the job planned its re-tests by), then
     from every measurement that the first naming left unexplained (the re-tests of healthy
     suspects are more samples of it); the wider of the two decides, so that a few dozen first
-    tests that happened to look quiet blame no healthy node.
+    tests that happened to look quiet blame no healthy node. Both leave out the pairs of nodes
+    that were below the job's re-test threshold with every partner, re-tests included: where
+    8 of 64 nodes are slow, their pairs would otherwise widen the noise until none is named.
     """
     records = list(measurements)
     evidence = _Evidence.of(records)
@@ -557,9 +570,19 @@ def name_culprits(
     spread = robust_spread(first.values(), floor, quiet_ratio)
     evidence = _busy_retests_scaled(evidence, spread_threshold(spread, floor, quiet_ratio, SPREAD_SIGMAS))
     retests = evidence.retests
+    apart = _slow_everywhere(evidence, spread_threshold(spread, floor, quiet_ratio, RETEST_SIGMAS))
+    if apart:
+        kept = robust_spread((v for p, v in first.items() if not apart & set(p)), floor, quiet_ratio)
+        if kept[2] >= MIN_SPREAD_PAIRS:
+            spread = kept
     named = _name(evidence, spread, floor, quiet_ratio)
     explained = named.blamed_pairs(evidence)
-    unexplained = [v for pair, values in evidence.measured.items() if pair not in explained for v in values]
+    unexplained = [
+        v
+        for pair, values in evidence.measured.items()
+        if pair not in explained and not apart & set(pair)
+        for v in values
+    ]
     pooled = robust_spread(unexplained, floor, quiet_ratio)
     if spread_threshold(pooled, floor, quiet_ratio, SPREAD_SIGMAS) < named.threshold:
         spread = pooled
