@@ -25,6 +25,7 @@ from checks.job.node.planning import (
     retest_threshold,
     robust_spread,
     side_plan,
+    slow_everywhere,
     slow_pairs,
     spread_threshold,
     typical_busbw,
@@ -360,16 +361,6 @@ def _busy_retests_scaled(evidence: _Evidence, threshold: float) -> _Evidence:
     return _Evidence.of(records)
 
 
-def _slow_everywhere(evidence: _Evidence, threshold: float) -> set[int]:
-    """Nodes measured with two or more partners and below ``threshold`` in every measurement: the
-    job's suspects that no re-test cleared. Their pairs measure them, not the fabric's noise."""
-    return {
-        node
-        for node, observed in evidence.seen.items()
-        if len({p for p, _, _ in observed}) >= 2 and all(busbw < threshold for _, busbw, _ in observed)
-    }
-
-
 def _name(evidence: _Evidence, spread: tuple[float, float, int], floor: float, quiet_ratio: float) -> _Named:
     """Slow nodes, cuts and links under the thresholds that ``spread`` sets."""
     first, retests, seen = evidence.first, evidence.retests, evidence.seen
@@ -482,13 +473,9 @@ def _name(evidence: _Evidence, spread: tuple[float, float, int], floor: float, q
     # Cuts first, among the nodes that are not slow with every partner; then slow nodes, each
     # without the pairs a cut explains, and again without its pairs with the other slow nodes:
     # a healthy node that met a slow node is not blamed for that pair.
-    slow_everywhere = {
-        node
-        for node, observed in seen.items()
-        if len({p for p, _, _ in observed}) >= 2 and all(busbw < threshold for _, busbw, _ in observed)
-    }
+    everywhere = slow_everywhere(evidence.measured, threshold)
     slow_groups = find_cuts(
-        evidence.measured, blamed, threshold, fast_threshold, slow_everywhere, evidence.typical, floor
+        evidence.measured, blamed, threshold, fast_threshold, everywhere, evidence.typical, floor
     )
     slow_groups = [group for group in slow_groups if cut_stands_out(group)]
     in_groups = {pair for group in slow_groups for pair in group.pairs}
@@ -570,19 +557,13 @@ def name_culprits(
     spread = robust_spread(first.values(), floor, quiet_ratio)
     evidence = _busy_retests_scaled(evidence, spread_threshold(spread, floor, quiet_ratio, SPREAD_SIGMAS))
     retests = evidence.retests
-    apart = _slow_everywhere(evidence, spread_threshold(spread, floor, quiet_ratio, RETEST_SIGMAS))
-    if apart:
-        kept = robust_spread((v for p, v in first.items() if not apart & set(p)), floor, quiet_ratio)
-        if kept[2] >= MIN_SPREAD_PAIRS:
-            spread = kept
+    apart = slow_everywhere(evidence.measured, spread_threshold(spread, floor, quiet_ratio, RETEST_SIGMAS))
+    apart_pairs = {p for p in evidence.measured if apart & set(p)}
+    kept = robust_spread((v for p, v in first.items() if p not in apart_pairs), floor, quiet_ratio)
+    spread = kept if kept[2] >= MIN_SPREAD_PAIRS else spread
     named = _name(evidence, spread, floor, quiet_ratio)
-    explained = named.blamed_pairs(evidence)
-    unexplained = [
-        v
-        for pair, values in evidence.measured.items()
-        if pair not in explained and not apart & set(pair)
-        for v in values
-    ]
+    explained = named.blamed_pairs(evidence) | apart_pairs
+    unexplained = [v for pair, values in evidence.measured.items() if pair not in explained for v in values]
     pooled = robust_spread(unexplained, floor, quiet_ratio)
     if spread_threshold(pooled, floor, quiet_ratio, SPREAD_SIGMAS) < named.threshold:
         spread = pooled

@@ -10,7 +10,7 @@ import statistics
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Iterable, Mapping, Sequence
 
     Pair = tuple[int, int]
 
@@ -199,6 +199,20 @@ def retest_threshold(busbw_by_pair: Mapping[Pair, float], slow_ratio: float, qui
 def slow_pairs(busbw_by_pair: Mapping[Pair, float], slow_ratio: float, quiet_ratio: float) -> list[Pair]:
     threshold = retest_threshold(busbw_by_pair, slow_ratio, quiet_ratio)
     return sorted(pair for pair, busbw in busbw_by_pair.items() if busbw < threshold)
+
+
+def slow_everywhere(measured: Mapping[Pair, Sequence[float]], threshold: float) -> set[int]:
+    """Nodes measured with two or more partners and below ``threshold`` in every measurement of
+    ``measured`` (each pair's first test and re-tests): slow nodes, or nodes of a group cut off,
+    whose pairs measure them rather than the fabric's noise."""
+    partners: dict[int, set[int]] = {}
+    fast: set[int] = set()
+    for (a, b), values in measured.items():
+        partners.setdefault(a, set()).add(b)
+        partners.setdefault(b, set()).add(a)
+        if max(values) >= threshold:
+            fast.update((a, b))
+    return {node for node, others in partners.items() if len(others) >= 2 and node not in fast}
 
 
 def pack_rounds(tests: Iterable[Pair]) -> list[list[Pair]]:
