@@ -46,6 +46,16 @@ def test_a_node_twenty_percent_slow_or_more_is_named_when_the_noise_lets_it_be_t
     assert sum(t.false_culprits for t in trials) == 0
 
 
+@pytest.mark.parametrize(("factor", "noise"), [(0.8, 0.05), (0.6, 0.1)])
+def test_eight_slow_nodes_among_64_are_named_when_the_noise_lets_them_be_told(
+    factor: float, noise: float
+) -> None:
+    # A quarter of the one round's pairs meet a slow node: they are not the fabric's noise.
+    trials = simulate(N_NODES, 100, Faults(slow_nodes=8, slow_node_factor=factor, noise=noise), seed=3)
+    assert share(trials, sum(t.slow_nodes <= t.named_nodes for t in trials)) >= 0.95
+    assert sum(t.false_culprits for t in trials) == 0
+
+
 @pytest.mark.parametrize("shape", ["blocks", "strided"])
 def test_a_group_cut_off_from_the_rest_is_one_finding_wherever_the_inventory_lists_it(shape: str) -> None:
     # Strided: one node in every 16 (a rack the inventory lists one node per row); partners half

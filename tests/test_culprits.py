@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import itertools
 import random
+import statistics
 from collections.abc import Mapping
 from typing import Any
 
 import pytest
 
 from checks.job.failures import explain_failures, last_error_line
-from checks.job.node.planning import first_busbw
+from checks.job.node.planning import first_busbw, robust_spread
 from checks.job.pairs import (
     FULL_PLAN_MAX_NODES,
     QUIET_SLOW_RATIO,
@@ -361,6 +362,27 @@ def test_the_threshold_falls_with_the_spread_of_the_healthy_pairs() -> None:
     assert noisy.threshold_gbps < 0.7 * HEALTHY_GBPS < 0.85 * HEALTHY_GBPS < quiet.threshold_gbps
     assert noisy.healthy_spread_gbps > 3 * quiet.healthy_spread_gbps
     assert not noisy.confirmed and not quiet.confirmed
+
+
+def test_pairs_with_slow_nodes_are_not_taken_for_the_fabrics_noise() -> None:
+    # One sparse round at 64 nodes with 8 slow nodes at 0.8x: a quarter of its pairs met one. In
+    # this draw the slow pairs lie within three absolute deviations of the median of all 32.
+    rng = random.Random(4)
+    healthy = [HEALTHY_GBPS * (1 + rng.uniform(-0.05, 0.05)) for _ in range(24)]
+    slow = [0.8 * HEALTHY_GBPS * (1 + rng.uniform(-0.05, 0.05)) for _ in range(8)]
+    center, sigma, count = robust_spread(healthy + slow, 0.5 * HEALTHY_GBPS, QUIET_SLOW_RATIO)
+    assert count == len(healthy)
+    assert center == pytest.approx(statistics.fmean(healthy))
+    assert sigma == pytest.approx(statistics.pstdev(healthy))
+    # The healthy pairs alone: every one of them is the noise, as before.
+    assert robust_spread(healthy, 0.5 * HEALTHY_GBPS, QUIET_SLOW_RATIO) == (center, sigma, count)
+
+
+def test_eight_slow_nodes_among_64_are_each_named_on_a_quiet_fabric() -> None:
+    slow = {n: 0.8 for n in (2, 8, 13, 16, 32, 34, 52, 61)}
+    culprits = judged(64, mode="sparse", slow_nodes=slow, noise=0.05, seed=5, plan_seed=5)
+    assert [s.node for s in culprits.slow_nodes] == sorted(slow)
+    assert not culprits.slow_links and not culprits.slow_groups
 
 
 def test_a_pair_slow_once_and_fast_on_retest_is_only_a_note() -> None:

@@ -15,6 +15,7 @@ from checks.job.cuts import SlowGroup, find_cuts
 from checks.job.node.planning import (
     CONTROL_PAIRS,
     MIN_SPREAD_PAIRS,
+    RETEST_SIGMAS,
     SPREAD_SIGMAS,
     first_busbw,
     node_best,
@@ -24,6 +25,7 @@ from checks.job.node.planning import (
     retest_threshold,
     robust_spread,
     side_plan,
+    slow_everywhere,
     slow_pairs,
     spread_threshold,
     typical_busbw,
@@ -471,13 +473,9 @@ def _name(evidence: _Evidence, spread: tuple[float, float, int], floor: float, q
     # Cuts first, among the nodes that are not slow with every partner; then slow nodes, each
     # without the pairs a cut explains, and again without its pairs with the other slow nodes:
     # a healthy node that met a slow node is not blamed for that pair.
-    slow_everywhere = {
-        node
-        for node, observed in seen.items()
-        if len({p for p, _, _ in observed}) >= 2 and all(busbw < threshold for _, busbw, _ in observed)
-    }
+    everywhere = slow_everywhere(evidence.measured, threshold)
     slow_groups = find_cuts(
-        evidence.measured, blamed, threshold, fast_threshold, slow_everywhere, evidence.typical, floor
+        evidence.measured, blamed, threshold, fast_threshold, everywhere, evidence.typical, floor
     )
     slow_groups = [group for group in slow_groups if cut_stands_out(group)]
     in_groups = {pair for group in slow_groups for pair in group.pairs}
@@ -547,7 +545,9 @@ def name_culprits(
     The spread is judged twice: from the first tests (what the job planned its re-tests by), then
     from every measurement that the first naming left unexplained (the re-tests of healthy
     suspects are more samples of it); the wider of the two decides, so that a few dozen first
-    tests that happened to look quiet blame no healthy node.
+    tests that happened to look quiet blame no healthy node. Both leave out the pairs of nodes
+    that were below the job's re-test threshold with every partner, re-tests included: where
+    8 of 64 nodes are slow, their pairs would otherwise widen the noise until none is named.
     """
     records = list(measurements)
     evidence = _Evidence.of(records)
@@ -557,8 +557,12 @@ def name_culprits(
     spread = robust_spread(first.values(), floor, quiet_ratio)
     evidence = _busy_retests_scaled(evidence, spread_threshold(spread, floor, quiet_ratio, SPREAD_SIGMAS))
     retests = evidence.retests
+    apart = slow_everywhere(evidence.measured, spread_threshold(spread, floor, quiet_ratio, RETEST_SIGMAS))
+    apart_pairs = {p for p in evidence.measured if apart & set(p)}
+    kept = robust_spread((v for p, v in first.items() if p not in apart_pairs), floor, quiet_ratio)
+    spread = kept if kept[2] >= MIN_SPREAD_PAIRS else spread
     named = _name(evidence, spread, floor, quiet_ratio)
-    explained = named.blamed_pairs(evidence)
+    explained = named.blamed_pairs(evidence) | apart_pairs
     unexplained = [v for pair, values in evidence.measured.items() if pair not in explained for v in values]
     pooled = robust_spread(unexplained, floor, quiet_ratio)
     if spread_threshold(pooled, floor, quiet_ratio, SPREAD_SIGMAS) < named.threshold:

@@ -10,7 +10,7 @@ import statistics
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Iterable, Mapping, Sequence
 
     Pair = tuple[int, int]
 
@@ -119,12 +119,14 @@ def typical_busbw(busbw_by_pair: Mapping[Pair, float]) -> float:
 # re-tests the pairs RETEST_SIGMAS below the median of the first tests (a wide net: the spread of
 # a few dozen pairs is itself uncertain); the judge, with the re-tests as more samples, calls a
 # measurement slow SPREAD_SIGMAS below it. Fewer healthy pairs than MIN_SPREAD_PAIRS tell no
-# spread from a fault: the threshold is then slow_ratio alone.
+# spread from a fault: the threshold is then slow_ratio alone. Measurements below a gap of
+# GAP_SIGMAS standard deviations in the lower half are a slower cluster, not noise.
 RETEST_SIGMAS = 1.5
 SPREAD_SIGMAS = 2.0
 WINDOW_SIGMAS = 3.0
 MAD_TO_SIGMA = 1.4826
 MIN_SPREAD_PAIRS = 8
+GAP_SIGMAS = 2.0
 
 
 def healthy_spread(values: Iterable[float], floor: float) -> tuple[float, float, int]:
@@ -137,20 +139,38 @@ def healthy_spread(values: Iterable[float], floor: float) -> tuple[float, float,
     return center, MAD_TO_SIGMA * deviation, len(healthy)
 
 
+def _slow_cluster_top(values: Iterable[float], floor: float) -> float:
+    """The lowest measurement above a gap that sets the slower part of ``values`` apart (``floor``
+    where none does): the widest gap between consecutive measurements at or above ``floor`` in
+    their lower half, when it is GAP_SIGMAS standard deviations of the measurements above it or
+    wider. Pairs with a slow node form such a cluster: where a quarter of the pairs met one, their
+    median and absolute deviation would take them in as noise."""
+    ordered = sorted(value for value in values if value >= floor)
+    if len(ordered) < 2 * MIN_SPREAD_PAIRS:
+        return floor
+    index = max(range(1, len(ordered) // 2 + 1), key=lambda i: ordered[i] - ordered[i - 1])
+    above = ordered[index:]
+    if ordered[index] - ordered[index - 1] < GAP_SIGMAS * statistics.pstdev(above):
+        return floor
+    return ordered[index]
+
+
 def robust_spread(values: Iterable[float], floor: float, quiet_ratio: float) -> tuple[float, float, int]:
-    """(center, standard deviation, count) of the healthy measurements: those at or above ``floor``
-    give a first median and robust deviation; the mean and standard deviation are then taken over
-    those within WINDOW_SIGMAS of that median, either side, and again within a narrower window of
-    those (no slow pair widens them, and over a few dozen pairs they are far steadier than the
-    median and its absolute deviation)."""
+    """(center, standard deviation, count) of the healthy measurements: those at or above ``floor``,
+    and above the gap that sets a cluster of slower ones apart where there is one (see
+    ``_slow_cluster_top``), give a first median and robust deviation; the mean and standard
+    deviation are then taken over those within WINDOW_SIGMAS of that median, either side, and again
+    within a narrower window of those (no slow pair widens them, and over a few dozen pairs they
+    are far steadier than the median and its absolute deviation)."""
     values = list(values)
-    center, sigma, count = healthy_spread(values, floor)
+    edge = _slow_cluster_top(values, floor)
+    center, sigma, count = healthy_spread(values, edge)
     if count < MIN_SPREAD_PAIRS:
         return center, sigma, count
     # Twice: the window of the second pass is drawn by the steadier first estimate.
     for width in (WINDOW_SIGMAS, WINDOW_SIGMAS - 0.5):
         low = max(floor, center - width * sigma)
-        window = [value for value in values if low <= value <= 2 * center - low]
+        window = [value for value in values if max(low, edge) <= value <= 2 * center - low]
         if len(window) < MIN_SPREAD_PAIRS:
             break
         center, sigma, count = float(statistics.fmean(window)), float(statistics.pstdev(window)), len(window)
@@ -179,6 +199,20 @@ def retest_threshold(busbw_by_pair: Mapping[Pair, float], slow_ratio: float, qui
 def slow_pairs(busbw_by_pair: Mapping[Pair, float], slow_ratio: float, quiet_ratio: float) -> list[Pair]:
     threshold = retest_threshold(busbw_by_pair, slow_ratio, quiet_ratio)
     return sorted(pair for pair, busbw in busbw_by_pair.items() if busbw < threshold)
+
+
+def slow_everywhere(measured: Mapping[Pair, Sequence[float]], threshold: float) -> set[int]:
+    """Nodes measured with two or more partners and below ``threshold`` in every measurement of
+    ``measured`` (each pair's first test and re-tests): slow nodes, or nodes of a group cut off,
+    whose pairs measure them rather than the fabric's noise."""
+    partners: dict[int, set[int]] = {}
+    fast: set[int] = set()
+    for (a, b), values in measured.items():
+        partners.setdefault(a, set()).add(b)
+        partners.setdefault(b, set()).add(a)
+        if max(values) >= threshold:
+            fast.update((a, b))
+    return {node for node, others in partners.items() if len(others) >= 2 and node not in fast}
 
 
 def pack_rounds(tests: Iterable[Pair]) -> list[list[Pair]]:
