@@ -67,8 +67,13 @@ def judge_connect(hosts: Sequence[HostReport]) -> list[CheckResult]:
     return results
 
 
+# Characters of the first line a node's shell printed that the note quotes.
+FIRST_LINE_CHARS = 200
+
+
 def _first_line(text: str) -> str:
-    return next((line.strip() for line in text.splitlines() if line.strip()), "")
+    line = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    return line if len(line) <= FIRST_LINE_CHARS else line[:FIRST_LINE_CHARS] + "..."
 
 
 def shell_output_note(reached: Sequence[HostReport]) -> CheckResult | None:
