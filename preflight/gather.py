@@ -21,7 +21,7 @@ from preflight.deadline import Deadline
 from preflight.inventory import HostSpec
 from preflight.model import HostError, HostReport
 from preflight.node.nccl import JOB_ENV_USED
-from preflight.probes import parse_script_output, run_node_script, start_node_script
+from preflight.probes import ScriptAnswer, parse_script_output, run_node_script_answer, start_node_script
 from preflight.progress import Progress
 from preflight.redact import redact
 from preflight.transport import GRACE_S, HostUnavailable, RemoteProcess, Transport
@@ -32,6 +32,8 @@ FACTS_SCRIPT = "preflight.node.facts"
 _TMPDIR_RE = re.compile(rb"^preflight-tmpdir=(/[\w./-]*/preflight\.\w{6,})$", re.MULTILINE)
 # Seconds an unused staying probe gets to end by itself once its stdin ends.
 HOST_EXIT_S = 3.0
+# Characters kept of what a node's login shell printed on stdout (the facts' connection record).
+SHELL_OUTPUT_KEPT = 2000
 
 
 def facts_probe_args(job_env: Mapping[str, str], stay_imports: Sequence[str] = ()) -> tuple[str, ...]:
@@ -50,11 +52,12 @@ def facts_probe_args(job_env: Mapping[str, str], stay_imports: Sequence[str] = (
 
 def _staying_probe(
     transport: Transport, *, python: str, args: tuple[str, ...], probe_timeout_s: float, deadline: Deadline
-) -> tuple[dict[str, Any], RemoteProcess]:
-    """Run the facts probe so that it stays: its document, and the process, still running."""
+) -> tuple[ScriptAnswer, RemoteProcess]:
+    """Run the facts probe so that it stays: its answer, and the process, still running."""
     process = start_node_script(
         transport, FACTS_SCRIPT, python=python, args=args, timeout_s=max(1.0, deadline.remaining())
     )
+    frame = process.frame
     line = process.readline(Deadline.after(probe_timeout_s).sooner(deadline.remaining()))
     document: Any = None
     if line is not None:
@@ -63,7 +66,8 @@ def _staying_probe(
         except (json.JSONDecodeError, UnicodeDecodeError):
             document = None
     if isinstance(document, dict):
-        return document, process
+        shell = process.before_frame.strip()
+        return ScriptAnswer(document, shell, len(shell)), process
     # No document: what the process did says why (it ended, timed out, or printed something else).
     with contextlib.suppress(OSError):
         process.close_stdin()
@@ -71,12 +75,24 @@ def _staying_probe(
     result = process.wait(Deadline.after(0 if timed_out else 5))
     if timed_out:
         result = dataclasses.replace(result, timed_out=True)
-    parse_script_output(result, python=python, host=transport.spec.name, timeout_s=probe_timeout_s)
+    parse_script_output(
+        result, python=python, host=transport.spec.name, timeout_s=probe_timeout_s, frame=frame or b""
+    )
     raise HostUnavailable(
         HostError(
             "probe_failed", f"{transport.spec.name}: the probe printed no facts: {result.stderr_tail(3)}"
         )
     )
+
+
+def shell_output_fact(answer: ScriptAnswer) -> dict[str, Any] | None:
+    """What the node's login shell printed on stdout around the facts probe, for the facts'
+    connection record: its size and its first lines (at most :data:`SHELL_OUTPUT_KEPT` characters,
+    masked as facts are); None when it printed nothing."""
+    if not answer.shell_output:
+        return None
+    text = answer.shell_output.decode("utf-8", "replace")
+    return {"bytes": answer.shell_output_bytes, "text": redact(text[:SHELL_OUTPUT_KEPT])}
 
 
 def _unchecked(spec: HostSpec, error: HostError) -> HostReport:
@@ -103,18 +119,18 @@ def _gather_one(
         connected_s = time.monotonic() - started
         progress.host(spec.name, "probing")
         if stay:
-            document, session.host = _staying_probe(
+            answer, session.host = _staying_probe(
                 transport, python=python, args=args, probe_timeout_s=probe_timeout_s, deadline=deadline
             )
         else:
-            document = run_node_script(
+            answer = run_node_script_answer(
                 transport, FACTS_SCRIPT, python=python, args=args, timeout_s=deadline.cap(probe_timeout_s)
             )
     except HostUnavailable as exc:
         session.report = _unchecked(spec, exc.error)
         progress.host(spec.name, "error", error=exc.error.message)
         return
-    facts = dict(redact(document.get("facts") or {}))
+    facts = dict(redact(answer.document.get("facts") or {}))
     facts["connection"] = {
         "transport": transport.kind,
         "user": spec.user,
@@ -124,6 +140,8 @@ def _gather_one(
         "probe_s": round(time.monotonic() - started - connected_s, 3),
         "accepted_host_keys": transport.accepted_host_keys,
     }
+    if (shell_output := shell_output_fact(answer)) is not None:
+        facts["connection"]["shell_output"] = shell_output
     hostname = facts.get("hostname")
     session.report = HostReport(
         name=spec.name,

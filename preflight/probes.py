@@ -5,12 +5,19 @@ A node script is a node module (standard library, plus torch/pynvml when the nod
 other node modules: :mod:`preflight.bundle`) shipped with the node modules it imports as one
 bundle, sent as the stdin of ``python -`` so that nothing is written to the node's disk. It
 prints one JSON document, or talks by lines (:func:`start_node_script`).
+
+Every script the controller starts is framed: its first words on stdout are a line that carries a
+nonce drawn for that command (:func:`frame_marker`), and only what follows it is the script's. What
+the node's login shell prints before (a banner, an ``echo`` in ``~/.bashrc``, which bash runs even
+for ``ssh host command``) or after the script is kept apart as the node's shell output.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import secrets
+from dataclasses import dataclass
 from typing import Any
 
 from preflight.bundle import bundle
@@ -36,6 +43,30 @@ def node_script(module: str) -> bytes:
     return bundle(module)
 
 
+# The frame's line: this text, then the command's nonce. A shell cannot print it by chance.
+FRAME_PREFIX = b"preflight-frame="
+
+
+def frame_marker() -> bytes:
+    """A fresh frame line (with its newline) for one command."""
+    return FRAME_PREFIX + secrets.token_hex(12).encode("ascii") + b"\n"
+
+
+def framed(source: bytes, marker: bytes) -> bytes:
+    """``source`` that first writes ``marker`` on fd 1, before it imports anything, leaving no name
+    behind in the script's globals."""
+    return b"__import__('os').write(1, " + repr(marker).encode("ascii") + b")\n" + source
+
+
+@dataclass(frozen=True)
+class ScriptAnswer:
+    """A script's JSON document, and what the node's login shell printed on stdout around it."""
+
+    document: dict[str, Any]
+    shell_output: bytes = b""  # kept as the transport kept it (its first and last MiB)
+    shell_output_bytes: int = 0  # how many bytes it printed, the ones not kept included
+
+
 def run_node_script(
     transport: Transport,
     name: str,
@@ -49,11 +80,44 @@ def run_node_script(
     Raises :class:`HostUnavailable` with a cause a person can act on: python missing,
     timed out, crashed (with the end of its stderr), or printed something that is not JSON.
     """
-    result = transport.run([python, "-", *args], stdin=node_script(name), timeout_s=timeout_s)
-    return parse_script_output(result, python=python, host=transport.spec.name, timeout_s=timeout_s)
+    return run_node_script_answer(transport, name, python=python, args=args, timeout_s=timeout_s).document
 
 
-def parse_script_output(result: CommandResult, *, python: str, host: str, timeout_s: float) -> dict[str, Any]:
+def run_node_script_answer(
+    transport: Transport,
+    name: str,
+    *,
+    python: str,
+    args: tuple[str, ...] = (),
+    timeout_s: float,
+) -> ScriptAnswer:
+    """:func:`run_node_script`, with what the node's shell printed around the document."""
+    marker = frame_marker()
+    result = transport.run([python, "-", *args], stdin=framed(node_script(name), marker), timeout_s=timeout_s)
+    return parse_script_output(
+        result, python=python, host=transport.spec.name, timeout_s=timeout_s, frame=marker
+    )
+
+
+def split_frame(stdout: bytes, marker: bytes) -> tuple[bytes, bytes] | None:
+    """``stdout`` split at the frame line: what came before it and what came after it; None when
+    the frame is not in it."""
+    before, found, after = stdout.partition(marker)
+    return (before, after) if found else None
+
+
+def _document_in(text: bytes) -> tuple[Any, bytes]:
+    """The JSON document at the start of ``text`` and what follows it; raises ValueError."""
+    decoded = text.decode("utf-8", "surrogateescape").lstrip()  # the shell's bytes after it may be any
+    document, end = json.JSONDecoder().raw_decode(decoded)
+    return document, decoded[end:].encode("utf-8", "surrogateescape")
+
+
+def parse_script_output(
+    result: CommandResult, *, python: str, host: str, timeout_s: float, frame: bytes
+) -> ScriptAnswer:
+    """The document a framed script printed (``frame``: its frame line), and the shell's output
+    around it; raises :class:`HostUnavailable` naming why there is none."""
     if result.timed_out:
         raise HostUnavailable(
             HostError("timeout", f"{host}: the probe did not finish within {timeout_s:g} s")
@@ -79,10 +143,13 @@ def parse_script_output(result: CommandResult, *, python: str, host: str, timeou
                 f"{host}: the probe exited with status {result.exit_status}: {result.stderr_tail(3)}",
             )
         )
+    parts = split_frame(result.stdout, frame)
     try:
-        document = json.loads(result.stdout)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        head = result.stdout[:120].decode("utf-8", "replace")
+        if parts is None:
+            raise ValueError("no frame")
+        document, after = _document_in(parts[1])
+    except ValueError as exc:  # json's errors are ValueErrors
+        head = (result.stdout if parts is None else parts[1].lstrip())[:120].decode("utf-8", "replace")
         if result.stdout_cut:
             total = len(result.stdout) + result.stdout_cut
             raise HostUnavailable(
@@ -93,14 +160,17 @@ def parse_script_output(result: CommandResult, *, python: str, host: str, timeou
                     f"last {binary_size(KEEP_TAIL_BYTES)}: {head!r}",
                 )
             ) from None
+        reason = "its output had no frame" if parts is None else str(exc)
         raise HostUnavailable(
-            HostError("probe_failed", f"{host}: the probe printed no JSON ({exc}): {head!r}")
+            HostError("probe_failed", f"{host}: the probe printed no JSON ({reason}): {head!r}")
         ) from None
     if not isinstance(document, dict):
         raise HostUnavailable(
             HostError("probe_failed", f"{host}: the probe printed {type(document).__name__}")
         )
-    return document
+    shell = (parts[0] + after).strip()
+    printed = len(shell) + (result.stdout_cut if shell else 0)
+    return ScriptAnswer(document, shell, printed)
 
 
 # Reads exactly LENGTH bytes of script from stdin and runs them as __main__, leaving the rest of
@@ -116,12 +186,14 @@ def start_node_script(
     args: tuple[str, ...] = (),
     timeout_s: float,
 ) -> RemoteProcess:
-    """Start a node script that talks by lines (its stdin stays open after the source)."""
-    source = node_script(name)
+    """Start a node script that talks by lines (its stdin stays open after the source). Its
+    ``readline`` reads from after its frame; what the shell printed before is its ``before_frame``."""
+    source = framed(node_script(name), marker := frame_marker())
     process = transport.start(
         [python, "-c", STREAM_BOOTSTRAP, str(len(source)), f"preflight-{name.rpartition('.')[2]}", *args],
         timeout_s=timeout_s,
     )
+    process.frame = marker  # its lines are read from after the frame on
     # A process that ended before it read its source (a wrapper that exits, an interpreter that
     # cannot start) is not an error here: its output and exit status say why.
     with contextlib.suppress(OSError):

@@ -6,9 +6,9 @@ library only at import time, Python 3.8 or newer. torch and pynvml are used when
 
 Every fact is optional. A fact that cannot be read is left out of ``facts`` and its name goes into
 ``facts["unavailable"]`` with a short reason; one failing gatherer never stops the others
-(:mod:`preflight.node.collect`). Nothing but the JSON document is written to stdout. With the
-options ``stay`` or ``serve`` the process then hosts the scripts the controller sends next
-(:mod:`preflight.node.host`).
+(:mod:`preflight.node.collect`). Nothing but the JSON document is written to stdout (after the
+frame line the bundle writes first: :mod:`preflight.probes`). With the options ``stay`` or
+``serve`` the process then hosts the scripts the controller sends next (:mod:`preflight.node.host`).
 
 Each gatherer's module keeps its parsers as pure functions (text in, data out), so that the
 controller's tests run them on recorded outputs; the I/O lives in its small ``gather_*`` functions.

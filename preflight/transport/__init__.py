@@ -111,12 +111,15 @@ def wrap_command(argv: Sequence[str], timeout_s: float) -> str:
 
 
 def split_pgid(stderr: bytes) -> tuple[int | None, bytes]:
-    """Remove the process-group line that :func:`wrap_command` prints; return it and the rest."""
-    if stderr.startswith(PGID_MARKER):
-        line, _, rest = stderr.partition(b"\n")
-        value = line[len(PGID_MARKER) :].strip()
+    """Remove the process-group line that :func:`wrap_command` prints; return it and the rest. The
+    line is the first unless the node's login shell printed on stderr before the command ran; a
+    line not yet ended is not read."""
+    start = 0 if stderr.startswith(PGID_MARKER) else stderr.find(b"\n" + PGID_MARKER) + 1
+    end = stderr.find(b"\n", start)
+    if (start or stderr.startswith(PGID_MARKER)) and end >= 0:
+        value = stderr[start + len(PGID_MARKER) : end].strip()
         if value.isdigit():
-            return int(value), rest
+            return int(value), stderr[:start] + stderr[end + 1 :]
     return None, stderr
 
 
@@ -133,6 +136,10 @@ class RemoteProcess(ABC):
         self._stdout = KeptOutput()
         self._stderr = KeptOutput()
         self._consumed = 0  # bytes of stdout already returned by readline (line talk stays in the head)
+        # When set, readline's lines start after this marker; what came before it (the node's login
+        # shell printing on stdout) is kept in ``before_frame`` (preflight.probes frames node scripts).
+        self.frame: bytes | None = None
+        self.before_frame = b""
 
     @abstractmethod
     def write(self, data: bytes) -> None: ...
@@ -179,7 +186,10 @@ class RemoteProcess(ABC):
     def readline(self, deadline: Deadline) -> bytes | None:
         """The next stdout line (without its newline), or None at end of output or deadline."""
         while True:
-            end = self._stdout.head.find(b"\n", self._consumed)
+            if self.frame is not None and (at := self._stdout.head.find(self.frame, self._consumed)) >= 0:
+                self.before_frame = bytes(self._stdout.head[self._consumed : at])
+                self._consumed, self.frame = at + len(self.frame), None
+            end = -1 if self.frame is not None else self._stdout.head.find(b"\n", self._consumed)
             if end >= 0:
                 line = bytes(self._stdout.head[self._consumed : end])
                 self._consumed = end + 1
