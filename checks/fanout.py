@@ -50,14 +50,14 @@ def on_every_node(
             if isinstance(exc, HostUnavailable):
                 found.errors[name] = exc.error.message
             elif isinstance(exc, OSError):
-                found.errors[name] = f"{name}: {exc}"
+                found.errors[name] = str(exc)
             elif exc is not None:
-                found.errors[name] = f"{name}: internal error: {exc!r}"
+                found.errors[name] = f"internal error: {exc!r}"
             else:
                 found.answers[name] = future.result()
         for future in pending:
             future.cancel()
-            found.errors[futures[future]] = f"{futures[future]}: no answer within {limit_s:g} s"
+            found.errors[futures[future]] = f"no answer within {limit_s:g} s"
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
     order = {s.spec.name: i for i, s in enumerate(chosen)}

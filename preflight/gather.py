@@ -75,14 +75,8 @@ def _staying_probe(
     result = process.wait(Deadline.after(0 if timed_out else 5))
     if timed_out:
         result = dataclasses.replace(result, timed_out=True)
-    parse_script_output(
-        result, python=python, host=transport.spec.name, timeout_s=probe_timeout_s, frame=frame or b""
-    )
-    raise HostUnavailable(
-        HostError(
-            "probe_failed", f"{transport.spec.name}: the probe printed no facts: {result.stderr_tail(3)}"
-        )
-    )
+    parse_script_output(result, python=python, timeout_s=probe_timeout_s, frame=frame or b"")
+    raise HostUnavailable(HostError("probe_failed", f"the probe printed no facts: {result.stderr_tail(3)}"))
 
 
 def shell_output_fact(answer: ScriptAnswer) -> dict[str, Any] | None:
@@ -203,7 +197,7 @@ def gather(
                 session.transport.close()
             session.report = _unchecked(
                 session.spec,
-                HostError("timeout", f"{session.spec.name}: no result before the run's deadline"),
+                HostError("timeout", "no result before the run's deadline"),
             )
             progress.host(session.spec.name, "error", error=session.report.error.message)  # type: ignore[union-attr]
     except BaseException:

@@ -94,9 +94,7 @@ def run_node_script_answer(
     """:func:`run_node_script`, with what the node's shell printed around the document."""
     marker = frame_marker()
     result = transport.run([python, "-", *args], stdin=framed(node_script(name), marker), timeout_s=timeout_s)
-    return parse_script_output(
-        result, python=python, host=transport.spec.name, timeout_s=timeout_s, frame=marker
-    )
+    return parse_script_output(result, python=python, timeout_s=timeout_s, frame=marker)
 
 
 def split_frame(stdout: bytes, marker: bytes) -> tuple[bytes, bytes] | None:
@@ -114,25 +112,21 @@ def _document_in(text: bytes) -> tuple[Any, bytes]:
 
 
 def parse_script_output(
-    result: CommandResult, *, python: str, host: str, timeout_s: float, frame: bytes
+    result: CommandResult, *, python: str, timeout_s: float, frame: bytes
 ) -> ScriptAnswer:
     """The document a framed script printed (``frame``: its frame line), and the shell's output
     around it; raises :class:`HostUnavailable` naming why there is none."""
     if result.timed_out:
-        raise HostUnavailable(
-            HostError("timeout", f"{host}: the probe did not finish within {timeout_s:g} s")
-        )
+        raise HostUnavailable(HostError("timeout", f"the probe did not finish within {timeout_s:g} s"))
     if result.exit_status is None:
         raise HostUnavailable(
-            HostError(
-                "unreachable", f"{host}: the connection was lost while the probe ran: {result.stderr_tail(1)}"
-            )
+            HostError("unreachable", f"the connection was lost while the probe ran: {result.stderr_tail(1)}")
         )
     if result.exit_status in (_NOT_FOUND, _NOT_EXECUTABLE):
         raise HostUnavailable(
             HostError(
                 "python_missing",
-                f"{host}: cannot run {python!r} (exit {result.exit_status}): {result.stderr_tail(1)}; "
+                f"cannot run {python!r} (exit {result.exit_status}): {result.stderr_tail(1)}; "
                 "set --python to the nodes' interpreter",
             )
         )
@@ -140,7 +134,7 @@ def parse_script_output(
         raise HostUnavailable(
             HostError(
                 "probe_failed",
-                f"{host}: the probe exited with status {result.exit_status}: {result.stderr_tail(3)}",
+                f"the probe exited with status {result.exit_status}: {result.stderr_tail(3)}",
             )
         )
     parts = split_frame(result.stdout, frame)
@@ -155,19 +149,17 @@ def parse_script_output(
             raise HostUnavailable(
                 HostError(
                     "probe_failed",
-                    f"{host}: the probe printed {total:,} bytes, not one JSON document (a shell profile or "
+                    f"the probe printed {total:,} bytes, not one JSON document (a shell profile or "
                     f"a wrapper printing on stdout?); kept its first {binary_size(KEEP_HEAD_BYTES)} and "
                     f"last {binary_size(KEEP_TAIL_BYTES)}: {head!r}",
                 )
             ) from None
         reason = "its output had no frame" if parts is None else str(exc)
         raise HostUnavailable(
-            HostError("probe_failed", f"{host}: the probe printed no JSON ({reason}): {head!r}")
+            HostError("probe_failed", f"the probe printed no JSON ({reason}): {head!r}")
         ) from None
     if not isinstance(document, dict):
-        raise HostUnavailable(
-            HostError("probe_failed", f"{host}: the probe printed {type(document).__name__}")
-        )
+        raise HostUnavailable(HostError("probe_failed", f"the probe printed {type(document).__name__}"))
     shell = (parts[0] + after).strip()
     printed = len(shell) + (result.stdout_cut if shell else 0)
     return ScriptAnswer(document, shell, printed)

@@ -37,7 +37,7 @@ def _capture(name: str) -> bytes:
 
 def _parse(stdout: bytes, frame: bytes, *, cut: int = 0) -> ScriptAnswer:
     result = CommandResult(0, stdout, b"", False, 0.1, stdout_cut=cut)
-    return parse_script_output(result, python="python3", host="node1", timeout_s=60, frame=frame)
+    return parse_script_output(result, python="python3", timeout_s=60, frame=frame)
 
 
 def _first_line(capture: bytes) -> str:

@@ -26,14 +26,13 @@ _ANSWER_S = 5.0
 def read_clock(session: HostSession, *, python: str, samples: int, deadline: Deadline) -> ClockSample:
     """The node's clock against the controller's, from the shortest of ``samples`` round trips."""
     assert session.transport is not None
-    host = session.spec.name
     budget = deadline.cap(_READY_S + samples * _ANSWER_S)
     process = start_node_script(session.transport, NODE_SCRIPT, python=python, timeout_s=budget)
     try:
         if process.readline(deadline.sooner(_READY_S)) != b"READY":
             result = process.wait(Deadline.after(2))
             why = result.stderr_tail(2) or "no answer"
-            raise HostUnavailable(HostError("probe_failed", f"{host}: the clock probe did not start: {why}"))
+            raise HostUnavailable(HostError("probe_failed", f"the clock probe did not start: {why}"))
         found: list[ClockSample] = []
         for _ in range(max(1, samples)):
             # The wall clock at sending; the monotonic clock times the round trip.
@@ -42,7 +41,7 @@ def read_clock(session: HostSession, *, python: str, samples: int, deadline: Dea
             line = process.readline(deadline.sooner(_ANSWER_S))
             received = time.monotonic()
             if line is None or not line.strip().isdigit():
-                raise HostUnavailable(HostError("probe_failed", f"{host}: the clock probe stopped answering"))
+                raise HostUnavailable(HostError("probe_failed", "the clock probe stopped answering"))
             found.append(ClockSample(sent_wall, sent_wall + (received - sent), int(line) / 1e9))
         return best_sample(found)
     finally:

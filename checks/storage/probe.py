@@ -81,7 +81,7 @@ def observe_storage(ctx: CheckContext) -> StorageObservation:
             try:
                 found[name] = work(session)
             except (HostUnavailable, OSError, _NoAnswer, ValueError) as exc:
-                errors.setdefault(name, f"{name}: {exc}")
+                errors.setdefault(name, str(exc))
 
         with cf.ThreadPoolExecutor(max_workers=workers) as pool:
             list(pool.map(one, chosen))

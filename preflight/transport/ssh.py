@@ -294,9 +294,7 @@ class SshTransport(Transport):
             channel = transport.open_session(timeout=max(1.0, min(timeout_s, 15.0)))
             channel.exec_command(wrap_command(argv, timeout_s))
         except (OSError, paramiko.SSHException) as exc:
-            raise HostUnavailable(
-                HostError("unreachable", f"{self.spec.name}: cannot start a command: {exc}")
-            ) from exc
+            raise HostUnavailable(HostError("unreachable", f"cannot start a command: {exc}")) from exc
         return SshProcess(self, channel, timeout_s)
 
     def responsive(self, timeout_s: float) -> bool:
