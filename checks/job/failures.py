@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from checks.job.attribution import stalled_node
 from checks.job.node.markers import BEAT_MARKER, PHASE_MARKER, RANK_MARKER, marked_lines
 from checks.job.outcome import JobOutcome, NodeOutcome
 from preflight.model import CheckResult
@@ -436,6 +437,17 @@ def phase_error_result(check: str, outcome: JobOutcome, phase: str, message: str
         return CheckResult(check, "fail", summary, culprit_hosts, details)
     first = message.split("; ")[0]
     found = _ERROR_RANK_RE.match(first)
+    stalled = (
+        stalled_node(outcome, phase) if _TIMEOUT_RE.search(message) or _PEER_RE.search(message) else None
+    )
+    if stalled is not None:
+        waited = describe_ranks([int(found.group("rank"))], hosts) if found else "a rank"
+        summary = (
+            f"{stalled.host} stalled the {phase} phase ({stalled.evidence}); {waited} timed out waiting: "
+            f"{clean_message(found.group('message') if found else first)}"
+        )
+        evidence = {"host": stalled.host, "by": stalled.by, **stalled.details}
+        return CheckResult(check, "fail", summary, (stalled.host,), {**details, "attribution": evidence})
     if found:
         rank = int(found.group("rank"))
         where = describe_ranks([rank], hosts)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from checks import ports
+from checks.job.attribution import read_progress
 from checks.job.layout import decide_devices, socket_environment, socket_interface
 from checks.job.nccl_log import parse_nccl_log
 from checks.job.node.markers import BEAT_MARKER, marked_lines, parse_result_line
@@ -401,6 +402,7 @@ def _watch(
             stdout=result.stdout,
             silent_s=quiet_s,
             last_phase=last_phase,
+            progress=read_progress(result.stderr.decode("utf-8", "replace")),
         )
     return outcomes
 

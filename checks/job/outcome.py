@@ -34,6 +34,9 @@ class NodeOutcome:
     # and the phase its last heartbeat named.
     silent_s: float | None = None
     last_phase: str | None = None
+    # What its heartbeats said, by phase: each rank's last progress in it, the node's network
+    # counters at its start and at its last beat (:func:`checks.job.attribution.read_progress`).
+    progress: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
