@@ -90,8 +90,9 @@ def _first_failure(outcome: JobOutcome, phase: str) -> float | None:
 
 
 def _by_progress(outcome: JobOutcome, phase: str, until: float | None) -> Attribution | None:
-    """The ranks behind all others when the first rank failed: silent, not done, or with fewer
-    collectives completed; named when they are all on one node."""
+    """The ranks behind all others when the first rank failed: silent, not done while others
+    are, or with less than half of the others' collectives completed; named when they are all
+    on one node."""
     state: dict[int, tuple[str, float, int, bool]] = {}
     for node in outcome.nodes:
         for rank, beats in ((node.progress.get(phase) or {}).get("ranks") or {}).items():
@@ -112,10 +113,12 @@ def _by_progress(outcome: JobOutcome, phase: str, until: float | None) -> Attrib
     if not behind and done and len(done) < len(state):
         behind = set(state) - done
         how = "had not done their part of the phase when the others had"
-    if not behind:
+    if not behind and not done:
+        # Ranks of a phase may differ in their count (a pair test leaves some ranks out of a
+        # round): only a rank at less than half of the others' count is behind.
         least = min(ops for _, _, ops, _ in state.values())
         most = max(ops for _, _, ops, _ in state.values())
-        behind = {r for r, (_, _, ops, _) in state.items() if ops == least} if least < most else set()
+        behind = {r for r, (_, _, ops, _) in state.items() if ops == least} if least < most / 2 else set()
         how = f"had completed {least} collectives of the phase when the others had {most}"
     hosts = {state[r][0] for r in behind}
     if len(hosts) != 1 or len(behind) == len(state):
