@@ -8,10 +8,11 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from checks.job.attribution import read_progress, stalled_node
+from checks.job.attribution import read_progress, stalled_node, with_loss_cause
 from checks.job.node.netstat import NETSTAT_FIELDS, SNMP_FIELDS, parse_proc_table, parse_ss
 from checks.job.outcome import JobOutcome
 from checks.job.phase import read_phase
+from preflight.model import CheckResult
 from tests.test_allreduce import load_job
 
 NET = Path(__file__).parent / "data" / "net"
@@ -136,3 +137,31 @@ def test_per_peer_bytes_and_retransmissions_are_read_from_real_ss_output() -> No
     assert local == ["10.199.1.1"]
     assert sorted(peers) == ["10.199.1.11", "10.199.1.12", "10.199.1.13"]
     assert peers["10.199.1.13"] == {"retrans": 0, "bytes_sent": 94584, "bytes_received": 9849}
+
+
+def test_a_slow_link_whose_retransmissions_are_one_nodes_is_that_nodes_loss() -> None:
+    # The pair judge saw node2-node3 slow in its test and re-test; the retransmissions of the
+    # phase were nearly all on node3's connections (built from the beats' form, as above).
+    before = {"10.0.0.1": {"10.0.0.3": 5}, "10.0.0.2": {"10.0.0.3": 4}, "10.0.0.3": {"10.0.0.1": 2}}
+    after = {"10.0.0.1": {"10.0.0.3": 60}, "10.0.0.2": {"10.0.0.3": 70}, "10.0.0.3": {"10.0.0.1": 40}}
+    progress = {
+        f"node{i}": read_progress(_stderr([_net(100.0, a, before[a]), _net(110.0, a, after[a])]))
+        for i, a in enumerate(sorted(before), start=1)
+    }
+    job = _with_progress(load_job("three_nodes"), progress)
+    link = CheckResult(
+        "allreduce",
+        "fail",
+        "the link node2-node3 runs at 0.16x",
+        ("node2", "node3"),
+        {"link": ["node2", "node3"]},
+    )
+    named = with_loss_cause(link, job, "allreduce")
+    assert named.hosts == ("node3",)
+    assert named.summary.startswith(
+        "node3 loses traffic (retransmits: 159 of the phase's 159 TCP retransmissions"
+    )
+    assert named.summary.endswith("): the link node2-node3 runs at 0.16x")
+    assert named.details["attribution"]["by"] == "retransmits"
+    # Without the counters (a recording from before them), the finding stands as it was.
+    assert with_loss_cause(link, load_job("three_nodes"), "allreduce") == link

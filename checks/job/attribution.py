@@ -16,6 +16,7 @@ Where neither names one node, nothing is named from here.
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from typing import Any
 
 from checks.job.node.markers import BEAT_MARKER, marked_lines
 from checks.job.outcome import JobOutcome
+from preflight.model import CheckResult
 
 # Retransmissions during a phase below this many, on the whole job, are noise: they name nobody.
 MIN_RETRANSMITS = 20
@@ -119,7 +121,8 @@ def _by_progress(outcome: JobOutcome, phase: str, until: float | None) -> Attrib
         least = min(ops for _, _, ops, _ in state.values())
         most = max(ops for _, _, ops, _ in state.values())
         behind = {r for r, (_, _, ops, _) in state.items() if ops == least} if least < most / 2 else set()
-        how = f"had completed {least} collectives of the phase when the others had {most}"
+        what = "collective" if least == 1 else "collectives"
+        how = f"had completed {least} {what} of the phase when the others had {most}"
     hosts = {state[r][0] for r in behind}
     if len(hosts) != 1 or len(behind) == len(state):
         return None
@@ -217,3 +220,19 @@ def _counter_deltas(samples: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[
         if grown:
             deltas[host] = grown
     return deltas
+
+
+def with_loss_cause(result: CheckResult, outcome: JobOutcome, phase: str) -> CheckResult:
+    """A finding about slow pairs with the loss that explains it, where the phase's
+    retransmissions were on one of its nodes' connections: a slow link is then that node's (one
+    cause, one finding: the partner it was paired with is not named), and a slow node says why."""
+    if result.status != "fail" or not result.hosts:
+        return result
+    lossy = _by_retransmits(outcome, phase, None)
+    if lossy is None or lossy.host not in result.hosts:
+        return result
+    details = {**result.details, "attribution": {"host": lossy.host, "by": lossy.by, **lossy.details}}
+    if len(result.hosts) == 1:
+        return dataclasses.replace(result, summary=f"{result.summary}; {lossy.evidence}", details=details)
+    summary = f"{lossy.host} loses traffic ({lossy.evidence}): {result.summary}"
+    return dataclasses.replace(result, summary=summary, hosts=(lossy.host,), details=details)
