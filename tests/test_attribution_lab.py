@@ -7,6 +7,8 @@ The loss runs are repeated: each prints how many of its runs named the lossy nod
 from __future__ import annotations
 
 import subprocess
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -77,3 +79,35 @@ def test_a_node_losing_its_incoming_segments_is_named_alone(
     assert all(hosts <= {lossy.address} for _, hosts, _ in outcomes), outcomes
     assert alone >= LOSS_RUNS - 1, outcomes
     assert_no_job_left(lab)
+
+
+def test_a_node_cut_as_its_ranks_join_is_named_alone_and_the_others_stay_good(
+    make_lab: MakeLab, tmp_path: Path
+) -> None:
+    lab = make_lab(3)
+    victim = lab.nodes[2]
+    when: dict[str, float] = {}
+
+    def cut_as_the_ranks_start() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if lab.job_ranks(victim):
+                lab.cut(victim)
+                when["fault"] = time.monotonic()
+                return
+            time.sleep(0.02)
+
+    threading.Thread(target=cut_as_the_ranks_start, daemon=True).start()
+    try:
+        run, data = run_check(lab, tmp_path, "--only", "allreduce", "--timeout", "600")
+        ended = time.monotonic()
+    finally:
+        lab.restore(victim)
+    print(failures(data))
+    print(f"cut as its ranks joined: the run ended {ended - when['fault']:.1f} s after the fault")
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert failed_hosts(data) == {victim.address}, failures(data)
+    assert data["handback"]["good"] == [n.address for n in lab.nodes if n is not victim]
+    for node in lab.nodes:
+        assert lab.lingering_processes(node, grace_s=45) == [], f"{node.name} still runs part of the job"
+        assert lab.tmp_entries(node) == [], f"{node.name} has files left in /tmp"
