@@ -1,7 +1,10 @@
 """Fan-out: reach every host at once (bounded), run the facts probe, keep the connection.
 
 One bad host never aborts the run: each host ends as facts or as a ``HostError``, and
-hosts still busy when the run's deadline comes are named as timed out.
+hosts still busy when the run's deadline comes are named as timed out. The facts probe beats on
+stderr while it works (:mod:`preflight.node.beat`): a host that sends nothing for the run's
+``silence_s`` (its link cut, its processes stopped) is named as silent then, not when the probe's
+own timeout ends.
 """
 
 from __future__ import annotations
@@ -20,11 +23,19 @@ from preflight.check import HostSession
 from preflight.deadline import Deadline
 from preflight.inventory import HostSpec
 from preflight.model import HostError, HostReport
+from preflight.node.beat import PROBE_BEAT
 from preflight.node.nccl import JOB_ENV_USED
-from preflight.probes import ScriptAnswer, parse_script_output, run_node_script_answer, start_node_script
+from preflight.probes import (
+    ScriptAnswer,
+    frame_marker,
+    framed,
+    node_script,
+    parse_script_output,
+    start_node_script,
+)
 from preflight.progress import Progress
 from preflight.redact import redact
-from preflight.transport import GRACE_S, HostUnavailable, RemoteProcess, Transport
+from preflight.transport import GRACE_S, CommandResult, HostUnavailable, RemoteProcess, Transport
 
 TransportFactory = Callable[[HostSpec], Transport]
 FACTS_SCRIPT = "preflight.node.facts"
@@ -34,6 +45,12 @@ _TMPDIR_RE = re.compile(rb"^preflight-tmpdir=(/[\w./-]*/preflight\.\w{6,})$", re
 HOST_EXIT_S = 3.0
 # Characters kept of what a node's login shell printed on stdout (the facts' connection record).
 SHELL_OUTPUT_KEPT = 2000
+# The probe's heartbeat lines, dropped from the stderr an error message quotes.
+_BEAT_LINE_RE = re.compile(rb"^" + re.escape(PROBE_BEAT.encode()) + rb"\n", re.MULTILINE)
+# Seconds between two looks at a probe's output while it is awaited.
+_LISTEN_S = 0.25
+# Seconds a silent host gets to answer an SSH keepalive: one that answers has its probe ended now.
+_ANSWER_S = 2.0
 
 
 def facts_probe_args(job_env: Mapping[str, str], stay_imports: Sequence[str] = ()) -> tuple[str, ...]:
@@ -50,15 +67,81 @@ def facts_probe_args(job_env: Mapping[str, str], stay_imports: Sequence[str] = (
     return (json.dumps(options),)
 
 
+class _Listener:
+    """Whether a probe still talks: a host that sent nothing (not even a heartbeat) for
+    ``silence_s`` is silent, and named so with how long."""
+
+    def __init__(self, process: RemoteProcess, transport: Transport, silence_s: float) -> None:
+        self.process = process
+        self.transport = transport
+        self.silence_s = silence_s
+        self.received = process.received_bytes
+        self.heard = time.monotonic()
+
+    def check(self) -> None:
+        """Raise :class:`HostUnavailable` once the host has been silent too long; its probe is ended
+        where the host still answers (a host that does not is left to the transport's close)."""
+        now = time.monotonic()
+        if self.process.received_bytes != self.received:
+            self.received = self.process.received_bytes
+            self.heard = now
+            return
+        quiet_s = now - self.heard
+        if quiet_s < self.silence_s:
+            return
+        if self.transport.responsive(_ANSWER_S):
+            self.process.wait(Deadline.after(0))
+        raise HostUnavailable(HostError("timeout", f"silent for {quiet_s:.0f} s during the facts probe"))
+
+
+def _without_beats(result: CommandResult) -> CommandResult:
+    return dataclasses.replace(result, stderr=_BEAT_LINE_RE.sub(b"", result.stderr))
+
+
+def _first_line(process: RemoteProcess, listener: _Listener, deadline: Deadline) -> bytes | None:
+    """The process's first stdout line; None at its end or the deadline; raises once it is silent."""
+    while True:
+        line = process.readline(Deadline.after(_LISTEN_S).sooner(deadline.remaining()))
+        if line is not None:
+            return line
+        if deadline.expired or process.deadline.expired or not process.running():
+            return None
+        listener.check()
+
+
+def _probe_once(
+    transport: Transport, *, python: str, args: tuple[str, ...], timeout_s: float, silence_s: float
+) -> ScriptAnswer:
+    """Run the facts probe to its end and return its answer (as ``run_node_script_answer`` does),
+    naming the host as soon as it is silent for ``silence_s``."""
+    marker = frame_marker()
+    process = transport.start([python, "-", *args], timeout_s=timeout_s)
+    with contextlib.suppress(OSError):  # one that ended without its input says why by its status
+        process.write(framed(node_script(FACTS_SCRIPT), marker))
+        process.close_stdin()
+    listener = _Listener(process, transport, silence_s)
+    while process.running(_LISTEN_S) and not process.deadline.expired:
+        listener.check()
+    result = _without_beats(process.wait())
+    return parse_script_output(result, python=python, timeout_s=timeout_s, frame=marker)
+
+
 def _staying_probe(
-    transport: Transport, *, python: str, args: tuple[str, ...], probe_timeout_s: float, deadline: Deadline
+    transport: Transport,
+    *,
+    python: str,
+    args: tuple[str, ...],
+    probe_timeout_s: float,
+    silence_s: float,
+    deadline: Deadline,
 ) -> tuple[ScriptAnswer, RemoteProcess]:
     """Run the facts probe so that it stays: its answer, and the process, still running."""
     process = start_node_script(
         transport, FACTS_SCRIPT, python=python, args=args, timeout_s=max(1.0, deadline.remaining())
     )
     frame = process.frame
-    line = process.readline(Deadline.after(probe_timeout_s).sooner(deadline.remaining()))
+    listener = _Listener(process, transport, silence_s)
+    line = _first_line(process, listener, Deadline.after(probe_timeout_s).sooner(deadline.remaining()))
     document: Any = None
     if line is not None:
         try:
@@ -72,7 +155,7 @@ def _staying_probe(
     with contextlib.suppress(OSError):
         process.close_stdin()
     timed_out = line is None and process.running()
-    result = process.wait(Deadline.after(0 if timed_out else 5))
+    result = _without_beats(process.wait(Deadline.after(0 if timed_out else 5)))
     if timed_out:
         result = dataclasses.replace(result, timed_out=True)
     parse_script_output(result, python=python, timeout_s=probe_timeout_s, frame=frame or b"")
@@ -99,6 +182,7 @@ def _gather_one(
     *,
     python: str,
     probe_timeout_s: float,
+    silence_s: float,
     deadline: Deadline,
     progress: Progress,
     args: tuple[str, ...] = (),
@@ -114,11 +198,20 @@ def _gather_one(
         progress.host(spec.name, "probing")
         if stay:
             answer, session.host = _staying_probe(
-                transport, python=python, args=args, probe_timeout_s=probe_timeout_s, deadline=deadline
+                transport,
+                python=python,
+                args=args,
+                probe_timeout_s=probe_timeout_s,
+                silence_s=silence_s,
+                deadline=deadline,
             )
         else:
-            answer = run_node_script_answer(
-                transport, FACTS_SCRIPT, python=python, args=args, timeout_s=deadline.cap(probe_timeout_s)
+            answer = _probe_once(
+                transport,
+                python=python,
+                args=args,
+                timeout_s=deadline.cap(probe_timeout_s),
+                silence_s=silence_s,
             )
     except HostUnavailable as exc:
         session.report = _unchecked(spec, exc.error)
@@ -158,10 +251,12 @@ def gather(
     progress: Progress,
     args: tuple[str, ...] = (),
     stay: bool = False,
+    silence_s: float = 10.0,
 ) -> list[HostSession]:
     """Connect to every host and gather its facts (``args``: the probe's options, the same for
     every host); the sessions keep their open transports, and with ``stay`` the facts probe that
-    stayed as each host's script host."""
+    stayed as each host's script host. A host whose probe sends nothing for ``silence_s`` is
+    named as silent."""
     sessions = [
         HostSession(spec, _unchecked(spec, HostError("timeout", "not reached before the run's deadline")))
         for spec in specs
@@ -176,6 +271,7 @@ def gather(
                 factory,
                 python=python,
                 probe_timeout_s=probe_timeout_s,
+                silence_s=silence_s,
                 deadline=deadline,
                 progress=progress,
                 args=args,

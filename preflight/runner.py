@@ -87,6 +87,7 @@ def execute(request: RunRequest, progress: Progress | None = None) -> RunReport:
             lambda spec: _make_transport(request, spec),
             python=run.python,
             probe_timeout_s=run.probe_timeout_s,
+            silence_s=run.silence_s,
             fanout=run.fanout,
             deadline=deadline,
             progress=progress,

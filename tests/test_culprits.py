@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from checks.job.failures import explain_failures, last_error_line
+from checks.job.failures import explain_failures, job_results, last_error_line
 from checks.job.node.planning import first_busbw, robust_spread
 from checks.job.pairs import (
     FULL_PLAN_MAX_NODES,
@@ -482,11 +482,39 @@ def test_a_node_that_cannot_reach_the_master_is_named_even_after_the_master_gave
     failures = explain_failures(job)
     assert failures[0].host == "node2" and failures[0].kind == "never_joined"
     assert failures[0].reason.startswith("its ranks could not reach the master 127.0.0.1:")
-    victims = {f.host: f.reason for f in failures[1:]}
+    victims = {f.host: (f.reason, f.culprit) for f in failures[1:]}
     assert victims == {
-        "node1": "the rendezvous saw only 2 of 3 nodes join",
-        "node3": "joined the rendezvous, but the other nodes never came",
+        "node1": ("stopped because node2 stalled: the rendezvous saw only 2 of 3 nodes join", False),
+        "node3": (
+            "stopped because node2 stalled: joined the rendezvous, but the other nodes never came",
+            False,
+        ),
     }
+
+
+def test_a_node_stopped_before_it_joined_is_named_not_the_node_that_waited_for_it() -> None:
+    # A real run: node3's host stopped (SIGSTOP) as the job started. node2 joined and timed out
+    # waiting in the store ("DistStoreError: wait timeout"); the master reported its failed join
+    # in the document and ended cleanly; node3 was ended, having printed nothing.
+    job = load_job("never_joined")
+    failures = explain_failures(job)
+    assert [(f.host, f.kind, f.culprit) for f in failures] == [
+        ("node3", "never_joined", True),
+        ("node2", "victim", False),
+    ]
+    assert "2 of 3 nodes join" in failures[0].reason
+    assert failures[1].reason.startswith("stopped because node3 stalled: joined, and waited 7.577 s")
+    (result,) = job_results("allreduce", job, "allreduce")
+    assert (result.status, result.hosts) == ("fail", ("node3",))
+
+
+def test_a_node_silent_before_its_first_heartbeat_is_the_one_that_never_joined() -> None:
+    # The launcher gave up on node3: no heartbeat ever, and its connection no longer answered.
+    job = replace_node(load_job("never_joined"), "node3", lost=True, silent_s=10.2, killed=False)
+    failures = explain_failures(job)
+    assert (failures[0].host, failures[0].kind, failures[0].culprit) == ("node3", "never_joined", True)
+    assert failures[0].reason.startswith("started no rank: sent nothing for 10.2 s while the others beat")
+    assert [f.host for f in failures if f.culprit] == ["node3"]
 
 
 def test_a_missing_node_with_nothing_in_its_stderr_is_found_by_elimination() -> None:

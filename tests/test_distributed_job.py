@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from checks.job import launch
+from checks.job.attribution import read_progress, stalled_node
 from checks.job.node.harness import Job, MissingSetting, StoppedByPeer, wait_for_master
 from checks.job.node.host import _spawn_rank, rank_environment
 from checks.job.node.markers import PHASE_MARKER, RANK_MARKER, parse_result_line
@@ -28,7 +29,7 @@ from checks.job.node.pair_tests import PairTests
 from checks.job.node.pattern import count_unlike, expected_sums, fill_periodic, pattern_values
 from checks.job.node.planning import bus_bandwidth, pair_size, plan_iterations, sweep_sizes
 from checks.job.node.sweep import sweep
-from checks.job.outcome import JOB_PHASES
+from checks.job.outcome import JOB_PHASES, JobOutcome, NodeOutcome
 from checks.job.pairs import plan_rounds
 from checks.job.settings import AllreduceSection, ComputeSection
 from preflight.check import CheckContext
@@ -261,6 +262,31 @@ def test_every_rank_says_where_it_runs_and_which_phase_it_started(
         (rank,) = markers(node.stderr, RANK_MARKER)
         assert rank["node_rank"] == node.node_rank and rank["pid"] > 0
         assert [m["phase"] for m in markers(node.stderr, PHASE_MARKER)] == ["allreduce", "ddp"]
+
+
+def test_a_healthy_job_beats_its_progress_and_counters_and_names_no_stalled_node(
+    three_nodes: tuple[list[LocalNode], dict[str, Any], float],
+) -> None:
+    nodes, _, _ = three_nodes
+    progress = [read_progress(node.stderr) for node in nodes]
+    for seen in progress:
+        beats = seen["allreduce"]["ranks"]
+        assert len(beats) == 1 and all(b[1] > 0 and b[2] for b in next(iter(beats.values()))[-1:])
+        # The node's counters: at the phase's start and since, with this machine's addresses.
+        net = seen["allreduce"]["net"]
+        assert len(net) >= 2 and "Tcp.RetransSegs" in net[0][1]["counters"]
+    outcome = JobOutcome(
+        phases=("allreduce", "ddp"),
+        backend="gloo",
+        master="127.0.0.1",
+        port=0,
+        nodes=tuple(
+            NodeOutcome(f"node{n.node_rank + 1}", n.node_rank, 0, False, False, False, "", progress=p)
+            for n, p in zip(nodes, progress, strict=True)
+        ),
+        duration_s=1.0,
+    )
+    assert stalled_node(outcome, "allreduce") is None and stalled_node(outcome, "ddp") is None
 
 
 def test_the_job_plans_its_sweep_within_its_budget(

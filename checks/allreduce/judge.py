@@ -12,6 +12,7 @@ from typing import Any, cast
 from checks.allreduce.details import NAME, PHASE, AllreduceDetails, PairTest, SweepRow
 from checks.allreduce.nccl_runtime import loaded_nccl_results, loaded_versions
 from checks.hardware.counters import growth_results
+from checks.job.attribution import with_loss_cause
 from checks.job.nccl_log import NcclTransport, parse_nccl_log
 from checks.job.outcome import JobOutcome, node_names
 from checks.job.pairs import Culprits, SlowGroup, name_culprits
@@ -346,7 +347,7 @@ def judge_allreduce(
             if (switch := config.switch_of.get(name) or config.switch_of.get(_hostname(node_facts, name)))
         }
         pair_findings, notes = _pair_results(culprits, names, config, switches)
-        results.extend(pair_findings)
+        results.extend(with_loss_cause(r, outcome, PHASE) for r in pair_findings)
         ratios = list(culprits.node_ratio.values()) or [0.0]
         first = [p for p in pairs if not p.get("retest")]
         pair_headline = (

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from checks.job.attribution import stalled_node
 from checks.job.node.markers import BEAT_MARKER, PHASE_MARKER, RANK_MARKER, marked_lines
 from checks.job.outcome import JobOutcome, NodeOutcome
 from preflight.model import CheckResult
@@ -61,6 +62,9 @@ _ROOT_RANK_RE = re.compile(r"rank\s*:?\s*(?P<rank>\d+) \(local_rank:? \d+[,)]")
 # The master's store gave up waiting for nodes; a node that joined waited for the others.
 _CLIENTS_RE = re.compile(r"waiting for clients\. (?P<joined>\d+)/(?P<total>\d+) clients joined")
 _ASSIGNED_RE = re.compile(r"wait timeout after \d+ms, keys: \S*torchelastic/assigned_ranks")
+# A rank that waited in the store for keys the other ranks never wrote (the process group's
+# addresses while it formed): it came, the others did not.
+_STORE_WAIT_RE = re.compile(r"DistStoreError: wait timeout after (?P<ms>\d+)ms")
 # Lines that never explain a failure: warnings, launcher chatter, NCCL INFO, C++ frames.
 _NOISE_RE = re.compile(
     r"^\s*$|^\s|^\*+$|^frame #|UserWarning|Warning:|warnings\.warn|^Traceback|^Exception raised from|"
@@ -162,6 +166,17 @@ def _never_joined(stderr: str) -> str | None:
 def _diagnose(node: NodeOutcome, hosts: Mapping[int, str]) -> NodeFailure:
     """What one failed node's outcome and stderr say happened to it."""
     stderr = node.stderr
+    if (
+        node.lost
+        and node.silent_s is not None
+        and node.last_phase is None
+        and not marked_lines(stderr, RANK_MARKER)
+    ):
+        reason = (
+            f"started no rank: sent nothing for {node.silent_s:g} s while the others beat, and no longer "
+            "answers (its link is down, or its processes are stopped)"
+        )
+        return NodeFailure(node.host, "never_joined", reason, True)
     if node.lost and node.silent_s is not None:
         phase = f"in the {node.last_phase} phase" if node.last_phase else "during the job"
         reason = (
@@ -193,6 +208,13 @@ def _diagnose(node: NodeOutcome, hosts: Mapping[int, str]) -> NodeFailure:
         return NodeFailure(
             node.host, "victim", "joined the rendezvous, but the other nodes never came", False
         )
+    store_wait = _STORE_WAIT_RE.search(stderr)
+    if store_wait:
+        reason = (
+            f"joined, and waited {_seconds(store_wait.group('ms'))} at the rendezvous for ranks that "
+            "never came"
+        )
+        return NodeFailure(node.host, "victim", reason, False)
     peer = _PEER_RE.search(stderr)
     if peer:
         line = next((ln for ln in stderr.splitlines() if _PEER_RE.search(ln)), peer.group(0))
@@ -227,6 +249,39 @@ def _started_hosts(outcome: JobOutcome) -> set[str]:
     }
 
 
+def _short_rendezvous(outcome: JobOutcome, failures: Sequence[NodeFailure]) -> str | None:
+    """``the rendezvous saw only N of M nodes join``, when the master said so: on a node that failed,
+    or in the document's errors (a master that reported its failed join and ended cleanly)."""
+    said = next((f.reason for f in failures if f.reason.startswith("the rendezvous saw only")), None)
+    if said is not None:
+        return said
+    errors = (outcome.document or {}).get("phase_errors") or {}
+    for message in errors.values() if isinstance(errors, Mapping) else ():
+        clients = _CLIENTS_RE.search(str(message))
+        if clients:
+            return f"the rendezvous saw only {clients.group('joined')} of {clients.group('total')} nodes join"
+    return None
+
+
+# Culprits that stalled the others: what the others' timeouts and ends are consequences of.
+_STALLING: frozenset[FailureKind] = frozenset({"lost", "never_joined", "hung"})
+
+
+def _as_consequences(failures: Sequence[NodeFailure]) -> list[NodeFailure]:
+    """The nodes that only waited (a timeout, a peer gone, ended by preflight) said to have stopped
+    because of the nodes that stalled, when some did: one cause, one finding."""
+    stalled = list(dict.fromkeys(f.host for f in failures if f.culprit and f.kind in _STALLING))
+    if not stalled:
+        return list(failures)
+    because = f"stopped because {fold(stalled)} stalled"
+    return [
+        f
+        if f.culprit or f.host in stalled
+        else NodeFailure(f.host, f.kind, f"{because}: {f.reason}", False, f.ranks)
+        for f in failures
+    ]
+
+
 def explain_failures(outcome: JobOutcome) -> list[NodeFailure]:
     """Every node that did not finish cleanly, culprits first.
 
@@ -250,16 +305,17 @@ def explain_failures(outcome: JobOutcome) -> list[NodeFailure]:
                     )
                 )
     failures = extra + failures
-    short = next((f for f in failures if f.reason.startswith("the rendezvous saw only")), None)
+    short = _short_rendezvous(outcome, failures)
     if short is not None and not any(f.culprit for f in failures):
         # The master counted fewer nodes than expected; the ones that show no sign of joining
         # (no worker started, no wait on the rendezvous) are the missing ones.
         failures = [
-            NodeFailure(f.host, "never_joined", f"never joined the rendezvous ({short.reason[4:]})", True)
+            NodeFailure(f.host, "never_joined", f"never joined the rendezvous ({short[4:]})", True)
             if f.kind in ("ended", "timed_out") and f.host not in _started_hosts(outcome)
             else f
             for f in failures
         ]
+    failures = _as_consequences(failures)
     if not any(f.culprit for f in failures):
         # Nobody failed on their own: the ones that hung until their deadline are the suspects.
         failures = [
@@ -381,6 +437,17 @@ def phase_error_result(check: str, outcome: JobOutcome, phase: str, message: str
         return CheckResult(check, "fail", summary, culprit_hosts, details)
     first = message.split("; ")[0]
     found = _ERROR_RANK_RE.match(first)
+    stalled = (
+        stalled_node(outcome, phase) if _TIMEOUT_RE.search(message) or _PEER_RE.search(message) else None
+    )
+    if stalled is not None:
+        waited = describe_ranks([int(found.group("rank"))], hosts) if found else "a rank"
+        summary = (
+            f"{stalled.host} stalled the {phase} phase ({stalled.evidence}); {waited} timed out waiting: "
+            f"{clean_message(found.group('message') if found else first)}"
+        )
+        evidence = {"host": stalled.host, "by": stalled.by, **stalled.details}
+        return CheckResult(check, "fail", summary, (stalled.host,), {**details, "attribution": evidence})
     if found:
         rank = int(found.group("rank"))
         where = describe_ranks([rank], hosts)

@@ -19,11 +19,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from checks import ports
+from checks.job.attribution import read_progress
 from checks.job.layout import decide_devices, socket_environment, socket_interface
 from checks.job.nccl_log import parse_nccl_log
 from checks.job.node.compute import RETEST_SHARE
 from checks.job.node.counters import read_samples, without_samples
-from checks.job.node.markers import BEAT_INTERVAL_S, BEAT_MARKER, marked_lines, parse_result_line
+from checks.job.node.markers import BEAT_MARKER, marked_lines, parse_result_line
 from checks.job.outcome import JOB_PHASES, JobNotRun, JobOutcome, NodeOutcome
 from checks.job.pairs import pairs_tested, plan_mode, plan_rounds
 from checks.job.settings import AllreduceSection, ComputeSection, DdpSection
@@ -53,8 +54,10 @@ COMPUTE_S = 10.0  # the compute phase's set-up and gather, on top of its burn
 INTRANODE_S = 15.0  # the all-reduce inside each node and the GPUs' copies
 # After the first node fails, the others get this long to fail (and say why) on their own.
 FAILURE_GRACE_S = 3.0
-# A node that sent nothing for this long (heartbeats come every BEAT_INTERVAL_S) is silent.
-SILENCE_S = 5 * BEAT_INTERVAL_S
+# A node that sent nothing for the run's silence_s (its ranks beat every 2 s) is silent.
+# A node never heard from is silent only when it no longer answers an SSH keepalive within this
+# long either: a healthy one may still be importing torch before it starts its ranks.
+ANSWER_S = 2.0
 # The watch loop looks at the nodes when one has news, at most every WATCH_MIN_S and at least
 # every WATCH_MAX_S.
 WATCH_MIN_S = 0.02
@@ -343,7 +346,13 @@ def _watch(
     running = dict(processes)
     first_failure: float | None = time.monotonic() if failures else None
     finished: dict[str, Any] = {}
-    listening = _Silence(running)
+    transports = {s.spec.name: s.transport for s in sessions}
+
+    def answers(name: str) -> bool:
+        transport = transports[name]
+        return transport is not None and transport.responsive(ANSWER_S)
+
+    listening = _Silence(running, ctx.config.run.silence_s, answers)
     silent: dict[str, tuple[float, str | None]] = {}
     while running and not deadline.expired:
         for name, process in list(running.items()):
@@ -367,7 +376,6 @@ def _watch(
         time.sleep(max(0.0, WATCH_MIN_S - (time.monotonic() - woke)))
     timed_out = deadline.expired and not silent
     # End what is still running, all at once: a lost node's kill may take a while to give up.
-    transports = {s.spec.name: s.transport for s in sessions}
 
     def is_lost(name: str) -> bool:
         transport = transports[name]
@@ -404,17 +412,24 @@ def _watch(
             silent_s=quiet_s,
             last_phase=last_phase,
             counters=read_samples(result.stderr.decode("utf-8", "replace")),
+            progress=read_progress(result.stderr.decode("utf-8", "replace")),
         )
     return outcomes
 
 
 class _Silence:
     """Which nodes have stopped talking: every rank writes a heartbeat every few seconds, so a node
-    heard from once and then from no more for SILENCE_S, while another node was heard from lately,
-    is cut off or stopped (a hang is named in seconds, whatever the run's deadline)."""
+    heard from once and then from no more for ``silence_s``, while another node was heard from
+    lately, is cut off or stopped (a hang is named in seconds, whatever the run's deadline). A node
+    never heard beating while others beat is silent after ``silence_s`` too, once it no longer
+    ``answers`` on its connection: it never started its ranks, or was cut as they joined."""
 
-    def __init__(self, processes: Mapping[str, RemoteProcess]) -> None:
+    def __init__(
+        self, processes: Mapping[str, RemoteProcess], silence_s: float, answers: Callable[[str], bool]
+    ) -> None:
         now = time.monotonic()
+        self.silence_s = silence_s
+        self.answers = answers
         self.received = {name: p.received_bytes for name, p in processes.items()}
         self.heard = dict.fromkeys(processes, now)
         self.beating: set[str] = set()
@@ -429,13 +444,20 @@ class _Silence:
                 self.heard[name] = now
                 if name not in self.beating and process.stderr_contains(BEAT_MARKER.encode()):
                     self.beating.add(name)
-        talking = any(now - self.heard[n] < SILENCE_S / 2 for n in running)
+        talking = any(now - self.heard[n] < self.silence_s / 2 for n in running)
         if not talking:
             return {}  # nobody is heard from: the controller itself may be stalled
+        quiet = [name for name in running if now - self.heard[name] >= self.silence_s]
+        unheard = [n for n in quiet if n not in self.beating]
+        if unheard and self.beating & set(running):
+            for name in unheard:
+                if self.answers(name):
+                    self.heard[name] = time.monotonic()  # still there: it may be slow to start
         return {
             name: (round(now - self.heard[name], 1), _last_phase(running[name].stderr_so_far))
-            for name in running
-            if name in self.beating and now - self.heard[name] >= SILENCE_S
+            for name in quiet
+            if now - self.heard[name] >= self.silence_s
+            and (name in self.beating or self.beating & set(running))
         }
 
 

@@ -37,6 +37,9 @@ class NodeOutcome:
     # The fabric's counters the node's host read before the ranks started and after they ended
     # (checks.job.node.counters: ``before`` and ``after``); None where it wrote none.
     counters: Mapping[str, Any] | None = None
+    # What its heartbeats said, by phase: each rank's last progress in it, the node's network
+    # counters at its start and at its last beat (:func:`checks.job.attribution.read_progress`).
+    progress: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:

@@ -13,6 +13,7 @@ import sys
 import tempfile
 from typing import TYPE_CHECKING, Any
 
+from preflight.node.beat import start_beating, stop_beating
 from preflight.node.collect import collect
 from preflight.node.masking import scrub
 from preflight.node.shared import TMPDIR_ERROR, error_text, import_quietly, write_line
@@ -97,9 +98,10 @@ def _raise_exit(number: int, frame: Any) -> None:
 
 
 def stay(options: Mapping[str, Any]) -> int:
-    """The facts document (none with the option ``serve``), then host the scripts the controller
-    sends on stdin, in this process, in a TMPDIR of its own that is removed however it ends (TERM,
-    HUP, the end of stdin)."""
+    """The facts document (none with the option ``serve``; a heartbeat on stderr while it is
+    gathered: :mod:`preflight.node.beat`), then host the scripts the controller sends on stdin, in
+    this process, in a TMPDIR of its own that is removed however it ends (TERM, HUP, the end of
+    stdin)."""
     others = None if options.get("serve") else _in_child(lambda: collect(options, skip=("torch",)))
     for number in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(number, _raise_exit)
@@ -142,11 +144,14 @@ def _beside_torch(others: tuple[int, int]) -> tuple[JsonDict, bool]:
 def _stay(options: Mapping[str, Any], others: tuple[int, int] | None, cleanup: Callable[[], None]) -> int:
     if others is None:
         return serve(cleanup)  # a bare script host: no facts
+    beater = start_beating()
     try:
         document, torch_answered = _beside_torch(others)
     except RuntimeError as exc:
         sys.stderr.write(f"the facts gatherer failed: {exc}\n")
         return 1
+    finally:
+        stop_beating(beater)
     write_line(document)
     if torch_answered:
         for name in options.get("stay", {}).get("imports", ()):
@@ -156,14 +161,18 @@ def _stay(options: Mapping[str, Any], others: tuple[int, int] | None, cleanup: C
 
 
 def once(options: Mapping[str, Any]) -> int:
-    """The facts document, the other facts gathered while torch imports; then the process ends
+    """The facts document, the other facts gathered while torch imports (a heartbeat on stderr
+    meanwhile: :mod:`preflight.node.beat`); then the process ends
     without the interpreter's teardown, which with torch loaded costs about half a second of CPU
     and delays the exit status the controller waits for."""
+    beater = start_beating()
     try:
         document, _ = _beside_torch(_in_child(lambda: collect(options, skip=("torch",))))
     except RuntimeError as exc:
         sys.stderr.write(f"the facts gatherer failed: {exc}\n")
         return 1
+    finally:
+        stop_beating(beater)
     write_line(document)
     sys.stderr.flush()
     os._exit(0)

@@ -47,6 +47,9 @@ DISABLED_ALGORITHMS: dict[str, list[str]] = {
 }
 # New handshakes at once through one jump host: below sshd's default MaxStartups (10).
 JUMP_HANDSHAKES = 8
+# Seconds between the keepalives sent on every connection, so that a dead one shows soon (a host's
+# silence is named after the run's silence_s, 10 s by default: these come well within it).
+KEEPALIVE_S = 3
 CONNECT_ATTEMPTS = 3
 _POLL_S = 0.05
 
@@ -262,7 +265,7 @@ class SshTransport(Transport):
                 limit.release()
         transport = client.get_transport()
         if transport is not None:
-            transport.set_keepalive(15)
+            transport.set_keepalive(KEEPALIVE_S)
 
     def _jump_channel(self, timeout_s: float) -> paramiko.Channel:
         name = self.spec.proxy_jump or ""

@@ -5,6 +5,7 @@ and running the phases of a table one after another with every rank agreeing how
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import json
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from checks.job.node.markers import BEAT_INTERVAL_S, BEAT_MARKER, JOB_VERSION, PHASE_MARKER, RANK_MARKER, log
 from checks.job.node.nccl import loaded_nccl
+from checks.job.node.netstat import sample as network_sample
 from checks.job.node.planning import FLOAT32_BYTES, SWEEP_START_BYTES
 from preflight.node.shared import error_text
 
@@ -70,21 +72,57 @@ def wait_for_master(address: str, port: int, timeout_s: float, world: int = 1) -
 class _Progress:
     """What the heartbeat says: the phase this rank is in (set by the main thread with
     :func:`enter_phase`, which also beats at once, so that the controller learns of each phase
-    as it starts, not up to a beat interval later)."""
+    as it starts, not up to a beat interval later), the collectives it has completed in it
+    (``ops``), whether it has done its part of the phase (``done``: it waits for the others'
+    agreement) or its part raised (``failed``: a timeout, a peer gone), and the wall-clock time
+    (``t``). The first rank of each node adds the node's network counters (``net``:
+    :mod:`checks.job.node.netstat`), so that the controller has them at each phase's start and
+    up to its end."""
 
     phase = "import"
+    ops = 0
+    done = False
+    failed = False
     changed = threading.Event()
 
 
 def enter_phase(name: str) -> None:
     _Progress.phase = name
+    _Progress.ops = 0
+    _Progress.done = False
+    _Progress.failed = False
+    _Progress.changed.set()
+
+
+def completed_op() -> None:
+    """One more collective of this phase completed on this rank."""
+    _Progress.ops += 1
+
+
+def finished_part(failed: bool = False) -> None:
+    """This rank has done its part of the phase, or it ``failed`` (it beats at once to say so)."""
+    _Progress.done = not failed
+    _Progress.failed = failed
     _Progress.changed.set()
 
 
 def _beat(interval_s: float) -> None:
     rank = os.environ.get("RANK", "0")
+    first_of_node = os.environ.get("LOCAL_RANK", "0") == "0"
     while True:
-        log(BEAT_MARKER, {"rank": int(rank) if rank.isdigit() else rank, "phase": _Progress.phase})
+        beat: JsonDict = {
+            "rank": int(rank) if rank.isdigit() else rank,
+            "phase": _Progress.phase,
+            "ops": _Progress.ops,
+            "done": _Progress.done,
+            "failed": _Progress.failed,
+            "t": round(time.time(), 3),
+        }
+        if first_of_node and _Progress.phase != "import":
+            # The counters are evidence, never a reason to stop beating.
+            with contextlib.suppress(Exception):
+                beat["net"] = network_sample()
+        log(BEAT_MARKER, beat)
         _Progress.changed.wait(interval_s)
         _Progress.changed.clear()
 
@@ -174,6 +212,7 @@ class Job:
         """The maximum of each value over the ranks of ``group``: the same numbers on every rank."""
         tensor = self.torch.tensor(list(values), dtype=self.torch.float64, device=self.device)
         self.dist.all_reduce(tensor, op=self.dist.ReduceOp.MAX, group=group or self.group)
+        completed_op()
         return [float(v) for v in tensor.tolist()]
 
     def agree_min(self, values: Sequence[float], group: Any = None) -> list[float]:
@@ -215,6 +254,7 @@ class Job:
         tensor = self.torch.zeros(1, device=self.device)
         self.dist.all_reduce(tensor, group=group or self.group)
         self.sync()
+        completed_op()
 
     def gather(self, value: Any) -> list[Any]:
         """``value`` (plain JSON data) from every rank, by rank.
@@ -233,6 +273,7 @@ class Job:
         gathered = [torch.empty_like(padded) for _ in range(self.world)]
         self.dist.all_gather(gathered, padded, group=self.group)
         pieces = [tensor_bytes(gathered[i][: lengths[i]]) for i in range(self.world)]
+        completed_op()
         return [json.loads(piece.decode("utf-8")) for piece in pieces]
 
     def time_ops(self, buffer: Any, count: int, group: Any = None, aligned: bool = False) -> float:
@@ -247,6 +288,7 @@ class Job:
         start = time.perf_counter()
         for _ in range(count):
             self.dist.all_reduce(buffer, group=group or self.group)
+            completed_op()
         self.sync()
         return (time.perf_counter() - start) / count
 
@@ -312,9 +354,11 @@ class Job:
         error: str | None = None
         try:
             document[name] = phase()
+            finished_part()
         except StoppedByPeer:
-            pass  # the rank that failed says why
+            finished_part(failed=True)  # the rank that failed says why
         except Exception as exc:
+            finished_part(failed=True)
             error = error_text(exc, first_line=True)
             traceback.print_exc(file=sys.stderr)
         try:

@@ -97,6 +97,16 @@ def kill_worker_in_allreduce(node_rank: int, seen: list[str]) -> Any:
     return hook
 
 
+def stop_host(node_rank: int) -> Any:
+    """A run_job hook: stop the node's script host (SIGSTOP, its whole group) as soon as it starts,
+    before any rank of it exists: the node never joins, and never says why."""
+
+    def hook(procs: list[subprocess.Popen[str]]) -> None:
+        os.killpg(procs[node_rank].pid, signal.SIGSTOP)
+
+    return hook
+
+
 def main() -> None:
     record("three_nodes", 3, 1, job_args(3))
     record("one_node_three_ranks", 1, 3, job_args(1))
@@ -112,6 +122,10 @@ def main() -> None:
     args = job_args(3)
     args["timeout_s"] = 8
     record("master_unreachable", 3, 1, args, ports={1: free_port()})
+
+    args = job_args(3)
+    args["join_timeout_s"] = args["timeout_s"] = 8
+    record("never_joined", 3, 1, args, while_running=stop_host(2))
 
     script = OUT / "late_rank.py"
     script.write_text(LATE_RANK)

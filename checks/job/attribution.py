@@ -1,0 +1,240 @@
+"""Which node stalled a phase that timed out, from what every node kept, not from which rank
+complained: the rank that reports a timeout is the one that waited, usually on another node.
+
+Two kinds of evidence, from the heartbeats (:mod:`checks.job.node.harness`), read by the launcher
+into each node's :attr:`NodeOutcome.progress`:
+
+- progress: each rank's phase, the collectives it completed in it, and whether it had done its
+  part. The ranks of one node that are behind every other rank (not done while others are, or
+  fewer collectives completed) stalled the others.
+- network counters: each node's TCP retransmissions per peer address between the phase's start
+  and its last heartbeat. When nearly all of them are on connections of one node (with any
+  peer, or inside itself), that node lost its traffic.
+
+Where neither names one node, nothing is named from here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from checks.job.node.markers import BEAT_MARKER, marked_lines
+from checks.job.outcome import JobOutcome
+from preflight.model import CheckResult
+
+# Retransmissions during a phase below this many, on the whole job, name nobody. Few are needed:
+# a connection stalled by loss backs off exponentially (0.2, 0.4, 0.8... s), so a phase that
+# timed out on it after 20 s may show no more than six or seven, where a healthy fabric shows none.
+MIN_RETRANSMITS = 5
+# The share of the phase's retransmissions on one node's connections that names it.
+RETRANSMIT_SHARE = 0.8
+
+
+@dataclass(frozen=True)
+class Attribution:
+    """The node named, the evidence that named it (``by``: ``progress`` or ``retransmits``), in a
+    phrase for the finding and as data for its details."""
+
+    host: str
+    by: str
+    evidence: str
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+
+# Beats kept per rank and phase (the last ones), and counter samples per node and phase.
+KEPT_BEATS = 32
+# A rank whose last beat came this long before the first failure had stopped beating (its ranks
+# beat every 2 s, and at once on each change).
+STOPPED_BEATING_S = 5.0
+
+
+def read_progress(stderr: str) -> dict[str, Any]:
+    """What a node's heartbeats say, for :attr:`NodeOutcome.progress`, by phase: ``ranks``, each
+    rank's last beats in it as ``[t, ops, done, failed]``, and ``net``, the node's counter samples
+    as ``[t, sample]`` (the phase's first, then its last ones)."""
+    phases: dict[str, dict[str, Any]] = {}
+    for beat in marked_lines(stderr, BEAT_MARKER):
+        phase, rank, t = beat.get("phase"), beat.get("rank"), beat.get("t")
+        if not isinstance(phase, str) or not isinstance(t, (int, float)):
+            continue
+        seen = phases.setdefault(phase, {"ranks": {}, "net": []})
+        if isinstance(rank, int):
+            beats = seen["ranks"].setdefault(str(rank), [])
+            beats.append([t, beat.get("ops"), bool(beat.get("done")), bool(beat.get("failed"))])
+            del beats[:-KEPT_BEATS]
+        net = beat.get("net")
+        if isinstance(net, Mapping):
+            samples = seen["net"]
+            samples.append([t, dict(net)])
+            if len(samples) > KEPT_BEATS:
+                del samples[1 : len(samples) - KEPT_BEATS + 1]
+    return phases
+
+
+def stalled_node(outcome: JobOutcome, phase: str) -> Attribution | None:
+    """The one node that stalled ``phase``, by progress first, then by retransmissions."""
+    first_failure = _first_failure(outcome, phase)
+    return _by_progress(outcome, phase, first_failure) or _by_retransmits(outcome, phase, first_failure)
+
+
+def _first_failure(outcome: JobOutcome, phase: str) -> float | None:
+    """When the first rank's part of ``phase`` failed (a timeout, a peer gone), by its beat."""
+    times = [
+        beat[0]
+        for node in outcome.nodes
+        for beats in ((node.progress.get(phase) or {}).get("ranks") or {}).values()
+        for beat in beats
+        if beat[3]
+    ]
+    return min(times) if times else None
+
+
+def _by_progress(outcome: JobOutcome, phase: str, until: float | None) -> Attribution | None:
+    """The ranks behind all others when the first rank failed: silent, not done while others
+    are, or with less than half of the others' collectives completed; named when they are all
+    on one node."""
+    state: dict[int, tuple[str, float, int, bool]] = {}
+    for node in outcome.nodes:
+        for rank, beats in ((node.progress.get(phase) or {}).get("ranks") or {}).items():
+            before = [b for b in beats if until is None or b[0] <= until]
+            if before and isinstance(before[-1][1], int):
+                t, ops, done, _ = before[-1]
+                state[int(rank)] = (node.host, float(t), int(ops), bool(done))
+    if len({host for host, _, _, _ in state.values()}) < 2:
+        return None
+    behind: set[int] = set()
+    how = ""
+    if until is not None:
+        behind = {r for r, (_, t, _, _) in state.items() if until - t >= STOPPED_BEATING_S}
+        if behind:
+            quiet = min(until - state[r][1] for r in behind)
+            how = f"had sent no heartbeat for {quiet:.0f} s when the first rank timed out"
+    done = {r for r, (_, _, _, d) in state.items() if d}
+    if not behind and done and len(done) < len(state):
+        behind = set(state) - done
+        how = "had not done their part of the phase when the others had"
+    if not behind and not done:
+        # Ranks of a phase may differ in their count (a pair test leaves some ranks out of a
+        # round): only a rank at less than half of the others' count is behind.
+        least = min(ops for _, _, ops, _ in state.values())
+        most = max(ops for _, _, ops, _ in state.values())
+        behind = {r for r, (_, _, ops, _) in state.items() if ops == least} if least < most / 2 else set()
+        what = "collective" if least == 1 else "collectives"
+        how = f"had completed {least} {what} of the phase when the others had {most}"
+    hosts = {state[r][0] for r in behind}
+    if len(hosts) != 1 or len(behind) == len(state):
+        return None
+    (host,) = hosts
+    ranks = sorted(behind)
+    label = "rank" if len(ranks) == 1 else "ranks"
+    evidence = f"progress: {label} {', '.join(map(str, ranks))} on {host} {how}"
+    details = {
+        "ranks": {str(r): {"host": h, "ops": o, "done": d} for r, (h, _, o, d) in sorted(state.items())}
+    }
+    return Attribution(host, "progress", evidence, details)
+
+
+def _owner(address: str, reporter: str, owners: Mapping[str, str]) -> str | None:
+    try:
+        if ipaddress.ip_address(address).is_loopback:
+            return reporter
+    except ValueError:
+        return None
+    return owners.get(address)
+
+
+def _span(samples: Sequence[Any], until: float | None) -> dict[str, Any] | None:
+    """The first sample and the last one taken before ``until`` (the connections are gone after)."""
+    before = [sample for t, sample in samples if until is None or t <= until]
+    return {"start": samples[0][1], "end": before[-1]} if len(before) >= 2 else None
+
+
+def _by_retransmits(outcome: JobOutcome, phase: str, until: float | None) -> Attribution | None:
+    """The one node on whose connections nearly all of the phase's retransmissions were."""
+    samples = {
+        n.host: span
+        for n in outcome.nodes
+        if (span := _span((n.progress.get(phase) or {}).get("net") or [], until)) is not None
+    }
+    owners = {
+        str(address): host
+        for host, net in samples.items()
+        for address in (net.get("end") or {}).get("local") or ()
+    }
+    pairs: dict[frozenset[str], int] = {}
+    for host, net in samples.items():
+        before = (net.get("start") or {}).get("peers") or {}
+        after = (net.get("end") or {}).get("peers") or {}
+        for address, counts in after.items():
+            peer = _owner(str(address), host, owners)
+            if peer is None:
+                continue
+            delta = int(counts.get("retrans") or 0) - int((before.get(address) or {}).get("retrans") or 0)
+            if delta > 0:
+                key = frozenset((host, peer))
+                pairs[key] = pairs.get(key, 0) + delta
+    total = sum(pairs.values())
+    if total < MIN_RETRANSMITS:
+        return None
+    share = {host: sum(count for pair, count in pairs.items() if host in pair) / total for host in samples}
+    named = [host for host, part in share.items() if part >= RETRANSMIT_SHARE]
+    if len(named) != 1:
+        return None
+    (host,) = named
+    mine = sum(count for pair, count in pairs.items() if host in pair)
+    others = _names(sorted({h for pair in pairs for h in pair if h != host and pairs[pair]}))
+    inside = pairs.get(frozenset((host,)), 0)
+    where = f"with {others}" if others else "inside the node"
+    if others and inside:
+        where += " and inside the node"
+    evidence = (
+        f"retransmits: {mine} of the phase's {total} TCP retransmissions were on {host}'s connections "
+        f"({where}): it lost traffic"
+    )
+    details = {
+        "retransmits": {
+            " - ".join(sorted(pair)) if len(pair) > 1 else next(iter(pair)): n for pair, n in pairs.items()
+        },
+        "counters": _counter_deltas(samples),
+    }
+    return Attribution(host, "retransmits", evidence, details)
+
+
+def _names(hosts: Sequence[str]) -> str:
+    return ", ".join(hosts)
+
+
+def _counter_deltas(samples: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, int]]:
+    """Each node's kernel and interface counters that grew during the phase, by how much."""
+    deltas: dict[str, dict[str, int]] = {}
+    for host, net in samples.items():
+        before = (net.get("start") or {}).get("counters") or {}
+        after = (net.get("end") or {}).get("counters") or {}
+        grown = {
+            name: int(value) - int(before.get(name) or 0)
+            for name, value in after.items()
+            if isinstance(value, int) and int(value) > int(before.get(name) or 0)
+        }
+        if grown:
+            deltas[host] = grown
+    return deltas
+
+
+def with_loss_cause(result: CheckResult, outcome: JobOutcome, phase: str) -> CheckResult:
+    """A finding about slow pairs with the loss that explains it, where the phase's
+    retransmissions were on one of its nodes' connections: a slow link is then that node's (one
+    cause, one finding: the partner it was paired with is not named), and a slow node says why."""
+    if result.status != "fail" or not result.hosts:
+        return result
+    lossy = _by_retransmits(outcome, phase, None)
+    if lossy is None or lossy.host not in result.hosts:
+        return result
+    details = {**result.details, "attribution": {"host": lossy.host, "by": lossy.by, **lossy.details}}
+    if len(result.hosts) == 1:
+        return dataclasses.replace(result, summary=f"{result.summary}; {lossy.evidence}", details=details)
+    summary = f"{lossy.host} loses traffic ({lossy.evidence}): {result.summary}"
+    return dataclasses.replace(result, summary=summary, hosts=(lossy.host,), details=details)

@@ -1,0 +1,167 @@
+"""A phase that timed out names the node that stalled it, from the heartbeats' evidence, not the
+rank that reported the timeout; the network counters the heartbeats carry are read as the kernel
+and ``ss`` write them."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from checks.job.attribution import read_progress, stalled_node, with_loss_cause
+from checks.job.node.netstat import NETSTAT_FIELDS, SNMP_FIELDS, parse_proc_table, parse_ss
+from checks.job.outcome import JobOutcome
+from checks.job.phase import read_phase
+from preflight.model import CheckResult
+from tests.test_allreduce import load_job
+
+NET = Path(__file__).parent / "data" / "net"
+
+
+def test_a_node_stopped_mid_phase_is_named_not_rank_0_that_timed_out() -> None:
+    # A real run: node2's ranks stopped (SIGSTOP) 0.3 s into the all-reduce phase for 12 s; a
+    # rank on another node timed out after 6 s waiting for them.
+    job = load_job("stalled_mid_job")
+    assert "Timed out waiting 6000ms" in job.document["phase_errors"]["allreduce"]  # type: ignore[index]
+    stalled = stalled_node(job, "allreduce")
+    assert stalled is not None and (stalled.host, stalled.by) == ("node2", "progress")
+    assert stalled.evidence.startswith("progress: ranks 2, 3 on node2 had sent no heartbeat for")
+    (finding,) = read_phase("allreduce", job, "allreduce", "all-reduce").findings
+    assert (finding.status, finding.hosts) == ("fail", ("node2",))
+    assert finding.summary.startswith("node2 stalled the allreduce phase (progress: ranks 2, 3 on node2")
+    assert "on node2 timed out waiting" not in finding.summary
+    assert finding.details["attribution"]["by"] == "progress"
+
+
+def test_the_phase_the_stalled_job_passed_names_nobody() -> None:
+    job = load_job("stalled_mid_job")
+    assert stalled_node(job, "intranode") is None
+    assert read_phase("intranode", job, "intranode", "inside").findings == []
+
+
+def _beats(rank: int, phase: str, rows: list[tuple[float, int, bool, bool]]) -> list[dict[str, Any]]:
+    return [
+        {"rank": rank, "phase": phase, "t": t, "ops": ops, "done": done, "failed": failed}
+        for t, ops, done, failed in rows
+    ]
+
+
+def _with_progress(job: JobOutcome, progress: dict[str, dict[str, Any]]) -> JobOutcome:
+    nodes = tuple(dataclasses.replace(n, progress=progress.get(n.host, {})) for n in job.nodes)
+    return dataclasses.replace(job, nodes=nodes)
+
+
+def _stderr(beats: list[dict[str, Any]]) -> str:
+    import json
+
+    return "".join(f"PREFLIGHT-JOB-BEAT {json.dumps(b)}\n" for b in beats)
+
+
+def test_ranks_behind_the_others_on_one_node_are_named_by_their_collectives() -> None:
+    # Built from the beats' form: node2's two ranks still beat, but had completed 3 of the inside
+    # phase's all-reduces when the other nodes' ranks had done all 16 (a slow loopback).
+    fast = [(100.0, 4, False, False), (102.0, 16, True, False), (121.0, 16, False, True)]
+    slow = [(100.0, 1, False, False), (102.0, 2, False, False), (120.9, 3, False, False)]
+    progress = {
+        "node1": read_progress(_stderr(_beats(0, "intranode", fast) + _beats(1, "intranode", fast))),
+        "node2": read_progress(_stderr(_beats(2, "intranode", slow) + _beats(3, "intranode", slow))),
+        "node3": read_progress(_stderr(_beats(4, "intranode", fast) + _beats(5, "intranode", fast))),
+    }
+    job = _with_progress(load_job("intranode_two_ranks"), progress)
+    stalled = stalled_node(job, "intranode")
+    assert stalled is not None and stalled.host == "node2"
+    assert stalled.evidence == (
+        "progress: ranks 2, 3 on node2 had completed 3 collectives of the phase when the others had 16"
+    )
+
+
+def test_ranks_that_keep_pace_name_nobody() -> None:
+    even = [(100.0, 4, False, False), (102.0, 9, False, False), (121.0, 9, False, True)]
+    progress = {
+        f"node{n + 1}": read_progress(
+            _stderr(_beats(2 * n, "allreduce", even) + _beats(2 * n + 1, "allreduce", even))
+        )
+        for n in range(3)
+    }
+    assert stalled_node(_with_progress(load_job("intranode_two_ranks"), progress), "allreduce") is None
+
+
+def _net(t: float, local: str, peers: dict[str, int]) -> dict[str, Any]:
+    sample = {"counters": {}, "local": [local], "peers": {a: {"retrans": n} for a, n in peers.items()}}
+    return {"rank": 0, "phase": "allreduce", "t": t, "ops": 1, "done": False, "failed": False, "net": sample}
+
+
+def test_the_node_on_whose_connections_the_retransmissions_were_is_named() -> None:
+    # Built from the beats' form: 10.0.0.3 drops a tenth of what it receives; everyone
+    # retransmits to it, and it retransmits to everyone (its acknowledgements are lost too).
+    before = {"10.0.0.1": {"10.0.0.2": 0, "10.0.0.3": 5}, "10.0.0.2": {"10.0.0.1": 0, "10.0.0.3": 4}}
+    after = {"10.0.0.1": {"10.0.0.2": 1, "10.0.0.3": 90}, "10.0.0.2": {"10.0.0.1": 0, "10.0.0.3": 70}}
+    before["10.0.0.3"] = {"10.0.0.1": 2, "10.0.0.2": 2}
+    after["10.0.0.3"] = {"10.0.0.1": 40, "10.0.0.2": 35}
+    progress = {
+        f"node{i}": read_progress(_stderr([_net(100.0, a, before[a]), _net(110.0, a, after[a])]))
+        for i, a in enumerate(sorted(before), start=1)
+    }
+    stalled = stalled_node(_with_progress(load_job("three_nodes"), progress), "allreduce")
+    assert stalled is not None and (stalled.host, stalled.by) == ("node3", "retransmits")
+    assert stalled.evidence.startswith(
+        "retransmits: 222 of the phase's 223 TCP retransmissions were on node3's"
+    )
+
+
+def test_a_single_bad_link_names_no_node() -> None:
+    before = {"10.0.0.1": {"10.0.0.2": 0}, "10.0.0.2": {"10.0.0.1": 0}, "10.0.0.3": {"10.0.0.1": 0}}
+    after = {"10.0.0.1": {"10.0.0.2": 60}, "10.0.0.2": {"10.0.0.1": 50}, "10.0.0.3": {"10.0.0.1": 0}}
+    progress = {
+        f"node{i}": read_progress(_stderr([_net(100.0, a, before[a]), _net(110.0, a, after[a])]))
+        for i, a in enumerate(sorted(before), start=1)
+    }
+    assert stalled_node(_with_progress(load_job("three_nodes"), progress), "allreduce") is None
+
+
+# --------------------------------------------------------------------------- the node's counters
+
+
+def test_the_kernel_tcp_counters_are_read_from_a_real_proc_net() -> None:
+    snmp = (NET / "snmp.txt").read_text()
+    counters = parse_proc_table(snmp, SNMP_FIELDS)
+    names, values = [line.split()[1:] for line in snmp.splitlines() if line.startswith("Tcp:")]
+    assert counters["Tcp.RetransSegs"] == int(values[names.index("RetransSegs")])
+    assert set(counters) == {f"Tcp.{f}" for f in SNMP_FIELDS["Tcp"]}
+    netstat = parse_proc_table((NET / "netstat.txt").read_text(), NETSTAT_FIELDS)
+    assert {"TcpExt.TCPLostRetransmit", "TcpExt.TCPTimeouts"} <= set(netstat)
+
+
+def test_per_peer_bytes_and_retransmissions_are_read_from_real_ss_output() -> None:
+    peers, local = parse_ss((NET / "ss_tin.txt").read_text())
+    assert local == ["10.199.1.1"]
+    assert sorted(peers) == ["10.199.1.11", "10.199.1.12", "10.199.1.13"]
+    assert peers["10.199.1.13"] == {"retrans": 0, "bytes_sent": 94584, "bytes_received": 9849}
+
+
+def test_a_slow_link_whose_retransmissions_are_one_nodes_is_that_nodes_loss() -> None:
+    # The pair judge saw node2-node3 slow in its test and re-test; the retransmissions of the
+    # phase were nearly all on node3's connections (built from the beats' form, as above).
+    before = {"10.0.0.1": {"10.0.0.3": 5}, "10.0.0.2": {"10.0.0.3": 4}, "10.0.0.3": {"10.0.0.1": 2}}
+    after = {"10.0.0.1": {"10.0.0.3": 60}, "10.0.0.2": {"10.0.0.3": 70}, "10.0.0.3": {"10.0.0.1": 40}}
+    progress = {
+        f"node{i}": read_progress(_stderr([_net(100.0, a, before[a]), _net(110.0, a, after[a])]))
+        for i, a in enumerate(sorted(before), start=1)
+    }
+    job = _with_progress(load_job("three_nodes"), progress)
+    link = CheckResult(
+        "allreduce",
+        "fail",
+        "the link node2-node3 runs at 0.16x",
+        ("node2", "node3"),
+        {"link": ["node2", "node3"]},
+    )
+    named = with_loss_cause(link, job, "allreduce")
+    assert named.hosts == ("node3",)
+    assert named.summary.startswith(
+        "node3 loses traffic (retransmits: 159 of the phase's 159 TCP retransmissions"
+    )
+    assert named.summary.endswith("): the link node2-node3 runs at 0.16x")
+    assert named.details["attribution"]["by"] == "retransmits"
+    # Without the counters (a recording from before them), the finding stands as it was.
+    assert with_loss_cause(link, load_job("three_nodes"), "allreduce") == link

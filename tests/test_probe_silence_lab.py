@@ -1,0 +1,107 @@
+"""A node that goes silent during the facts probe (its link cut, or every process of it stopped) is
+named alone, as silent for the run's silence_s during the facts probe, whatever the probe's own
+timeout; once it is back, nothing of the probe is left on it."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.lab import NODE_PYTHON, LabCluster, LabNode, MakeLab
+from tests.test_check_lab import results, run_check
+from tests.test_faults_lab import errors_by_host
+
+pytestmark = pytest.mark.lab
+
+SILENCE_S = 10  # the default [run] silence_s
+# Seconds from the fault to the end of the run at most: the silence, then closing the lost
+# connection (bounded at 15 s), and the other nodes' checks on a loaded machine.
+RUN_END_S = SILENCE_S + 25
+_SILENT_RE = re.compile(r"silent for (\d+) s during the facts probe$")
+
+
+def fault_during_the_probe(lab: LabCluster, victim: LabNode, fault: Callable[[], None]) -> dict[str, float]:
+    """Starts a thread that runs ``fault`` as soon as the victim runs the facts probe (the node's
+    Python is among its processes); returns where the moment of the fault will be recorded."""
+    when: dict[str, float] = {}
+
+    def wait_then_fault() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if any(NODE_PYTHON in cmd for _, cmd in lab.processes(victim)):
+                fault()
+                when["fault"] = time.monotonic()
+                return
+            time.sleep(0.02)
+
+    threading.Thread(target=wait_then_fault, daemon=True).start()
+    return when
+
+
+def assert_named_alone_as_silent(data: dict[str, object], victim: LabNode, lab: LabCluster) -> None:
+    assert errors_by_host(data) == {victim.address: "timeout"}  # type: ignore[arg-type]
+    (finding,) = [r for r in results(data, "connect") if r["status"] == "error"]  # type: ignore[arg-type]
+    assert finding["hosts"] == [victim.address]
+    found = _SILENT_RE.search(finding["summary"])
+    assert found, finding["summary"]
+    assert SILENCE_S <= int(found.group(1)) <= SILENCE_S + 1
+    reached = [r for r in results(data, "connect") if r["status"] == "pass"]  # type: ignore[arg-type]
+    assert reached[0]["details"]["reached"] == [n.address for n in lab.nodes if n is not victim]
+
+
+def assert_nothing_left(lab: LabCluster) -> None:
+    for node in lab.nodes:
+        assert lab.lingering_processes(node, grace_s=45) == [], f"{node.name} still runs the probe"
+        assert lab.tmp_entries(node) == [], f"{node.name} has files left in /tmp"
+
+
+def test_a_node_cut_during_the_facts_probe_is_named_as_silent(make_lab: MakeLab, tmp_path: Path) -> None:
+    lab = make_lab(3)
+    victim = lab.nodes[1]
+    when = fault_during_the_probe(lab, victim, lambda: lab.cut(victim))
+    try:
+        run, data = run_check(lab, tmp_path, "--only", "environment", "--timeout", "600")
+        ended = time.monotonic()
+    finally:
+        lab.restore(victim)
+    assert run.returncode == 3, run.stdout + run.stderr
+    assert_named_alone_as_silent(data, victim, lab)
+    print(f"cut during the facts probe: the run ended {ended - when['fault']:.1f} s after the fault")
+    assert ended - when["fault"] < RUN_END_S
+    assert_nothing_left(lab)
+
+
+def test_a_node_stopped_during_the_facts_probe_is_named_as_silent(make_lab: MakeLab, tmp_path: Path) -> None:
+    lab = make_lab(3)
+    victim = lab.nodes[2]
+    stopped: list[int] = []
+
+    def stop_everything() -> None:
+        # Every process of the node but the lab's own (sshd listener, namespace holder): the
+        # probe and the SSH session that carries it.
+        for pid, _ in lab.processes(victim):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
+                stopped.append(pid)
+
+    when = fault_during_the_probe(lab, victim, stop_everything)
+    try:
+        run, data = run_check(lab, tmp_path, "--only", "environment", "--timeout", "600")
+        ended = time.monotonic()
+    finally:
+        for pid in stopped:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+    assert run.returncode == 3, run.stdout + run.stderr
+    assert_named_alone_as_silent(data, victim, lab)
+    print(f"stopped during the facts probe: the run ended {ended - when['fault']:.1f} s after the fault")
+    assert ended - when["fault"] < RUN_END_S
+    assert_nothing_left(lab)
