@@ -12,7 +12,6 @@ import ipaddress
 import json
 import os
 import re
-import resource
 import secrets
 import shlex
 import shutil
@@ -975,11 +974,6 @@ class LabCluster:
         target = self.node(node)
         commands = install_gpu_node(target.node_dir / "gpu", gpus, target.index, NODE_PYTHON)
         self.exec(target, ["sh", "-c", " && ".join(commands)])
-        if target.sshd is not None:
-            # A node with RDMA devices lets its users lock memory without limit (RDMA registers its
-            # buffers), as real GPU nodes are set up; the sessions the node's sshd starts inherit it.
-            unlimited = (resource.RLIM_INFINITY, resource.RLIM_INFINITY)
-            resource.prlimit(target.sshd.pid, resource.RLIMIT_MEMLOCK, unlimited)
 
     def throttle_loopback(self, node: NodeRef, rate_mbit: float) -> None:
         """Limits the node's loopback to rate_mbit: the stand-in for a slow path inside a node
