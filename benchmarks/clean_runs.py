@@ -28,6 +28,7 @@ import json
 import os
 import random
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -190,6 +191,15 @@ def run_cpu(tally: Tally, nodes: int, runs: int) -> None:
             print(f"cpu run {i + 1}/{runs}: exit {list(tally.exit_codes.elements())[-1]}", file=sys.stderr)
 
 
+def _lab_memlock() -> str:
+    """The locked-memory limit the lab's sessions inherit from this machine ("unlimited" or a size)."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_MEMLOCK)
+    return "unlimited" if soft == resource.RLIM_INFINITY else f"{soft} B"
+
+
+LAB_MEMLOCK = _lab_memlock()
+
+
 def run_gpu(tally: Tally, nodes: int, runs: int, rng: random.Random) -> None:
     app_xid = RECORDED_APP_XID.read_text(encoding="utf-8").replace(RECORDED_XID_PCI, LAB_GPU0_PCI)
     for i in range(runs):
@@ -199,7 +209,11 @@ def run_gpu(tally: Tally, nodes: int, runs: int, rng: random.Random) -> None:
             with_xid = rng.choice(lab.nodes)
             commands = kernel_log_commands(with_xid.node_dir / "kernel", app_xid)
             lab.exec(with_xid, ["sh", "-c", " && ".join(commands)])
-            run_once(lab, Path(tmp), tally, ["--skip", ",".join(JOB_CHECKS)])
+            # A real RDMA node lets its users lock memory without limit; this machine cannot raise
+            # the limit of the lab's sessions (not even as root), so the config states the lab's.
+            config = Path(tmp) / "lab.toml"
+            config.write_text(f'[limits]\nrdma_memlock = "{LAB_MEMLOCK}"\n', encoding="utf-8")
+            run_once(lab, Path(tmp), tally, ["--skip", ",".join(JOB_CHECKS), "--config", str(config)])
         print(f"gpu run {i + 1}/{runs}: exit {list(tally.exit_codes.elements())[-1]}", file=sys.stderr)
 
 
