@@ -10,6 +10,7 @@ import pytest
 
 from checks import ddp
 from checks.ddp import judge_ddp
+from checks.job.failures import job_results
 from checks.job.outcome import JobNotRun
 from checks.job.settings import DdpSection
 from preflight.check import CheckContext
@@ -127,18 +128,25 @@ def test_a_rank_that_never_reached_the_join_barrier_is_named() -> None:
     assert result.summary == "rank 2 on node3 never reached the join barrier (monitored_barrier waited 3 s)"
 
 
-def test_a_job_that_died_before_this_phase_is_an_error_naming_the_culprit() -> None:
-    (result,) = judge_ddp(load_job("worker_killed"), CONFIG)
-    assert result.status == "error" and result.hosts == ("node3",)
-    assert result.summary.startswith(
-        "not run: the job ended in the allreduce phase: node3: rank 2 was ended by SIGKILL"
-    )
+def test_a_job_that_died_before_this_phase_refers_to_the_phase_that_names_the_culprit() -> None:
+    """One cause, one finding: allreduce names node3 (its phase is where the job ended); ddp says
+    it did not run and where to look, naming no node of its own."""
+    job = load_job("worker_killed")
+    (result,) = judge_ddp(job, CONFIG)
+    assert (result.status, result.hosts) == ("skip", ())
+    assert result.summary == "not run: the job ended in the allreduce phase (see allreduce)"
+    owner = job_results("allreduce", job, "allreduce")
+    assert [r.status for r in owner] == ["fail"] and owner[0].hosts == ("node3",)
+    assert "rank 2 was ended by SIGKILL" in owner[0].summary
 
 
-def test_a_job_that_never_started_says_who_never_joined() -> None:
-    (result,) = judge_ddp(load_job("master_unreachable"), CONFIG)
-    assert result.status == "error" and result.hosts == ("node2",)
-    assert result.summary.startswith("not run: the job never started: node2 never joined")
+def test_a_job_that_never_started_is_named_once_by_its_first_phase() -> None:
+    job = load_job("master_unreachable")
+    (result,) = judge_ddp(job, CONFIG)
+    assert (result.status, result.hosts) == ("skip", ())
+    assert result.summary == "not run: the job never started (see allreduce)"
+    (owner,) = job_results("allreduce", job, "allreduce")
+    assert owner.status == "fail" and owner.hosts == ("node2",) and "never joined" in owner.summary
 
 
 def test_a_node_lost_during_training_fails_this_phase() -> None:

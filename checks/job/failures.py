@@ -359,12 +359,15 @@ def failing_phase(outcome: JobOutcome) -> str | None:
 def job_results(check: str, outcome: JobOutcome, phase: str) -> list[CheckResult]:
     """Findings about the launch and the nodes, for the check that judges ``phase``.
 
-    The phase the job failed in gets ``fail`` findings naming the culprits; a phase the job
-    never reached gets one ``error`` ("not run") that names them too. A node that failed after
-    rank 0 printed this phase's results (at teardown) is a ``warn``: the results stand.
-    Nothing when every node finished cleanly.
+    The phase the job failed in gets ``fail`` findings naming the culprits; a phase the job never
+    reached refers to it ("not run ... (see allreduce)": one cause, one finding). A node that
+    failed after rank 0 printed this phase's results (at teardown) is a ``warn``: the results
+    stand. Nothing when every node finished cleanly.
     """
     if outcome.launch_error:
+        first = outcome.phases[0] if outcome.phases else check
+        if check != first:
+            return [CheckResult(check, "skip", f"not run: the job could not be started (see {first})")]
         return [CheckResult(check, "error", f"the job could not be started: {outcome.launch_error}")]
     failures = explain_failures(outcome)
     culprits = [f for f in failures if f.culprit]
@@ -393,7 +396,6 @@ def job_results(check: str, outcome: JobOutcome, phase: str) -> list[CheckResult
     where = failing_phase(outcome)
     if ended:
         summaries[0] += f"; preflight ended the job on {fold(ended)}"
-    hosts = tuple(dict.fromkeys(f.host for f in culprits))
     reached = phases_reached(outcome)
     document = outcome.document or {}
     if isinstance(document.get(phase), Mapping):
@@ -408,9 +410,10 @@ def job_results(check: str, outcome: JobOutcome, phase: str) -> list[CheckResult
             for summary, group in zip(summaries, groups.values(), strict=True)
         ]
     if where is not None and where != phase and phase not in reached:
+        # One cause, one finding: the check of the phase the job ended in names the nodes; this one
+        # refers to it, as the job's checks do when it does not start.
         when = f"the job ended in the {where} phase" if reached else "the job never started"
-        summary = f"not run: {when}: " + "; ".join(summaries)
-        return [CheckResult(check, "error", summary, hosts, details)]
+        return [CheckResult(check, "skip", f"not run: {when} (see {where})", (), {**details, "see": where})]
     if where == phase and any(f.kind == "lost" for f in culprits):
         summaries = [s.replace("during the job", f"during the {phase} phase", 1) for s in summaries]
     return [
