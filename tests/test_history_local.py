@@ -199,3 +199,15 @@ def test_preflight_check_local_names_what_changed_since_the_full_run(tmp_path: P
     changed = [r for r in second["results"] if r["details"].get("item") == VERSIONS_CHANGED]
     assert len(changed) == 1 and f"python 3.8.0 -> {python}" in changed[0]["summary"]
     assert second["verdict"] == first["verdict"]
+
+
+def test_ports_recorded_before_their_guids_were_read_are_the_same_ports(target: str, tmp_path: Path) -> None:
+    """A full run whose probe read no node_guid kept its ports by device and port: a later
+    prolog that reads the GUIDs pairs them by device and port, and finds nothing gone or new."""
+    _remember(target, _report(NOW - timedelta(days=1), [_node(TREE)], []), FULL)
+    tree = _ib_tree(tmp_path)
+    assert _history(_remember(target, _report(NOW, [_node(tree)], []), LOCAL)) == {}
+    (tree / "mlx5_4" / "ports" / "1" / "rate").write_text("200 Gb/sec (2X NDR)\n")
+    found = _history(_remember(target, _report(NOW + timedelta(hours=1), [_node(tree)], []), LOCAL))
+    assert set(found) == {HCA_RATE_CHANGED}
+    assert found[HCA_RATE_CHANGED].details["ports"][0]["part"] == "946d:ae03:00cd:e884/1"

@@ -128,13 +128,27 @@ def _versions(node: str, now: Mapping[str, str], last: LastFullRun) -> list[Chec
     return [CheckResult(CHECK, "warn", f"{node}: {what} {_since(last)}", (node,), details)]
 
 
-def _hcas(node: str, now: Sequence[Part], last: LastFullRun) -> list[CheckResult]:
+def _match_hcas(
+    node: str, now: Sequence[Part], last: LastFullRun
+) -> tuple[list[tuple[Part, Part]], list[Part], list[Part]]:
+    """The HCA ports of both runs paired by identity (node GUID and port), then, where one run
+    knew no GUID for a port (its identity is ``node:device/port``), by device and port; the
+    ports of the full run left unpaired, and this run's."""
     before = {p.part: p for p in last.parts if p.kind == "hca"}
     after = {p.part: p for p in now if p.kind == "hca"}
-    missing = [p for key, p in sorted(before.items()) if key not in after]
-    rates = [
-        (p, after[key]) for key, p in sorted(before.items()) if key in after and after[key].rate != p.rate
-    ]
+    pairs = [(before.pop(key), after.pop(key)) for key in sorted(set(before) & set(after))]
+    slots = {p.slot: p for p in after.values()}
+    for key, old in sorted(before.items()):
+        new = slots.get(old.slot)
+        if new is not None and f"{node}:" in (old.part[: len(node) + 1], new.part[: len(node) + 1]):
+            pairs.append((before.pop(key), after.pop(new.part)))
+            del slots[old.slot]
+    return pairs, sorted(before.values(), key=lambda p: p.slot), sorted(after.values(), key=lambda p: p.slot)
+
+
+def _hcas(node: str, now: Sequence[Part], last: LastFullRun) -> list[CheckResult]:
+    pairs, missing, _ = _match_hcas(node, now, last)
+    rates = sorted(((old, new) for old, new in pairs if old.rate != new.rate), key=lambda pair: pair[1].slot)
     found = []
     if missing:
         what = ", ".join(f"{p.slot} ({p.part})" for p in missing)
@@ -162,12 +176,7 @@ def _hcas(node: str, now: Sequence[Part], last: LastFullRun) -> list[CheckResult
 def _added(node: str, now: Sequence[Part], last: LastFullRun) -> list[CheckResult]:
     """GPUs in slots the last full run had empty, and HCA ports it did not have: a note."""
     gpu_slots = {p.slot for p in last.parts if p.kind == "gpu"}
-    hcas = {p.part for p in last.parts if p.kind == "hca"}
-    added = [
-        p
-        for p in now
-        if (p.kind == "gpu" and p.slot not in gpu_slots) or (p.kind == "hca" and p.part not in hcas)
-    ]
+    added = [p for p in now if p.kind == "gpu" and p.slot not in gpu_slots] + _match_hcas(node, now, last)[2]
     if not added:
         return []
     what = ", ".join(f"{'GPU' if p.kind == 'gpu' else 'HCA port'} {p.slot} ({p.part})" for p in added)
