@@ -149,12 +149,12 @@ def test_versions_and_hca_ports_changed_since_the_last_full_run(target: str, tmp
     out = _remember(target, _report(NOW, [host], []), LOCAL)
     found = _history(out)
     assert set(found) == {VERSIONS_CHANGED, HCA_MISSING, HCA_RATE_CHANGED}
-    assert found[VERSIONS_CHANGED].details["versions"] == {
+    assert found[VERSIONS_CHANGED].details["changed"] == {
         "driver": {"was": "550.54.15", "now": "560.35.03"},
         "nccl": {"was": "2.21.5", "now": "2.23.4"},
     }
     assert "driver 550.54.15 -> 560.35.03, nccl 2.21.5 -> 2.23.4" in found[VERSIONS_CHANGED].summary
-    assert [p["slot"] for p in found[HCA_MISSING].details["ports"]] == ["mlx5_9/1"]
+    assert [p["slot"] for p in found[HCA_MISSING].details["hca_ports"]] == ["mlx5_9/1"]
     assert found[HCA_RATE_CHANGED].summary == (
         "node1: HCA port mlx5_4/1 at 200 Gb/sec (2X NDR), was 400 Gb/sec (4X NDR) since its last full run"
         f" ({(NOW - timedelta(days=2)).strftime('%Y-%m-%dT%H:%M:%SZ')})"
@@ -210,4 +210,4 @@ def test_ports_recorded_before_their_guids_were_read_are_the_same_ports(target: 
     (tree / "mlx5_4" / "ports" / "1" / "rate").write_text("200 Gb/sec (2X NDR)\n")
     found = _history(_remember(target, _report(NOW + timedelta(hours=1), [_node(tree)], []), LOCAL))
     assert set(found) == {HCA_RATE_CHANGED}
-    assert found[HCA_RATE_CHANGED].details["ports"][0]["part"] == "946d:ae03:00cd:e884/1"
+    assert found[HCA_RATE_CHANGED].details["hca_ports"][0]["part"] == "946d:ae03:00cd:e884/1"

@@ -123,7 +123,7 @@ def _versions(node: str, now: Mapping[str, str], last: LastFullRun) -> list[Chec
     what = ", ".join(f"{name} {was} -> {new}" for name, (was, new) in sorted(changed.items()))
     details = {
         **_base(last, VERSIONS_CHANGED, node),
-        "versions": {name: {"was": was, "now": new} for name, (was, new) in sorted(changed.items())},
+        "changed": {name: {"was": was, "now": new} for name, (was, new) in sorted(changed.items())},
     }
     return [CheckResult(CHECK, "warn", f"{node}: {what} {_since(last)}", (node,), details)]
 
@@ -154,7 +154,7 @@ def _hcas(node: str, now: Sequence[Part], last: LastFullRun) -> list[CheckResult
         what = ", ".join(f"{p.slot} ({p.part})" for p in missing)
         details = {
             **_base(last, HCA_MISSING, node),
-            "ports": [{"slot": p.slot, "part": p.part, "rate": p.rate} for p in missing],
+            "hca_ports": [{"slot": p.slot, "part": p.part, "rate": p.rate} for p in missing],
         }
         found.append(
             CheckResult(CHECK, "warn", f"{node}: HCA port {what} missing {_since(last)}", (node,), details)
@@ -165,7 +165,7 @@ def _hcas(node: str, now: Sequence[Part], last: LastFullRun) -> list[CheckResult
         )
         details = {
             **_base(last, HCA_RATE_CHANGED, node),
-            "ports": [
+            "hca_ports": [
                 {"slot": new.slot, "part": new.part, "was": old.rate, "now": new.rate} for old, new in rates
             ],
         }
