@@ -65,6 +65,7 @@ class Interface:
     mtu: int | None
     state: str | None
     pcie: PcieLink | None = None  # the NIC's PCIe link; None for virtual interfaces
+    mac: str | None = None  # the link's hardware address: "52:54:00:12:34:56"
 
     def has_address(self, address: str) -> bool:
         return any(a.split("/")[0] == address for a in self.addresses)
@@ -87,6 +88,7 @@ class IbPort:
     board_id: str | None = None  # the board's part: "MT_0000000838"
     fw_ver: str | None = None
     node_desc: str | None = None
+    node_guid: str | None = None  # the card's GUID, its stable identity: "946d:ae03:00cd:e72c"
 
     @property
     def rate_gbps(self) -> float | None:
@@ -287,6 +289,7 @@ class NodeFacts:
                 mtu=_int(i.get("mtu")),
                 state=_str(i.get("state")),
                 pcie=PcieLink.read(i.get("pcie")),
+                mac=_str(i.get("mac")),
             )
             for i in _records(_map(self.raw.get("net")).get("interfaces"))
         ]
@@ -312,6 +315,7 @@ class NodeFacts:
                 board_id=_str(d.get("board_id")),
                 fw_ver=_str(d.get("fw_ver")),
                 node_desc=_str(d.get("node_desc")),
+                node_guid=_str(d.get("node_guid")),
             )
             for d in _records(_map(self.raw.get("net")).get("ib_devices"))
         ]

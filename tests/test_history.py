@@ -306,3 +306,23 @@ def test_a_store_from_a_newer_preflight_is_left_alone(tmp_path: Path) -> None:
     store.close()
     with pytest.raises(HistoryError, match="schema version 99 is newer"):
         open_store(path)
+
+
+def test_a_store_of_the_first_schema_is_migrated_and_keeps_its_runs(
+    target: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ranks = [(n, s, 600.0) for n, ss in SERIALS.items() for s in ss]
+    with monkeypatch.context() as old:
+        old.setattr("preflight.history.store.SCHEMA_VERSION", 1)
+        _remember(target, _report(NOW - timedelta(days=1), _hosts(), [_compute(ranks)]))
+        store = open_store(target)
+        assert store.schema_version() == 1
+        store.close()
+    _remember(target, _report(NOW, _hosts(), [_compute(ranks)]))
+    store = open_store(target)
+    try:
+        assert store.schema_version() == 2
+        rates = trends(store, Filters(since=iso(NOW - timedelta(days=2)), part="S1-0"))
+        assert [(t.node, t.runs) for t in rates] == [("node1", 2)]
+    finally:
+        store.close()

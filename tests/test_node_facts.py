@@ -73,6 +73,7 @@ def test_ip_addr_json_recorded() -> None:
         "addresses": ["192.0.2.2/24", "fd00::2/64", "fe80::fc:ff:fe00:1/64"],
         "mtu": 1400,
         "state": "up",
+        "mac": "02:fc:00:00:00:01",
     }
     assert interfaces[0]["addresses"] == []
     assert interfaces[0]["state"] == "down"

@@ -67,7 +67,8 @@ def versions_of(host: HostReport) -> dict[str, str]:
 
 
 def parts_of(host: HostReport) -> list[Part]:
-    """The node's GPUs, HCA ports and NICs, each by its stable identity where the facts carry one."""
+    """The node's GPUs, HCA ports and NICs, each by its stable identity where the facts carry one:
+    a GPU's serial (UUID), an HCA port's node GUID and port number, a NIC's MAC."""
     parts: list[Part] = []
     for gpu in host.node.gpus or []:
         pci = gpu.raw.get("pci_bus_id")
@@ -76,29 +77,19 @@ def parts_of(host: HostReport) -> list[Part]:
             continue
         slot = str(gpu.index) if gpu.index is not None else ""
         parts.append(Part(host.name, "gpu", identity, slot, gpu.uuid, str(pci) if pci else None))
-    net = host.facts.get("net")
-    net = net if isinstance(net, Mapping) else {}
-    for device in _records(net.get("ib_devices")):
-        slot = f"{device.get('name')}/{device.get('port')}"
-        guid = device.get("node_guid")
-        identity = f"{guid}/{device.get('port')}" if guid else f"{host.name}:{slot}"
-        pcie = device.get("pcie")
-        pci = pcie.get("address") if isinstance(pcie, Mapping) else None
-        rate = device.get("rate")
-        parts.append(Part(host.name, "hca", identity, slot, None, _text(pci), _text(rate)))
-    for interface in _records(net.get("interfaces")):
-        mac = interface.get("mac")
-        if mac and mac != "00:00:00:00:00:00":
-            parts.append(Part(host.name, "nic", str(mac), str(interface.get("name")), None, None))
+    for port in host.node.ib_ports:
+        slot = f"{port.device}/{port.port}"
+        identity = f"{port.node_guid}/{port.port}" if port.node_guid else f"{host.name}:{slot}"
+        parts.append(Part(host.name, "hca", identity, slot, rate=port.rate))
+    for interface in host.node.interfaces:
+        # A NIC is a PCI device with a hardware address; virtual interfaces (bridges, veth) are no part.
+        if interface.pcie is not None and interface.mac and interface.mac.strip("0:"):
+            parts.append(Part(host.name, "nic", interface.mac, interface.name))
     return parts
 
 
 def _records(value: Any) -> list[Mapping[str, Any]]:
     return [v for v in value if isinstance(v, Mapping)] if isinstance(value, list) else []
-
-
-def _text(value: Any) -> str | None:
-    return str(value) if value not in (None, "") else None
 
 
 def cause_of(result: CheckResult) -> str:

@@ -1,6 +1,7 @@
 """A run's use of the store, as the runner calls it once at the end: read what failed before,
-write this run, forget runs past ``keep``. Any failure of the store is a warning in the report;
-the verdict and the findings of the checks stay as they were."""
+compare a ``--local`` run's node with its last full run, write this run, forget runs past
+``keep``. Any failure of the store is a warning in the report; the verdict and the findings of
+the checks stay as they were."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from preflight.history.annotate import CHECK, slower_than_own_past, with_repeats
+from preflight.history.local import compare_with_last_full_run
 from preflight.history.record import RunInfo, record_of
 from preflight.history.settings import HistorySection, parse_keep, store_target
 from preflight.history.store import HistoryError, Store, open_store
@@ -44,6 +46,8 @@ def _remember(report: RunReport, request: HistoryRequest, store: Store) -> RunRe
     record = record_of(report, request.info)
     results = with_repeats(report.results, record, store, section.window_days)
     results += slower_than_own_past(record, store, section.window_days, section.slower_margin)
+    if request.info.local:
+        results += compare_with_last_full_run(record, store)
     save(store, record)
     if section.keep:
         forget_before(store, datetime.now(UTC) - parse_keep(section.keep))

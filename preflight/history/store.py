@@ -71,10 +71,17 @@ class Store:
     def insert_many(self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
         if not rows:
             return
-        marks = ", ".join("?" for _ in columns)
-        sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})"
         try:
-            self.connection.cursor().executemany(self._sql(sql), [tuple(r) for r in rows])
+            if self.dialect == "postgresql":
+                # COPY: one stream for all the rows, many times faster than INSERTs for a run's parts.
+                cursor = self.connection.cursor()
+                with cursor.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
+                    for row in rows:
+                        copy.write_row(tuple(row))
+                return
+            marks = ", ".join("?" for _ in columns)
+            sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})"
+            self.connection.cursor().executemany(sql, [tuple(r) for r in rows])
         except Exception as exc:
             raise self._error("write", exc) from exc
 

@@ -33,7 +33,8 @@ IP_FALLBACK_PATHS = ("/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip")
 
 
 def parse_ip_addr_json(text: str) -> list[JsonDict]:
-    """``ip -j addr show`` -> interfaces (name, "addr/prefix" list, mtu, state); ``lo`` left out."""
+    """``ip -j addr show`` -> interfaces (name, "addr/prefix" list, mtu, state, and the link's
+    hardware address as ``mac`` where it has one); ``lo`` left out."""
     interfaces: list[JsonDict] = []
     for link in json.loads(text or "[]"):
         if not isinstance(link, dict):
@@ -56,6 +57,9 @@ def parse_ip_addr_json(text: str) -> list[JsonDict]:
                 "state": str(state).lower() if state else None,
             }
         )
+        mac = link.get("address")
+        if isinstance(mac, str) and mac:
+            interfaces[-1]["mac"] = mac.lower()
     return interfaces
 
 
@@ -138,6 +142,9 @@ def _sysfs_interfaces(net_root: str) -> list[JsonDict]:
                 "state": state.lower() or None,
             }
         )
+        mac = (read_text(os.path.join(net_root, name, "address")) or "").strip()
+        if mac:
+            interfaces[-1]["mac"] = mac.lower()
     return interfaces
 
 
@@ -184,7 +191,8 @@ def pcie_link(device_dir: str) -> JsonDict | None:
 def ib_devices(ib_root: str = SYS_CLASS_INFINIBAND) -> list[JsonDict]:
     """InfiniBand/RoCE ports from sysfs (an empty list where there are none): each port's state,
     physical state, rate (and the width its rate line names), link layer and counters, with the
-    files of its device that say which card it is on; files that are missing are left out."""
+    files of its device that say which card it is on and its ``node_guid`` (the card's stable
+    identity, ``946d:ae03:00cd:e72c``); files that are missing are left out."""
     devices: list[JsonDict] = []
     if not os.path.isdir(ib_root):
         return devices
@@ -193,6 +201,9 @@ def ib_devices(ib_root: str = SYS_CLASS_INFINIBAND) -> list[JsonDict]:
         if not os.path.isdir(ports_dir):
             continue
         card = _ib_device_files(os.path.join(ib_root, device))
+        guid = (read_text(os.path.join(ib_root, device, "node_guid")) or "").strip()
+        if guid:
+            card["node_guid"] = guid.lower()
         ports = sorted(
             os.listdir(ports_dir), key=lambda p: (not p.isdigit(), int(p) if p.isdigit() else 0, p)
         )

@@ -1,0 +1,219 @@
+"""How long ``preflight history`` and one run's write take with a large store, on SQLite and on
+PostgreSQL.
+
+The store is filled with ``--runs`` runs (200) of ``--nodes`` nodes (1,000), each the recorded H100
+node (tests/data/runs/h100_node.json) with 8 GPUs of distinct serials and the 9 HCA ports of a
+recorded H100 node's ``/sys/class/infiniband`` tree with distinct node GUIDs: every run writes its
+nodes, parts, versions, each GPU's compute rate, each node's bus bandwidth, and a few findings
+(a slow GPU on 1 % of the nodes, some of them the same GPU again). Runs are 4 hours apart, so the
+default ``--since 30d`` of ``preflight history`` covers 180 of them. Then it times the three
+queries of ``preflight history`` (repeat offenders, flaky findings, trends) and the write of one
+more run, through the same code a run uses, and prints the medians of ``--repeat`` tries.
+
+PostgreSQL: a server is started for the benchmark from Debian's ``postgresql`` package, as the
+test suite's fixture does (root needed), unless ``--postgres URL`` names one.
+
+    .venv/bin/python benchmarks/history_scale.py                 # both backends
+    .venv/bin/python benchmarks/history_scale.py --backend sqlite --nodes 100 --runs 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import dataclasses
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from preflight.history.queries import Filters, flaky, offenders, trends
+from preflight.history.record import Finding, Part, Rate, RunInfo, RunRecord, finding_key, record_of
+from preflight.history.settings import iso
+from preflight.history.store import Store, open_store
+from preflight.history.write import save
+from preflight.model import HostReport, RunReport
+from preflight.node import net
+
+ROOT = Path(__file__).resolve().parent.parent
+H100 = json.loads((ROOT / "tests" / "data" / "runs" / "h100_node.json").read_text())
+IB_TREE = ROOT / "tests" / "data" / "hardware" / "ib" / "sys-class-infiniband-h100"
+GPUS = 8
+RUN_EVERY = timedelta(hours=4)
+INFO = RunInfo(inventory="hosts.txt", profile="standard", local=False)
+
+
+def _node(index: int, ib: list[dict[str, Any]]) -> HostReport:
+    facts = copy.deepcopy(H100)
+    gpus = [copy.deepcopy(facts["gpus"][i % len(facts["gpus"])]) for i in range(GPUS)]
+    for slot, gpu in enumerate(gpus):
+        gpu["index"] = slot
+        gpu["serial"] = f"1654922{index:05d}{slot}"
+        gpu["uuid"] = f"GPU-{index:08x}-{slot:04x}-0000-0000-000000000000"
+        gpu["pci_bus_id"] = f"00000000:{0x18 + slot * 0x10:02X}:00.0"
+    facts["gpus"] = gpus
+    ports = copy.deepcopy(ib)
+    for number, port in enumerate(ports):
+        port["node_guid"] = f"946d:ae03:{index:04x}:{number:04x}"
+    facts["net"] = {"interfaces": [], "ib_devices": ports}
+    name = f"node{index:04d}"
+    return HostReport(name=name, address=name, hostname=name, reachable=True, facts=facts)
+
+
+def template(nodes: int) -> RunRecord:
+    """One run's nodes and parts, from the recorded facts; each run varies its time and rates."""
+    ib = net.ib_devices(str(IB_TREE))
+    hosts = [_node(i, ib) for i in range(nodes)]
+    report = RunReport.build(tool_version="bench", started_at="", duration_s=1.0, hosts=hosts, results=[])
+    return record_of(report, INFO)
+
+
+def run_at(base: RunRecord, number: int, start: datetime) -> RunRecord:
+    """Run ``number``: every GPU's rate and every node's busbw, and a slow GPU on 1 % of the nodes
+    (every 7th of them the same GPU as the run before: repeats and flaky findings)."""
+    at = iso(start + RUN_EVERY * number)
+    gpus = [p for parts in base.parts.values() for p in parts if p.kind == "gpu"]
+    rates = [Rate("tflops", p.node, p.part, 600.0 + (number * 31 + int(p.slot)) % 40 / 4) for p in gpus]
+    rates += [Rate("busbw", node, "", 380.0 + number % 5) for node in base.parts]
+    findings = []
+    names = list(base.parts)
+    for k in range(max(1, len(names) // 100)):
+        node = names[(number * 13 + k * 97) % len(names)] if k % 7 else names[k % len(names)]
+        part: Part = base.parts[node][(number + k) % GPUS]
+        findings.append(
+            Finding(
+                finding_key("compute", node, "slow_compute"),
+                "compute",
+                node,
+                "slow_compute",
+                "fail",
+                node,
+                part.part,
+                "slow GPU",
+            )
+        )
+    return dataclasses.replace(base, started_at=at, rates=rates, findings=findings)
+
+
+def fill(store: Store, base: RunRecord, runs: int, start: datetime) -> float:
+    began = time.perf_counter()
+    for number in range(runs):
+        save(store, run_at(base, number, start))
+        if (number + 1) % 20 == 0:
+            print(f"  {number + 1}/{runs} runs written", file=sys.stderr, flush=True)
+    return time.perf_counter() - began
+
+
+def history_answer(store: Store, since: str) -> int:
+    """What ``preflight history`` computes: its three queries; how many rows they gave."""
+    filters = Filters(since=since)
+    return len(offenders(store, filters)) + len(flaky(store, filters)) + len(trends(store, filters))
+
+
+def timed(action: Callable[[], Any], repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        began = time.perf_counter()
+        action()
+        times.append(time.perf_counter() - began)
+    return statistics.median(times)
+
+
+def measure(backend: str, target: str, args: argparse.Namespace) -> None:
+    base = template(args.nodes)
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    store = open_store(target)
+    try:
+        filled = fill(store, base, args.runs, start)
+        if store.dialect == "sqlite":
+            store.execute("ANALYZE")
+        else:
+            store.connection.commit()  # VACUUM runs outside a transaction
+            store.connection.autocommit = True
+            store.execute("VACUUM ANALYZE")
+            store.connection.autocommit = False
+        now = start + RUN_EVERY * args.runs
+        since = iso(now - timedelta(days=30))
+        rows = history_answer(store, since)
+        query_s = timed(lambda: history_answer(store, since), args.repeat)
+        # The runs to write are made first: only their write is timed.
+        extra = iter([run_at(base, n, start) for n in range(args.runs, args.runs + args.repeat)])
+        write_s = timed(lambda: save(store, next(extra)), args.repeat)
+    finally:
+        store.close()
+    parts = sum(len(p) for p in base.parts.values())
+    print(
+        f"{backend:10} {args.nodes} nodes x {GPUS} GPUs ({parts} parts a run) x {args.runs} runs "
+        f"(filled in {filled:.0f} s): preflight history {query_s:.2f} s ({rows} rows), "
+        f"one run's write {write_s:.2f} s",
+        flush=True,
+    )
+
+
+@contextmanager
+def postgres_server() -> Iterator[str]:
+    """A throwaway PostgreSQL server as the ``postgres`` user, as tests/test_history.py starts one."""
+    initdb = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
+    if not initdb or os.geteuid() != 0:
+        raise SystemExit(
+            "PostgreSQL server binaries (Debian postgresql) and root are needed, or --postgres URL"
+        )
+    bindir = initdb[-1].parent
+    data = Path(tempfile.mkdtemp(prefix="preflight-pg-bench-"))
+    shutil.chown(data, "postgres", "postgres")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+
+    def as_postgres(*command: str) -> None:
+        subprocess.run(["runuser", "-u", "postgres", "--", *command], check=True, capture_output=True)
+
+    as_postgres(str(bindir / "initdb"), "-D", str(data / "db"), "--auth=trust", "-U", "postgres")
+    as_postgres(
+        str(bindir / "pg_ctl"), "-D", str(data / "db"), "-w", "-l", str(data / "log"),
+        "-o", f"-p {port} -k {data} -c listen_addresses=127.0.0.1", "start",
+    )  # fmt: skip
+    try:
+        yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
+    finally:
+        as_postgres(str(bindir / "pg_ctl"), "-D", str(data / "db"), "-m", "immediate", "stop")
+        shutil.rmtree(data, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--backend", choices=("sqlite", "postgresql", "both"), default="both")
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--postgres", metavar="URL", help="an empty PostgreSQL database to fill (default: start one)"
+    )
+    args = parser.parse_args()
+    if args.backend in ("sqlite", "both"):
+        with tempfile.TemporaryDirectory() as folder:
+            measure("sqlite", str(Path(folder) / "history.sqlite"), args)
+    if args.backend in ("postgresql", "both"):
+        if args.postgres:
+            measure("postgresql", args.postgres, args)
+        else:
+            with postgres_server() as url:
+                measure("postgresql", url, args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,49 @@
+"""benchmarks/history_scale.py on a small store: the store it fills is the one ``preflight
+history`` reads (parts by their identities, a node that failed with different GPUs a repeat offender), and it
+prints one line per backend with both times."""
+
+from __future__ import annotations
+
+import re
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from benchmarks import history_scale
+from preflight.history.queries import Filters, offenders
+from preflight.history.settings import iso
+from preflight.history.store import open_store
+
+
+def test_the_filled_store_holds_every_part_and_answers_preflight_history(tmp_path: Path) -> None:
+    base = history_scale.template(20)
+    assert len(base.parts) == 20
+    gpus = {p.part for parts in base.parts.values() for p in parts if p.kind == "gpu"}
+    hcas = {p.part for parts in base.parts.values() for p in parts if p.kind == "hca"}
+    assert len(gpus) == 20 * history_scale.GPUS and len(hcas) == 20 * 9  # distinct identities
+    store = open_store(str(tmp_path / "history.sqlite"))
+    try:
+        start = datetime(2026, 1, 1, tzinfo=UTC)
+        history_scale.fill(store, base, 10, start)
+        assert store.query("SELECT COUNT(*) FROM runs") == [(10,)]
+        assert store.query("SELECT COUNT(*) FROM rates WHERE metric = 'tflops'") == [(10 * 20 * 8,)]
+        found = offenders(store, Filters(since=iso(start)))
+        assert any(o.by == "node" for o in found)  # a node failed with different GPUs
+    finally:
+        store.close()
+
+
+def test_it_prints_the_query_and_the_write_time(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["history_scale.py", "--backend", "sqlite", "--nodes", "5", "--runs", "4", "--repeat", "1"]
+    monkeypatch.setattr(sys, "argv", argv)
+    history_scale.main()
+    line = capsys.readouterr().out.strip()
+    assert re.fullmatch(
+        r"sqlite +5 nodes x 8 GPUs \(85 parts a run\) x 4 runs \(filled in \d+ s\): "
+        r"preflight history \d+\.\d\d s \(\d+ rows\), one run's write \d+\.\d\d s",
+        line,
+    ), line
