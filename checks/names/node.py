@@ -14,6 +14,7 @@ import sys
 import threading
 from typing import Any
 
+from preflight.node.net import resolve_name
 from preflight.node.shared import write_line
 
 # Lookups in flight at once: a node resolves the master, itself and a bounded set of peers.
@@ -22,24 +23,9 @@ PARALLEL = 16
 
 def resolve(name: str, timeout_s: float, slots: threading.Semaphore) -> dict[str, Any]:
     """The addresses ``name`` resolves to here, in the resolver's order (the first is what gloo
-    and most tools use), or why it does not resolve."""
-    answer: dict[str, Any] = {}
-
-    def lookup() -> None:
-        with slots:
-            try:
-                infos = socket.getaddrinfo(name, None, 0, socket.SOCK_STREAM, 0, socket.AI_CANONNAME)
-            except (OSError, UnicodeError) as exc:
-                answer["error"] = getattr(exc, "strerror", None) or str(exc)
-                return
-        answer["addresses"] = list(dict.fromkeys(str(info[4][0]) for info in infos))
-        answer["canonical"] = next((info[3] for info in infos if info[3]), None)
-
-    worker = threading.Thread(target=lookup, daemon=True)
-    worker.start()
-    worker.join(timeout_s)
-    if worker.is_alive():
-        return {"error": f"no answer within {timeout_s:g} s"}
+    and most tools use), or why it does not resolve: the facts probe's own lookup."""
+    answer = resolve_name(name, timeout_s, slots)
+    answer.pop("name", None)
     return answer
 
 

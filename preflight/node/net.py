@@ -4,6 +4,7 @@ PCIe links of both, and how the node resolves its own name.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -101,14 +102,18 @@ def _ib_device_files(device_dir: str) -> JsonDict:
 NAME_LOOKUP_TIMEOUT_S = 5.0
 
 
-def resolve_name(name: str, timeout_s: float = NAME_LOOKUP_TIMEOUT_S) -> JsonDict:
+def resolve_name(
+    name: str, timeout_s: float = NAME_LOOKUP_TIMEOUT_S, slots: threading.Semaphore | None = None
+) -> JsonDict:
     """How this node resolves ``name``: its addresses in the resolver's order (the first is what
-    gloo and most tools use), its canonical name, or why it does not resolve."""
+    gloo and most tools use), its canonical name, or why it does not resolve. ``slots`` bounds the
+    lookups in flight at once when many run side by side."""
     answer: JsonDict = {"name": name}
 
     def lookup() -> None:
         try:
-            infos = socket.getaddrinfo(name, None, 0, socket.SOCK_STREAM, 0, socket.AI_CANONNAME)
+            with slots or contextlib.nullcontext():
+                infos = socket.getaddrinfo(name, None, 0, socket.SOCK_STREAM, 0, socket.AI_CANONNAME)
         except (OSError, UnicodeError) as exc:
             answer["error"] = getattr(exc, "strerror", None) or str(exc)
             return
