@@ -23,11 +23,7 @@ import argparse
 import copy
 import dataclasses
 import json
-import os
-import shutil
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -46,6 +42,8 @@ from preflight.history.store import Store, open_store
 from preflight.history.write import save
 from preflight.model import HostReport, RunReport
 from preflight.node import net
+from tests.lab.postgres import PostgresUnavailable
+from tests.lab.postgres import postgres_server as lab_postgres
 
 ROOT = Path(__file__).resolve().parent.parent
 H100 = json.loads((ROOT / "tests" / "data" / "runs" / "h100_node.json").read_text())
@@ -164,32 +162,12 @@ def measure(backend: str, target: str, args: argparse.Namespace) -> None:
 
 @contextmanager
 def postgres_server() -> Iterator[str]:
-    """A throwaway PostgreSQL server as the ``postgres`` user, as tests/test_history.py starts one."""
-    initdb = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
-    if not initdb or os.geteuid() != 0:
-        raise SystemExit(
-            "PostgreSQL server binaries (Debian postgresql) and root are needed, or --postgres URL"
-        )
-    bindir = initdb[-1].parent
-    data = Path(tempfile.mkdtemp(prefix="preflight-pg-bench-"))
-    shutil.chown(data, "postgres", "postgres")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
-
-    def as_postgres(*command: str) -> None:
-        subprocess.run(["runuser", "-u", "postgres", "--", *command], check=True, capture_output=True)
-
-    as_postgres(str(bindir / "initdb"), "-D", str(data / "db"), "--auth=trust", "-U", "postgres")
-    as_postgres(
-        str(bindir / "pg_ctl"), "-D", str(data / "db"), "-w", "-l", str(data / "log"),
-        "-o", f"-p {port} -k {data} -c listen_addresses=127.0.0.1", "start",
-    )  # fmt: skip
+    """A throwaway server (tests/lab/postgres.py), or the reason there is none."""
     try:
-        yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
-    finally:
-        as_postgres(str(bindir / "pg_ctl"), "-D", str(data / "db"), "-m", "immediate", "stop")
-        shutil.rmtree(data, ignore_errors=True)
+        with lab_postgres() as url:
+            yield url
+    except PostgresUnavailable as exc:
+        raise SystemExit(f"{exc}, or --postgres URL") from None
 
 
 def main() -> None:

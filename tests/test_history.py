@@ -8,11 +8,9 @@ from __future__ import annotations
 import copy
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -29,6 +27,8 @@ from preflight.history.session import HistoryRequest, remember
 from preflight.history.settings import HistorySection, iso
 from preflight.history.store import HistoryError, open_store
 from preflight.model import CheckResult, HostReport, RunReport
+from tests.lab.postgres import PostgresUnavailable
+from tests.lab.postgres import postgres_server as lab_postgres
 
 DATA = Path(__file__).parent / "data" / "runs"
 H100 = json.loads((DATA / "h100_node.json").read_text())
@@ -85,33 +85,16 @@ def _unavailable(reason: str) -> None:
 
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[str]:
-    """A PostgreSQL server for the session, started as the ``postgres`` user from Debian's
-    ``postgresql`` package (tests/run.sh installs it); its URL."""
-    initdb = sorted(PG_BIN.glob("*/bin/initdb"))
+    """A PostgreSQL server for the session (tests/lab/postgres.py); its URL."""
     try:
         import psycopg  # noqa: F401
     except ImportError:
         _unavailable("psycopg is not installed (pip install '.[postgres]')")
-    if not initdb or os.geteuid() != 0:
-        _unavailable("PostgreSQL server binaries (Debian postgresql) and root are needed")
-    bindir = initdb[-1].parent
-    data = Path(tempfile.mkdtemp(prefix="preflight-pg-"))
-    shutil.chown(data, "postgres", "postgres")
-    port = _free_port()
-
-    def as_postgres(*command: str) -> None:
-        subprocess.run(["runuser", "-u", "postgres", "--", *command], check=True, capture_output=True)
-
-    as_postgres(str(bindir / "initdb"), "-D", str(data / "db"), "--auth=trust", "-U", "postgres")
-    as_postgres(
-        str(bindir / "pg_ctl"), "-D", str(data / "db"), "-w", "-l", str(data / "log"),
-        "-o", f"-p {port} -k {data} -c listen_addresses=127.0.0.1", "start",
-    )  # fmt: skip
     try:
-        yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
-    finally:
-        as_postgres(str(bindir / "pg_ctl"), "-D", str(data / "db"), "-m", "immediate", "stop")
-        shutil.rmtree(data, ignore_errors=True)
+        with lab_postgres() as url:
+            yield url
+    except PostgresUnavailable as exc:
+        _unavailable(str(exc))
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
