@@ -210,6 +210,18 @@ def test_a_gpu_slower_than_its_own_past_is_named_though_its_peers_are_alike(targ
     assert [r.details.get("item") for r in later.results] == ["slow_compute"]
 
 
+def test_a_rate_that_moves_that_much_run_to_run_is_not_named_for_moving(target: str) -> None:
+    """CPU ranks of a shared machine (the lab's) move by a quarter from run to run: a run 12% below
+    their median is within their own spread, not a slowdown. Seen on the healthy lab before: a node's
+    busbw 12% below its median of 16 runs was named."""
+    for day, rate in enumerate([0.70, 0.52, 0.88, 0.61, 0.79, 0.66]):
+        ranks = [(n, s, rate * 1000) for n, ss in SERIALS.items() for s in ss]
+        _remember(target, _report(NOW - timedelta(days=8 - day), _hosts(), [_compute(ranks)]))
+    ranks = [(n, s, 0.61 * 1000) for n, ss in SERIALS.items() for s in ss]
+    out = _remember(target, _report(NOW, _hosts(), [_compute(ranks)]))
+    assert not [r for r in out.results if r.details.get("item") == SLOWER]
+
+
 def test_two_runs_writing_at_once_both_land(target: str) -> None:
     code = (
         "import sys; from datetime import datetime, UTC; import tests.test_history as t\n"

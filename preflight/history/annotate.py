@@ -25,7 +25,13 @@ CHECK = "history"
 SLOWER = "slower_than_own_past"
 # The fewest earlier runs a median of one's own past is taken over.
 MIN_PAST_RUNS = 3
-_UNITS = {"tflops": "TFLOPS", "busbw": "Gb/s"}
+_UNITS = {"tflops": "TFLOPS", "busbw": "GB/s"}
+# A rate is below its own past only beyond that past's own spread: this many robust standard
+# deviations of its earlier values (1.4826 x their median absolute deviation). A GPU's compute rate
+# moves by a few percent run to run and the margin decides; the CPU ranks of a shared machine move
+# by tens of percent, and their own spread keeps a healthy run from being named.
+PAST_SIGMAS = 3.0
+MAD_TO_SIGMA = 1.4826
 
 
 def ordinal(number: int) -> str:
@@ -88,7 +94,9 @@ def slower_than_own_past(
     record: RunRecord, store: Store, window_days: int, margin: float
 ) -> list[CheckResult]:
     """A warning for each GPU whose compute rate, and each node whose bus bandwidth, is below the
-    median of its own earlier runs in the window by more than ``margin`` (0.1: 10 %)."""
+    median of its own earlier runs in the window by more than ``margin`` (0.1: 10 %) and by more than
+    :data:`PAST_SIGMAS` times the spread of those runs (a rate that moves that much run to run is not
+    named for moving)."""
     since = iso(_started(record) - timedelta(days=window_days))
     found: list[CheckResult] = []
     for metric in ("tflops", "busbw"):
@@ -101,7 +109,8 @@ def slower_than_own_past(
             if len(values) < MIN_PAST_RUNS:
                 continue
             typical = median(values)
-            if typical > 0 and rate.value < typical * (1 - margin):
+            spread = MAD_TO_SIGMA * median([abs(v - typical) for v in values])
+            if typical > 0 and rate.value < min(typical * (1 - margin), typical - PAST_SIGMAS * spread):
                 found.append(_slower(rate, typical, len(values), record, window_days))
     return found
 
