@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -57,6 +59,11 @@ def make_lab() -> Iterator[MakeLab]:
 
 
 @pytest.fixture(autouse=True)
-def _own_history_store(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each test's runs write their history under a folder of their own, never the user's store."""
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state")))
+def _own_history_store(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Each test's runs write their history under a folder of their own, never the user's store.
+    Not under /tmp: a lab node has a /tmp of its own, which the tests expect to find empty after a
+    run on the node (``preflight check --local`` in a Slurm step writes its history there)."""
+    state = tempfile.mkdtemp(prefix="preflight-state-", dir="/var/tmp")
+    monkeypatch.setenv("XDG_STATE_HOME", state)
+    yield
+    shutil.rmtree(state, ignore_errors=True)

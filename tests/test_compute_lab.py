@@ -50,11 +50,19 @@ HEALTHY_RUNS = 5
 
 
 def test_healthy_nodes_of_two_cpu_ranks_pass_compute_run_after_run(make_lab: MakeLab, tmp_path: Path) -> None:
+    """The lab's six CPU ranks share this machine's two cores with the controller and every node's
+    sshd: a rank's share of a core moves far more than on real nodes (a rank has burned at 0.12x and
+    then at 0.37x on its re-test in a healthy run), so the lab states its own margin, as a site
+    states its own per-SKU figures; the quota test below keeps the default."""
     lab = make_lab(3)
     hosts = lab.hosts_file(tmp_path / "hosts.txt", slots=2)
+    config = tmp_path / "lab.toml"
+    config.write_text("[compute]\ncpu_slow_ratio = 0.25\n", encoding="utf-8")
     retested = 0
     for _ in range(HEALTHY_RUNS):
-        run, data = run_check(lab, tmp_path, "--only", "compute", hosts=hosts, timeout_s=300)
+        run, data = run_check(
+            lab, tmp_path, "--only", "compute", "--config", str(config), hosts=hosts, timeout_s=300
+        )
         found = results(data, "compute")
         assert all(r["status"] == "pass" for r in found), [(r["status"], r["summary"]) for r in found]
         assert run.returncode == 0, run.stdout + run.stderr
@@ -79,9 +87,9 @@ def test_a_node_of_two_ranks_under_a_cpu_quota_fails_after_its_retest(
     assert run.returncode == 1, run.stdout + run.stderr
     (finding,) = [r for r in results(data, "compute") if r["status"] == "fail"]
     assert finding["hosts"] == [slow.address] and finding["details"]["item"] == "slow_compute"
-    assert finding["details"]["slow_ranks"] == [2, 3]  # both of its ranks share the quota
+    assert sorted(finding["details"]["slow_ranks"]) == [2, 3]  # both of its ranks share the quota
     assert 0 < finding["details"]["retest_ratio"] < 0.5
     assert "on re-test" in finding["summary"]
-    assert finding["details"]["retest"]["suspects"] == [2, 3]
+    assert sorted(finding["details"]["retest"]["suspects"]) == [2, 3]
     assert not set(finding["details"]["retest"]["controls"]) & {2, 3}
     assert_no_job_left(lab)

@@ -76,9 +76,10 @@ def read_progress(stderr: str) -> dict[str, Any]:
 
 
 def stalled_node(outcome: JobOutcome, phase: str) -> Attribution | None:
-    """The one node that stalled ``phase``, by progress first, then by retransmissions."""
+    """The one node that stalled ``phase``: by retransmissions first (a node that loses segments is
+    named by its own connections; the partner it slowed in a pair test only lags), then by progress."""
     first_failure = _first_failure(outcome, phase)
-    return _by_progress(outcome, phase, first_failure) or _by_retransmits(outcome, phase, first_failure)
+    return _by_retransmits(outcome, phase, first_failure) or _by_progress(outcome, phase, first_failure)
 
 
 def _first_failure(outcome: JobOutcome, phase: str) -> float | None:
