@@ -75,11 +75,20 @@ def read_progress(stderr: str) -> dict[str, Any]:
     return phases
 
 
+# The phase whose traffic stays inside each node.
+INSIDE_PHASE = "intranode"
+
+
 def stalled_node(outcome: JobOutcome, phase: str) -> Attribution | None:
-    """The one node that stalled ``phase``: by retransmissions first (a node that loses segments is
-    named by its own connections; the partner it slowed in a pair test only lags), then by progress."""
+    """The one node that stalled ``phase``. Between nodes, by retransmissions first: a node that loses
+    segments is named by its own connections, while the partner it slowed in a pair test only lags in
+    progress. Inside the nodes (``intranode``), by progress first: a node's ranks talk over its own
+    loopback, and both ends of a slowed connection count its retransmissions."""
     first_failure = _first_failure(outcome, phase)
-    return _by_retransmits(outcome, phase, first_failure) or _by_progress(outcome, phase, first_failure)
+    progress = _by_progress(outcome, phase, first_failure)
+    if phase == INSIDE_PHASE:
+        return progress or _by_retransmits(outcome, phase, first_failure)
+    return _by_retransmits(outcome, phase, first_failure) or progress
 
 
 def _first_failure(outcome: JobOutcome, phase: str) -> float | None:
