@@ -57,7 +57,7 @@ def drop_incoming(lab: LabCluster, node: LabNode, probability: float) -> None:
 
 
 # At 25% loss a wrong node (the master, paired with the lossy node) is still named in about one
-# run of three: not yet held here (README and the project's open work say so).
+# run of three: not yet held here (README's known limit).
 @pytest.mark.parametrize("probability", [0.10])
 def test_a_node_losing_its_incoming_segments_is_named_alone(
     make_lab: MakeLab, tmp_path: Path, probability: float
