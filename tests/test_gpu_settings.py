@@ -201,8 +201,8 @@ def test_the_library_version_is_read_from_what_nvidia_smi_prints_and_from_the_fi
     assert smi.nvml_library_version((SETTINGS / "smi_mismatch_570.124.txt").read_text()) == "570.124"
     assert smi.nvml_library_version((SETTINGS / "smi_mismatch_550.144.txt").read_text()) == "550.144"
     assert smi.nvml_library_version((SETTINGS / "smi_mismatch_no_library_line.txt").read_text()) is None
-    assert nvidia.library_file_version("/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.570.124.04") == "570.124.04"
-    assert nvidia.library_file_version("/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1") is None
+    assert nvidia.version_in_file_name("/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.570.124.04") == "570.124.04"
+    assert nvidia.version_in_file_name("/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1") is None
 
 
 def test_a_mismatch_is_gathered_with_both_versions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -51,7 +51,7 @@ def _libcuda_driver_version() -> str | None:
         return None
 
 
-def library_file_version(path: str) -> str | None:
+def version_in_file_name(path: str) -> str | None:
     """The version in a libnvidia-ml file name (``libnvidia-ml.so.570.124.04`` -> 570.124.04)."""
     match = _LIBRARY_FILE_RE.match(os.path.basename(path))
     return match.group(1) if match else None
@@ -61,7 +61,7 @@ def _nvml_library_file() -> str | None:
     """The version of the first libnvidia-ml.so.1 found, read from the file its link points to."""
     for folder in NVML_LIBRARY_DIRS:
         link = os.path.join(folder, "libnvidia-ml.so.1")
-        if os.path.exists(link) and (version := library_file_version(os.path.realpath(link))):
+        if os.path.exists(link) and (version := version_in_file_name(os.path.realpath(link))):
             return version
     return None
 
