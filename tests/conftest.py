@@ -58,12 +58,25 @@ def make_lab() -> Iterator[MakeLab]:
 # ============================================================================= end lab cluster
 
 
-@pytest.fixture(autouse=True)
-def _own_history_store(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Each test's runs write their history under a folder of their own, never the user's store.
-    Not under /tmp: a lab node has a /tmp of its own, which the tests expect to find empty after a
-    run on the node (``preflight check --local`` in a Slurm step writes its history there)."""
+def _history_store_of_its_own() -> Iterator[None]:
+    """Runs write their history under a folder of their own, never the user's store. Not under
+    /tmp: a lab node has a /tmp of its own, which the tests expect to find empty after a run on the
+    node (``preflight check --local`` in a Slurm step writes its history there)."""
     state = tempfile.mkdtemp(prefix="preflight-state-", dir="/var/tmp")
-    monkeypatch.setenv("XDG_STATE_HOME", state)
-    yield
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_STATE_HOME", state)
+        yield
     shutil.rmtree(state, ignore_errors=True)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _module_history_store() -> Iterator[None]:
+    """A module's shared runs (module-scoped fixtures, set up before any test's own fixtures) have
+    a store of their module's: a finding is not "the 2nd time" because another module made it."""
+    yield from _history_store_of_its_own()
+
+
+@pytest.fixture(autouse=True)
+def _own_history_store() -> Iterator[None]:
+    """Each test's own runs have a store of their own."""
+    yield from _history_store_of_its_own()

@@ -165,3 +165,34 @@ def test_a_slow_link_whose_retransmissions_are_one_nodes_is_that_nodes_loss() ->
     assert named.details["attribution"]["by"] == "retransmits"
     # Without the counters (a recording from before them), the finding stands as it was.
     assert with_loss_cause(link, load_job("three_nodes"), "allreduce") == link
+
+
+def test_a_handful_of_retransmissions_or_a_cut_between_groups_keeps_the_finding() -> None:
+    # A shaper on a slow route drops a few segments wherever its bursts land: 5 retransmissions,
+    # all on node3's connections, do not make node3 the cause of a phase that completed.
+    before = {"10.0.0.1": {"10.0.0.3": 0}, "10.0.0.2": {"10.0.0.3": 0}, "10.0.0.3": {"10.0.0.1": 0}}
+    after = {"10.0.0.1": {"10.0.0.3": 2}, "10.0.0.2": {"10.0.0.3": 2}, "10.0.0.3": {"10.0.0.1": 1}}
+    progress = {
+        f"node{i}": read_progress(_stderr([_net(100.0, a, before[a]), _net(110.0, a, after[a])]))
+        for i, a in enumerate(sorted(before), start=1)
+    }
+    job = _with_progress(load_job("three_nodes"), progress)
+    link = CheckResult("allreduce", "fail", "the link node2-node3 runs at 0.16x", ("node2", "node3"), {})
+    assert with_loss_cause(link, job, "allreduce") == link
+    # Many retransmissions on node3, but the finding is about two groups: their route is the cause.
+    many = {a: {p: n * 40 for p, n in peers.items()} for a, peers in after.items()}
+    progress = {
+        f"node{i}": read_progress(_stderr([_net(100.0, a, before[a]), _net(110.0, a, many[a])]))
+        for i, a in enumerate(sorted(before), start=1)
+    }
+    job = _with_progress(load_job("three_nodes"), progress)
+    cut = CheckResult(
+        "allreduce",
+        "fail",
+        "traffic between node1 and node2, node3 is slow",
+        ("node1", "node2", "node3"),
+        {"groups": [["node1"], ["node2", "node3"]]},
+    )
+    assert with_loss_cause(cut, job, "allreduce") == cut
+    # The same counters under a slow-link finding name node3.
+    assert with_loss_cause(link, job, "allreduce").hosts == ("node3",)

@@ -18,6 +18,7 @@ from typing import Any
 from preflight.history.queries import earlier_failures, median, series
 from preflight.history.record import Finding, Rate, RunRecord, findings_of
 from preflight.history.settings import iso
+from preflight.history.spread import bound_sigmas
 from preflight.history.store import Store
 from preflight.model import CheckResult
 
@@ -26,11 +27,12 @@ SLOWER = "slower_than_own_past"
 # The fewest earlier runs a median of one's own past is taken over.
 MIN_PAST_RUNS = 3
 _UNITS = {"tflops": "TFLOPS", "busbw": "GB/s"}
-# A rate is below its own past only beyond that past's own spread: this many robust standard
-# deviations of its earlier values (1.4826 x their median absolute deviation). A GPU's compute rate
-# moves by a few percent run to run and the margin decides; the CPU ranks of a shared machine move
-# by tens of percent, and their own spread keeps a healthy run from being named.
-PAST_SIGMAS = 3.0
+# A rate is below its own past only beyond that past's own spread: its earlier values' robust
+# standard deviation (1.4826 x their median absolute deviation) times a prediction bound for one
+# new value from that many (:func:`preflight.history.spread.bound_sigmas`: 3 sigmas for a long past,
+# more for a short one, whose spread is barely known). A GPU's compute rate moves by a few percent
+# run to run and the margin decides; the CPU ranks of a shared machine move by tens of percent, and
+# their own spread keeps a healthy run from being named.
 MAD_TO_SIGMA = 1.4826
 
 
@@ -94,9 +96,9 @@ def slower_than_own_past(
     record: RunRecord, store: Store, window_days: int, margin: float
 ) -> list[CheckResult]:
     """A warning for each GPU whose compute rate, and each node whose bus bandwidth, is below the
-    median of its own earlier runs in the window by more than ``margin`` (0.1: 10 %) and by more than
-    :data:`PAST_SIGMAS` times the spread of those runs (a rate that moves that much run to run is not
-    named for moving)."""
+    median of its own earlier runs in the window by more than ``margin`` (0.1: 10 %) and beyond the
+    spread of those runs (:data:`MAD_TO_SIGMA`: a rate that moves that much run to run is not named
+    for moving)."""
     since = iso(_started(record) - timedelta(days=window_days))
     found: list[CheckResult] = []
     for metric in ("tflops", "busbw"):
@@ -110,7 +112,8 @@ def slower_than_own_past(
                 continue
             typical = median(values)
             spread = MAD_TO_SIGMA * median([abs(v - typical) for v in values])
-            if typical > 0 and rate.value < min(typical * (1 - margin), typical - PAST_SIGMAS * spread):
+            bound = typical - bound_sigmas(len(values)) * spread
+            if typical > 0 and rate.value < min(typical * (1 - margin), bound):
                 found.append(_slower(rate, typical, len(values), record, window_days))
     return found
 
