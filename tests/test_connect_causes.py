@@ -22,6 +22,8 @@ from preflight.inventory import HostSpec
 from preflight.transport.ssh import _classify
 
 PYTHON = sys.executable
+# Connections each test server accepted, by its port.
+ACCEPTED: dict[int, int] = {}
 
 
 def _serve(handle: Callable[[socket.socket], None]) -> Iterator[int]:
@@ -29,6 +31,7 @@ def _serve(handle: Callable[[socket.socket], None]) -> Iterator[int]:
     server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     server.bind(("127.0.0.1", 0))
     server.listen()
+    port = server.getsockname()[1]
     held: list[socket.socket] = []
     stop = threading.Event()
 
@@ -40,11 +43,12 @@ def _serve(handle: Callable[[socket.socket], None]) -> Iterator[int]:
             except OSError:
                 continue
             held.append(conn)
+            ACCEPTED[port] = ACCEPTED.get(port, 0) + 1
             threading.Thread(target=handle, args=(conn,), daemon=True).start()
 
     thread = threading.Thread(target=accept, daemon=True)
     thread.start()
-    yield server.getsockname()[1]
+    yield port
     stop.set()
     thread.join()
     for conn in held:
@@ -134,6 +138,8 @@ def test_a_node_that_never_sends_its_banner_is_silence_and_no_traceback_is_print
     assert error["kind"] == "timeout"
     assert re.search(r"sent no SSH banner within 2 s|went silent during the SSH handshake", error["message"])
     assert "Traceback" not in run.stderr and "Exception (client)" not in run.stderr
+    # Named once its connect timeout was spent, not after one timeout per attempt.
+    assert ACCEPTED[silent_port] == 1
 
 
 def test_with_debug_the_library_s_own_lines_are_shown(tmp_path: Path, silent_port: int) -> None:

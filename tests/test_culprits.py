@@ -548,6 +548,9 @@ def test_a_silent_node_is_named_with_its_last_phase_and_how_long_it_was_silent()
         "went silent in the allreduce phase: no heartbeat for 10.4 s "
         "(its link is down, or its processes are stopped or hung)"
     )
+    # With the moment it was last heard from, to read its own logs at.
+    job = replace_node(job, "node3", silent_since="2026-11-26T17:05:12Z")
+    assert "no heartbeat for 10.4 s, since 17:05:12 UTC (its link" in explain_failures(job)[0].reason
 
 
 def test_heartbeat_lines_are_never_quoted_as_the_error() -> None:

@@ -2,8 +2,9 @@
 as a hung kernel or GPU would leave it) is named with its last phase within seconds, whatever the
 run's --timeout; once the node comes back, nothing of the job is left on it.
 
-How soon is recorded, not asserted: the report says how long the node had been silent when it was
-named (details "silent"), and each test prints the seconds from the fault to the end of the run.
+How soon is recorded, not asserted: the report says since when the node had been silent and for how
+long when it was named (details "silent"), and each test prints the seconds from the fault to its
+naming and to the end of the run.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -51,11 +53,18 @@ def fault_during_the_job(lab: LabCluster, victim: LabNode, fault: Callable[[], N
                 time.sleep(INTO_THE_PHASE_S)
                 fault()
                 when["fault"] = time.monotonic()
+                when["fault_at"] = time.time()
                 return
             time.sleep(0.2)
 
     threading.Thread(target=wait_then_fault, daemon=True).start()
     return when
+
+
+def named_after_s(silence: dict[str, Any], when: dict[str, float]) -> float:
+    """Seconds from the fault to the moment the node was named: last heard, plus its silence."""
+    since = datetime.fromisoformat(silence["since"].replace("Z", "+00:00")).timestamp()
+    return since + float(silence["silent_s"]) - when["fault_at"]
 
 
 def silent_finding(data: dict[str, Any], victim: LabNode) -> dict[str, Any]:
@@ -79,7 +88,8 @@ def test_a_cut_link_is_named_with_its_phase_and_nothing_is_left_once_it_is_back(
     assert finding["summary"].startswith(f"{victim.address} went silent in the allreduce phase: no heartbeat")
     silence = finding["details"]["silent"][victim.address]
     assert silence["last_phase"] == "allreduce"
-    print(f"cut link: named {ended - when['fault']:.1f} s after the fault (silent {silence['silent_s']} s)")
+    named = named_after_s(silence, when)
+    print(f"cut link: named {named:.1f} s after the fault; the run ended {ended - when['fault']:.1f} s after")
     lab.restore(victim)
     for node in lab.nodes:
         assert lab.lingering_processes(node, grace_s=45) == [], f"{node.name} still runs part of the job"
@@ -112,8 +122,10 @@ def test_a_stopped_node_is_named_with_its_phase_and_nothing_is_left_once_it_resu
     assert run.returncode == 1, run.stdout + run.stderr
     finding = silent_finding(data, victim)
     assert finding["summary"].startswith(f"{victim.address} went silent in the allreduce phase: no heartbeat")
-    assert finding["details"]["silent"][victim.address]["last_phase"] == "allreduce"
-    print(f"stopped node: named {ended - when['fault']:.1f} s after the fault")
+    silence = finding["details"]["silent"][victim.address]
+    assert silence["last_phase"] == "allreduce"
+    named = named_after_s(silence, when)
+    print(f"stopped node: named {named:.1f} s after the fault; run ended {ended - when['fault']:.1f} s after")
     for node in lab.nodes:
         assert lab.lingering_processes(node, grace_s=45) == [], f"{node.name} still runs part of the job"
         assert lab.tmp_entries(node) == [], f"{node.name} has files left in /tmp"

@@ -179,8 +179,9 @@ def _diagnose(node: NodeOutcome, hosts: Mapping[int, str]) -> NodeFailure:
         return NodeFailure(node.host, "never_joined", reason, True)
     if node.lost and node.silent_s is not None:
         phase = f"in the {node.last_phase} phase" if node.last_phase else "during the job"
+        since = f", since {node.silent_since[11:19]} UTC" if node.silent_since else ""
         reason = (
-            f"went silent {phase}: no heartbeat for {node.silent_s:g} s "
+            f"went silent {phase}: no heartbeat for {node.silent_s:g} s{since} "
             "(its link is down, or its processes are stopped or hung)"
         )
         return NodeFailure(node.host, "lost", reason, True)
@@ -383,7 +384,9 @@ def job_results(check: str, outcome: JobOutcome, phase: str) -> list[CheckResult
         "exit_status": {n.host: n.exit_status for n in outcome.nodes},
     }
     silent = {
-        n.host: {"silent_s": n.silent_s, "last_phase": n.last_phase} for n in outcome.nodes if n.silent_s
+        n.host: {"silent_s": n.silent_s, "last_phase": n.last_phase, "since": n.silent_since}
+        for n in outcome.nodes
+        if n.silent_s
     }
     if silent:
         details["silent"] = silent

@@ -16,6 +16,7 @@ import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from checks import ports
@@ -58,6 +59,8 @@ FAILURE_GRACE_S = 3.0
 # A node never heard from is silent only when it no longer answers an SSH keepalive within this
 # long either: a healthy one may still be importing torch before it starts its ranks.
 ANSWER_S = 2.0
+# Keepalives asked at once when no node was heard from lately (each waits up to ANSWER_S).
+ASK_AT_ONCE = 256
 # The watch loop looks at the nodes when one has news, at most every WATCH_MIN_S and at least
 # every WATCH_MAX_S.
 WATCH_MIN_S = 0.02
@@ -411,6 +414,7 @@ def _watch(
             stdout=result.stdout,
             silent_s=quiet_s,
             last_phase=last_phase,
+            silent_since=_since(quiet_s),
             counters=read_samples(result.stderr.decode("utf-8", "replace")),
             progress=read_progress(result.stderr.decode("utf-8", "replace")),
         )
@@ -419,10 +423,15 @@ def _watch(
 
 class _Silence:
     """Which nodes have stopped talking: every rank writes a heartbeat every few seconds, so a node
-    heard from once and then from no more for ``silence_s``, while another node was heard from
-    lately, is cut off or stopped (a hang is named in seconds, whatever the run's deadline). A node
-    never heard beating while others beat is silent after ``silence_s`` too, once it no longer
-    ``answers`` on its connection: it never started its ranks, or was cut as they joined."""
+    heard from once and then from no more for ``silence_s`` is cut off or stopped (a hang is named
+    in seconds, whatever the run's deadline). A node never heard beating while others beat is silent
+    after ``silence_s`` too, once it no longer ``answers`` on its connection: it never started its
+    ranks, or was cut as they joined.
+
+    When no running node was heard from lately (the others have ended, or the controller itself
+    was stalled), a quiet node is asked a keepalive first: the round trip brings in whatever it sent
+    before, and a node still quiet after it is silent, unless none of the nodes answers, the
+    controller's own link being down then."""
 
     def __init__(
         self, processes: Mapping[str, RemoteProcess], silence_s: float, answers: Callable[[str], bool]
@@ -434,8 +443,7 @@ class _Silence:
         self.heard = dict.fromkeys(processes, now)
         self.beating: set[str] = set()
 
-    def silent(self, running: Mapping[str, RemoteProcess]) -> dict[str, tuple[float, str | None]]:
-        """Running nodes silent too long: name -> (seconds silent, the phase of its last heartbeat)."""
+    def _listen(self, running: Mapping[str, RemoteProcess]) -> None:
         now = time.monotonic()
         for name, process in running.items():
             received = process.received_bytes
@@ -444,21 +452,44 @@ class _Silence:
                 self.heard[name] = now
                 if name not in self.beating and process.stderr_contains(BEAT_MARKER.encode()):
                     self.beating.add(name)
-        talking = any(now - self.heard[n] < self.silence_s / 2 for n in running)
-        if not talking:
-            return {}  # nobody is heard from: the controller itself may be stalled
-        quiet = [name for name in running if now - self.heard[name] >= self.silence_s]
+
+    def _quiet(self, running: Mapping[str, RemoteProcess]) -> list[str]:
+        now = time.monotonic()
+        return [name for name in running if now - self.heard[name] >= self.silence_s]
+
+    def silent(self, running: Mapping[str, RemoteProcess]) -> dict[str, tuple[float, str | None]]:
+        """Running nodes silent too long: name -> (seconds silent, the phase of its last heartbeat)."""
+        self._listen(running)
+        quiet = self._quiet(running)
+        if not quiet:
+            return {}
+        talking = any(time.monotonic() - self.heard[n] < self.silence_s / 2 for n in running)
         unheard = [n for n in quiet if n not in self.beating]
         if unheard and self.beating & set(running):
             for name in unheard:
                 if self.answers(name):
                     self.heard[name] = time.monotonic()  # still there: it may be slow to start
+        if not talking:
+            asked = self._quiet(running)
+            with cf.ThreadPoolExecutor(max_workers=min(ASK_AT_ONCE, len(asked))) as pool:
+                answering = list(pool.map(self.answers, asked))
+            self._listen(running)  # what the round trips brought in
+            if not any(answering) and not any(self.answers(n) for n in self.heard if n not in running):
+                return {}  # no node answers: the controller's own link is down
+        now = time.monotonic()
         return {
             name: (round(now - self.heard[name], 1), _last_phase(running[name].stderr_so_far))
-            for name in quiet
-            if now - self.heard[name] >= self.silence_s
-            and (name in self.beating or self.beating & set(running))
+            for name in self._quiet(running)
+            if name in self.beating or self.beating & set(running) or not talking
         }
+
+
+def _since(quiet_s: float | None) -> str | None:
+    """The UTC moment ``quiet_s`` seconds ago, to the millisecond."""
+    if quiet_s is None:
+        return None
+    moment = datetime.now(UTC) - timedelta(seconds=quiet_s)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _last_phase(stderr: bytes) -> str | None:

@@ -34,6 +34,8 @@ class NodeOutcome:
     # and the phase its last heartbeat named.
     silent_s: float | None = None
     last_phase: str | None = None
+    # When it was last heard from, UTC (ISO 8601), for its own logs of that moment.
+    silent_since: str | None = None
     # The fabric's counters the node's host read before the ranks started and after they ended
     # (checks.job.node.counters: ``before`` and ``after``); None where it wrote none.
     counters: Mapping[str, Any] | None = None

@@ -207,12 +207,15 @@ class SshTransport(Transport):
 
     def open(self, deadline: Deadline) -> None:
         timeout = deadline.cap(self.settings.connect_timeout_s)
+        # Every attempt together within connect_timeout_s: a host silent in its handshake is named
+        # then, not after as many timeouts as attempts; a handshake dropped at once is retried.
+        connecting = Deadline.after(timeout).sooner(deadline.remaining())
         last: BaseException | None = None
         for attempt in range(CONNECT_ATTEMPTS):
-            if deadline.expired:
+            if connecting.expired:
                 break
             try:
-                self._connect(min(timeout, deadline.remaining()))
+                self._connect(connecting.remaining())
                 return
             except HostUnavailable:
                 raise
@@ -224,7 +227,7 @@ class SshTransport(Transport):
                 self._discard()
                 if not _retryable(exc) or attempt == CONNECT_ATTEMPTS - 1:
                     break
-                time.sleep(min(deadline.remaining(), random.uniform(0.2, 0.6) * 2**attempt))
+                time.sleep(min(connecting.remaining(), random.uniform(0.2, 0.6) * 2**attempt))
         if last is None:
             last = TimeoutError()
         raise HostUnavailable(_classify(last, self.spec, timeout)) from last
