@@ -8,7 +8,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from checks.job.attribution import read_progress, stalled_node, with_loss_cause
+from checks.job.attribution import _by_retransmits, read_progress, stalled_node, with_loss_cause
 from checks.job.node.netstat import NETSTAT_FIELDS, SNMP_FIELDS, parse_proc_table, parse_ss
 from checks.job.outcome import JobOutcome
 from checks.job.phase import read_phase
@@ -196,3 +196,29 @@ def test_a_handful_of_retransmissions_or_a_cut_between_groups_keeps_the_finding(
     assert with_loss_cause(cut, job, "allreduce") == cut
     # The same counters under a slow-link finding name node3.
     assert with_loss_cause(link, job, "allreduce").hosts == ("node3",)
+
+
+def test_of_two_ends_that_lost_most_the_one_that_lost_with_every_peer_is_named() -> None:
+    # At 25% loss on node3's incoming segments, most retransmissions were on node3's connection
+    # with node1 (paired with it when the phase timed out), so node1 holds over 80% of them too;
+    # node3 also lost traffic with node2, and node1 with nobody else: node3 is named.
+    before = {"10.0.0.1": {"10.0.0.2": 0, "10.0.0.3": 0}, "10.0.0.2": {"10.0.0.1": 0, "10.0.0.3": 0}}
+    after = {"10.0.0.1": {"10.0.0.2": 0, "10.0.0.3": 120}, "10.0.0.2": {"10.0.0.1": 0, "10.0.0.3": 12}}
+    before["10.0.0.3"] = {"10.0.0.1": 0, "10.0.0.2": 0}
+    after["10.0.0.3"] = {"10.0.0.1": 30, "10.0.0.2": 3}
+    progress = {
+        f"node{i}": read_progress(_stderr([_net(100.0, a, before[a]), _net(110.0, a, after[a])]))
+        for i, a in enumerate(sorted(before), start=1)
+    }
+    job = _with_progress(load_job("three_nodes"), progress)
+    stalled = stalled_node(job, "allreduce")
+    assert stalled is not None and (stalled.host, stalled.by) == ("node3", "retransmits")
+    # Only the one connection lost traffic: either end may be at fault, and neither is named by it.
+    after = {"10.0.0.1": {"10.0.0.2": 0, "10.0.0.3": 120}, "10.0.0.2": {"10.0.0.1": 0, "10.0.0.3": 0}}
+    after["10.0.0.3"] = {"10.0.0.1": 30, "10.0.0.2": 0}
+    progress = {
+        f"node{i}": read_progress(_stderr([_net(100.0, a, before[a]), _net(110.0, a, after[a])]))
+        for i, a in enumerate(sorted(before), start=1)
+    }
+    job = _with_progress(load_job("three_nodes"), progress)
+    assert _by_retransmits(job, "allreduce", None) is None

@@ -32,6 +32,9 @@ from preflight.model import CheckResult
 MIN_RETRANSMITS = 5
 # The share of the phase's retransmissions on one node's connections that names it.
 RETRANSMIT_SHARE = 0.8
+# A pair of nodes counts as a node's peer in the tie-break between two named nodes when it holds
+# at least this share of the phase's retransmissions (a stray one on a healthy connection does not).
+BROAD_SHARE = 0.05
 # A phase that completed, only slowly, moved all its data: loss that slowed it leaves hundreds
 # of retransmissions (159 in the lab at 10% loss on one node), where a shaper's queue on a slow
 # route drops a handful wherever its bursts land (5, all on one node, in a lab cut between groups).
@@ -198,10 +201,10 @@ def _by_retransmits(
     if total < least:
         return None
     share = {host: sum(count for pair, count in pairs.items() if host in pair) / total for host in samples}
-    named = [host for host, part in share.items() if part >= RETRANSMIT_SHARE]
-    if len(named) != 1:
+    named = _broadest([host for host, part in share.items() if part >= RETRANSMIT_SHARE], pairs)
+    if named is None:
         return None
-    (host,) = named
+    host = named
     mine = sum(count for pair, count in pairs.items() if host in pair)
     others = _names(sorted({h for pair in pairs for h in pair if h != host and pairs[pair]}))
     inside = pairs.get(frozenset((host,)), 0)
@@ -219,6 +222,28 @@ def _by_retransmits(
         "counters": _counter_deltas(samples),
     }
     return Attribution(host, "retransmits", evidence, details)
+
+
+def _broadest(candidates: Sequence[str], pairs: Mapping[frozenset[str], int]) -> str | None:
+    """The one candidate; of several (the two ends of the one connection that lost most), the one
+    that lost traffic with the most peers: a node that drops what it receives loses it from every
+    peer, while its partner lost only what went to it. None when that does not single one out."""
+    if len(candidates) <= 1:
+        return candidates[0] if candidates else None
+    total = sum(pairs.values())
+    peers = {
+        host: {
+            peer
+            for pair, count in pairs.items()
+            if host in pair and count >= BROAD_SHARE * total
+            for peer in pair
+            if peer != host
+        }
+        for host in candidates
+    }
+    widest = max(len(p) for p in peers.values())
+    broadest = [host for host in candidates if len(peers[host]) == widest]
+    return broadest[0] if len(broadest) == 1 else None
 
 
 def _names(hosts: Sequence[str]) -> str:
