@@ -350,3 +350,6 @@ def test_the_retest_runs_for_real_when_a_rank_is_slow() -> None:
     burned = sorted(r["rank"] for r in retest["ranks"])
     assert burned == sorted(retest["suspects"] + retest["controls"])
     assert all(r["flops_per_s"] > 0 and r["dtype"] == "fp32" for r in retest["ranks"])
+    # CPU ranks burn in turn, each alone for its share of the re-test (at least 0.1 s).
+    assert retest["in_turn"] is True
+    assert all(r["busy_s"] >= 0.1 for r in retest["ranks"])

@@ -51,18 +51,14 @@ HEALTHY_RUNS = 5
 
 def test_healthy_nodes_of_two_cpu_ranks_pass_compute_run_after_run(make_lab: MakeLab, tmp_path: Path) -> None:
     """The lab's six CPU ranks share this machine's two cores with the controller and every node's
-    sshd: a rank's share of a core moves far more than on real nodes (a rank has burned at 0.12x and
-    then at 0.37x on its re-test in a healthy run), so the lab states its own margin, as a site
-    states its own per-SKU figures; the quota test below keeps the default."""
+    sshd: a rank's share of a core in the burn moves far more than on real nodes (a healthy rank
+    has burned at 0.12x the median). Its re-test, each rank alone in turn, clears it at the
+    default margin; the quota test below is held at the same margin."""
     lab = make_lab(3)
     hosts = lab.hosts_file(tmp_path / "hosts.txt", slots=2)
-    config = tmp_path / "lab.toml"
-    config.write_text("[compute]\ncpu_slow_ratio = 0.25\n", encoding="utf-8")
     retested = 0
     for _ in range(HEALTHY_RUNS):
-        run, data = run_check(
-            lab, tmp_path, "--only", "compute", "--config", str(config), hosts=hosts, timeout_s=300
-        )
+        run, data = run_check(lab, tmp_path, "--only", "compute", hosts=hosts, timeout_s=300)
         found = results(data, "compute")
         assert all(r["status"] == "pass" for r in found), [(r["status"], r["summary"]) for r in found]
         assert run.returncode == 0, run.stdout + run.stderr
@@ -70,6 +66,7 @@ def test_healthy_nodes_of_two_cpu_ranks_pass_compute_run_after_run(make_lab: Mak
         assert len(details["ranks"]) == 6
         if details["retest"] is not None:
             retested += 1
+            assert details["retest"]["in_turn"] is True
             notes = [r for r in found if r["details"].get("item") == "slow_once"]
             assert notes and all(r["details"]["note"] for r in notes)
     print(f"{retested} of {HEALTHY_RUNS} healthy runs re-tested a slow rank")

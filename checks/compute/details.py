@@ -39,6 +39,7 @@ class ComputeRetest(TypedDict):
     suspects: list[int]  # the ranks slow in the first burn
     controls: list[int]  # typical ranks of the first burn, burning beside them
     reference_flops_per_s: float | None  # the controls' median throughput in the re-test
+    in_turn: bool  # each burned alone in turn (CPU ranks), not all together (GPUs)
 
 
 class ComputeDetails(TypedDict):

@@ -184,6 +184,7 @@ def _retest_details(retest: Retest | None) -> ComputeRetest | None:
         "suspects": list(retest.suspects),
         "controls": list(retest.controls),
         "reference_flops_per_s": retest.reference,
+        "in_turn": retest.in_turn,
     }
 
 

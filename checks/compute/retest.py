@@ -1,6 +1,7 @@
 """The compute burn's re-test, as the job's document holds it: the ranks slow in the first burn
-(the suspects) burned again beside a few ranks that were typical in it (the controls), and each
-one's throughput then against the controls' median. Pure: the phase's section in, the re-test out.
+(the suspects) burned again beside a few ranks that were typical in it (the controls), together
+(GPUs) or each alone in turn (CPU ranks), and each one's throughput then against the controls'
+median. Pure: the phase's section in, the re-test out.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ class Retest:
     controls: tuple[int, ...]
     flops: Mapping[int, float]  # rank -> throughput in the re-test, for every rank that burned
     reference: float | None  # the controls' median throughput in the re-test
+    in_turn: bool = False  # each burned alone in turn (CPU ranks), not all together (GPUs)
 
     def ratio(self, rank: int) -> float | None:
         """The rank's re-test throughput over the controls' median; None when it has none."""
@@ -61,4 +63,5 @@ def read_retest(section: Mapping[str, Any]) -> Retest | None:
         controls=controls,
         flops=flops,
         reference=float(statistics.median(measured)) if measured else None,
+        in_turn=found.get("in_turn") is True,
     )

@@ -27,6 +27,8 @@ MAX_BATCH = 1024
 # The re-test burns this share of burn_s, the suspects beside up to RETEST_CONTROLS typical ranks.
 RETEST_SHARE = 0.5
 RETEST_CONTROLS = 3
+# A CPU rank's turn in the re-test burns at least this long (a CPU matmul of 256 takes a few ms).
+MIN_TURN_S = 0.1
 
 
 def run(job: Job) -> dict[str, Any]:
@@ -88,15 +90,38 @@ def retest_plan(
 def retest(
     job: Job, suspects: Sequence[int], controls: Sequence[int], burn_s: float, matrix: int
 ) -> dict[str, Any]:
-    """The suspects and the controls burn again together for ``burn_s``, after a barrier of every
-    rank (the others wait in the gather that follows); their throughput, by rank."""
-    job.barrier()
+    """The suspects and the controls burn again for ``burn_s``, after a barrier of every rank (the
+    others wait in the gather that follows); their throughput, by rank.
+
+    GPUs burn together, under the same load as in the first burn: a node whose power or cooling
+    gives way only when all its GPUs work must not pass because one burned alone. CPU ranks burn
+    in turn, each alone for ``burn_s`` split among them: ranks that share cores (several per node,
+    or nodes on one machine) slow each other down by the scheduler's luck, and only a rank slow on
+    cores of its own is slow.
+    """
+    retested = [*suspects, *controls]
     mine: dict[str, Any] | None = None
-    if job.rank in suspects or job.rank in controls:
-        mine = burn(job.torch, job.device, job.cuda, burn_s, matrix)
+    if job.cuda:
+        job.barrier()
+        if job.rank in retested:
+            mine = burn(job.torch, job.device, job.cuda, burn_s, matrix)
+    else:
+        turn_s = max(MIN_TURN_S, burn_s / max(1, len(retested)))
+        for rank in retested:
+            job.barrier()
+            if job.rank == rank:
+                mine = burn(job.torch, job.device, job.cuda, turn_s, matrix)
+    if mine is not None:
         mine["rank"] = job.rank
     burned = [r for r in job.gather(mine) if r is not None]
-    return {"burn_s": burn_s, "suspects": list(suspects), "controls": list(controls), "ranks": burned}
+    in_turn = not job.cuda
+    return {
+        "burn_s": burn_s,
+        "suspects": list(suspects),
+        "controls": list(controls),
+        "ranks": burned,
+        "in_turn": in_turn,
+    }
 
 
 def burn(torch: Any, device: Any, cuda: bool, burn_s: float, matrix: int) -> dict[str, Any]:
