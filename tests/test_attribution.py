@@ -222,3 +222,14 @@ def test_of_two_ends_that_lost_most_the_one_that_lost_with_every_peer_is_named()
     }
     job = _with_progress(load_job("three_nodes"), progress)
     assert _by_retransmits(job, "allreduce", None) is None
+
+
+def test_a_timeout_that_no_evidence_pins_names_no_node_not_the_rank_that_waited() -> None:
+    # The same real stall with the heartbeats taken away: rank 0's node only waited, and naming it
+    # would drain a healthy node; the finding fails the run and names nobody.
+    job = _with_progress(load_job("stalled_mid_job"), {})
+    (finding,) = read_phase("allreduce", job, "allreduce", "all-reduce").findings
+    assert (finding.status, finding.hosts) == ("fail", ())
+    assert finding.summary.startswith("the allreduce phase stalled and no node's heartbeats or counters")
+    assert "timed out waiting: " in finding.summary
+    assert finding.details["unattributed"] is True

@@ -443,9 +443,8 @@ def phase_error_result(check: str, outcome: JobOutcome, phase: str, message: str
         return CheckResult(check, "fail", summary, culprit_hosts, details)
     first = message.split("; ")[0]
     found = _ERROR_RANK_RE.match(first)
-    stalled = (
-        stalled_node(outcome, phase) if _TIMEOUT_RE.search(message) or _PEER_RE.search(message) else None
-    )
+    waiting = bool(_TIMEOUT_RE.search(message) or _PEER_RE.search(message))
+    stalled = stalled_node(outcome, phase) if waiting else None
     if stalled is not None:
         waited = describe_ranks([int(found.group("rank"))], hosts) if found else "a rank"
         summary = (
@@ -454,6 +453,15 @@ def phase_error_result(check: str, outcome: JobOutcome, phase: str, message: str
         )
         evidence = {"host": stalled.host, "by": stalled.by, **stalled.details}
         return CheckResult(check, "fail", summary, (stalled.host,), {**details, "attribution": evidence})
+    if found and waiting:
+        # The rank that timed out waited on another; with no evidence of which, naming its node
+        # would drain a healthy node and keep the bad one: no node is named.
+        where = describe_ranks([int(found.group("rank"))], hosts)
+        summary = (
+            f"the {phase} phase stalled and no node's heartbeats or counters tell which one stalled it "
+            f"({where} timed out waiting: {clean_message(found.group('message'))})"
+        )
+        return CheckResult(check, "fail", summary, (), {**details, "unattributed": True})
     if found:
         rank = int(found.group("rank"))
         where = describe_ranks([rank], hosts)
