@@ -233,3 +233,22 @@ def test_a_timeout_that_no_evidence_pins_names_no_node_not_the_rank_that_waited(
     assert finding.summary.startswith("the allreduce phase stalled and no node's heartbeats or counters")
     assert "timed out waiting: " in finding.summary
     assert finding.details["unattributed"] is True
+
+
+def test_a_lossy_node_whose_stalled_pairs_sent_little_is_named_by_its_loss_rate() -> None:
+    # A real lab run at 25% loss on 10.199.1.13's incoming segments: the healthy pair, busy with
+    # 16 MiB, retransmitted more segments than one of the lossy node's pairs, so no node held most
+    # of the count; per MiB sent, every connection of the lossy node lost far more.
+    job = load_job("lab_loss_25_busy_pair")
+    stalled = stalled_node(job, "allreduce")
+    assert stalled is not None and (stalled.host, stalled.by) == ("10.199.1.13", "retransmits")
+    assert stalled.evidence.startswith(
+        "retransmits: every connection of 10.199.1.13 (with 10.199.1.11, 10.199.1.12)"
+    )
+    assert "segments per MiB sent, the others at most" in stalled.evidence
+    (finding,) = read_phase("allreduce", job, "allreduce", "all-reduce").findings
+    assert finding.hosts == ("10.199.1.13",)
+    # The other real run at 25%: the count alone names it.
+    counted = stalled_node(load_job("lab_loss_25"), "allreduce")
+    assert counted is not None and counted.host == "10.199.1.13"
+    assert counted.evidence.startswith("retransmits: 6632 of the phase's 6632 TCP retransmissions")

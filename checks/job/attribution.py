@@ -9,9 +9,12 @@ into each node's :attr:`NodeOutcome.progress`:
   fewer collectives completed) stalled the others.
 - network counters: each node's TCP retransmissions per peer address between the phase's start
   and its last heartbeat. When nearly all of them are on connections of one node (with any
-  peer, or inside itself), that node lost its traffic.
+  peer, or inside itself), that node lost its traffic. When no node holds most of them (a busy
+  healthy pair retransmits more segments than a stalled lossy one that sends little), the node
+  whose every connection lost far more per MiB sent than every other pair lost its traffic.
 
-Where neither names one node, nothing is named from here.
+Where neither names one node, nothing is named from here, and the phase's finding names no node:
+the rank that reported the timeout only waited.
 """
 
 from __future__ import annotations
@@ -186,6 +189,7 @@ def _by_retransmits(
         for address in (net.get("end") or {}).get("local") or ()
     }
     pairs: dict[frozenset[str], int] = {}
+    sent: dict[frozenset[str], int] = {}
     for host, net in samples.items():
         before = (net.get("start") or {}).get("peers") or {}
         after = (net.get("end") or {}).get("peers") or {}
@@ -193,15 +197,21 @@ def _by_retransmits(
             peer = _owner(str(address), host, owners)
             if peer is None:
                 continue
-            delta = int(counts.get("retrans") or 0) - int((before.get(address) or {}).get("retrans") or 0)
+            earlier = before.get(address) or {}
+            key = frozenset((host, peer))
+            delta = int(counts.get("retrans") or 0) - int(earlier.get("retrans") or 0)
             if delta > 0:
-                key = frozenset((host, peer))
                 pairs[key] = pairs.get(key, 0) + delta
+            moved = int(counts.get("bytes_sent") or 0) - int(earlier.get("bytes_sent") or 0)
+            sent[key] = sent.get(key, 0) + max(0, moved)
     total = sum(pairs.values())
     if total < least:
         return None
     share = {host: sum(count for pair, count in pairs.items() if host in pair) / total for host in samples}
     named = _broadest([host for host, part in share.items() if part >= RETRANSMIT_SHARE], pairs)
+    how = "count"
+    if named is None:
+        named, how = _by_loss_rate(list(samples), pairs, sent), "rate"
     if named is None:
         return None
     host = named
@@ -211,14 +221,22 @@ def _by_retransmits(
     where = f"with {others}" if others else "inside the node"
     if others and inside:
         where += " and inside the node"
-    evidence = (
-        f"retransmits: {mine} of the phase's {total} TCP retransmissions were on {host}'s connections "
-        f"({where}): it lost traffic"
-    )
+    if how == "count":
+        evidence = (
+            f"retransmits: {mine} of the phase's {total} TCP retransmissions were on {host}'s connections "
+            f"({where}): it lost traffic"
+        )
+    else:
+        rates = _rates(pairs, sent)
+        own = min(rate for pair, rate in rates.items() if host in pair)
+        other = max((rate for pair, rate in rates.items() if host not in pair), default=0.0)
+        evidence = (
+            f"retransmits: every connection of {host} ({where}) retransmitted at least {own:.3g} "
+            f"segments per MiB sent, the others at most {other:.3g}: it lost traffic"
+        )
     details = {
-        "retransmits": {
-            " - ".join(sorted(pair)) if len(pair) > 1 else next(iter(pair)): n for pair, n in pairs.items()
-        },
+        "retransmits": {_pair_name(pair): n for pair, n in pairs.items()},
+        "mib_sent": {_pair_name(pair): round(n / MIB, 3) for pair, n in sent.items() if n},
         "counters": _counter_deltas(samples),
     }
     return Attribution(host, "retransmits", evidence, details)
@@ -244,6 +262,51 @@ def _broadest(candidates: Sequence[str], pairs: Mapping[frozenset[str], int]) ->
     widest = max(len(p) for p in peers.values())
     broadest = [host for host in candidates if len(peers[host]) == widest]
     return broadest[0] if len(broadest) == 1 else None
+
+
+MIB = 1 << 20
+# The loss-rate rule, where no node holds most of the retransmissions (a busy healthy pair can
+# retransmit more segments than a stalled lossy one, which sends little): a pair's rate counts from
+# this much traffic; a node is named when each of its pairs lost at least LOSS_RATE_FACTOR times the
+# rate of every pair without it, and at least MIN_LOSS_RATE segments per MiB.
+MIN_RATE_BYTES = 64 << 10
+LOSS_RATE_FACTOR = 5.0
+MIN_LOSS_RATE = 1.0
+# ... and each of its pairs retransmitted at least this many segments (a stray one or two on a
+# connection that moved little is no loss rate).
+MIN_PAIR_RETRANSMITS = 3
+
+
+def _pair_name(pair: frozenset[str]) -> str:
+    return " - ".join(sorted(pair)) if len(pair) > 1 else next(iter(pair))
+
+
+def _rates(
+    pairs: Mapping[frozenset[str], int], sent: Mapping[frozenset[str], int]
+) -> dict[frozenset[str], float]:
+    """Segments retransmitted per MiB sent, for each pair of nodes that moved enough to tell."""
+    return {
+        pair: pairs.get(pair, 0) / (n / MIB)
+        for pair, n in sent.items()
+        if n >= MIN_RATE_BYTES and len(pair) > 1
+    }
+
+
+def _by_loss_rate(
+    hosts: Sequence[str], pairs: Mapping[frozenset[str], int], sent: Mapping[frozenset[str], int]
+) -> str | None:
+    """The one node whose every connection lost traffic at a rate far above every other pair's."""
+    rates = _rates(pairs, sent)
+    named = []
+    for host in hosts:
+        own = [rate for pair, rate in rates.items() if host in pair]
+        others = [rate for pair, rate in rates.items() if host not in pair]
+        if len(own) < 2 or not others:
+            continue  # one pair alone does not tell its two ends apart
+        few = min(pairs.get(pair, 0) for pair in rates if host in pair)
+        if few >= MIN_PAIR_RETRANSMITS and min(own) >= max(MIN_LOSS_RATE, LOSS_RATE_FACTOR * max(others)):
+            named.append(host)
+    return named[0] if len(named) == 1 else None
 
 
 def _names(hosts: Sequence[str]) -> str:
