@@ -454,3 +454,29 @@ def test_a_world_of_one_rank_has_no_traffic_to_measure() -> None:
         "skip",
         "one rank only: no all-reduce traffic to measure (results checked up to 4 MiB)",
     )
+
+
+def _stopped_short(last: dict[str, Any]) -> Callable[[dict[str, Any]], None]:
+    def change(document: dict[str, Any]) -> None:
+        section = document["allreduce"]
+        section["sweep"] = [*[r for r in section["sweep"] if r["size_bytes"] < last["size_bytes"]], last]
+        section["sweep_complete"] = False
+
+    return change
+
+
+def test_a_sweep_stalled_on_tiny_ops_fails_though_no_pair_was_confirmed_slow() -> None:
+    # A real lab run at 25% loss on one node: the sweep's budget stopped it at 1 KiB, each op
+    # taking 0.48 s, while the node's pair test was slow once and fast on its re-test.
+    stalled = {"size_bytes": 1024, "count": 256, "iters": 20, "warmup_iters": 5, "wrong": 0}
+    stalled.update(time_s=0.482, algbw_gbps=2.12e-06, busbw_gbps=2.83e-06)
+    results = judge_allreduce(with_document(HEALTHY, _stopped_short(stalled)), CONFIG, {})
+    (failure,) = [r for r in results if r.status == "fail"]
+    assert failure.summary.startswith("the all-reduce across every node stalled: one op of 1 KiB took 0.48 s")
+    assert failure.hosts == () and failure.details["item"] == "stalled_sweep"
+    # A healthy look-alike: the budget stopped a slow but moving sweep at 4 MiB, 30 ms an op.
+    moving = {"size_bytes": 4 << 20, "count": 1 << 20, "iters": 20, "warmup_iters": 5, "wrong": 0}
+    moving.update(time_s=0.03, algbw_gbps=0.14, busbw_gbps=0.19)
+    results = judge_allreduce(with_document(HEALTHY, _stopped_short(moving)), CONFIG, {})
+    assert [r.status for r in results] == ["pass"]
+    assert "budget stopped it short of" in results[0].summary

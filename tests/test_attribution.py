@@ -252,3 +252,13 @@ def test_a_lossy_node_whose_stalled_pairs_sent_little_is_named_by_its_loss_rate(
     counted = stalled_node(load_job("lab_loss_25"), "allreduce")
     assert counted is not None and counted.host == "10.199.1.13"
     assert counted.evidence.startswith("retransmits: 6632 of the phase's 6632 TCP retransmissions")
+
+
+def test_the_node_whose_rank_timed_out_first_is_not_named_for_being_behind_in_its_count() -> None:
+    # A real lab run at 25% loss on 10.199.1.13: rank 0 on 10.199.1.11 waited on its stalled
+    # connection with the lossy node and timed out first, behind in its count (17 against 41);
+    # the retransmissions were on one connection only, which does not tell its ends apart.
+    job = load_job("lab_loss_25_waiter_behind")
+    assert stalled_node(job, "allreduce") is None
+    (finding,) = read_phase("allreduce", job, "allreduce", "all-reduce").findings
+    assert (finding.status, finding.hosts) == ("fail", ())

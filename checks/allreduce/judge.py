@@ -12,7 +12,7 @@ from typing import Any, cast
 from checks.allreduce.details import NAME, PHASE, AllreduceDetails, PairTest, SweepRow
 from checks.allreduce.nccl_runtime import loaded_nccl_results, loaded_versions
 from checks.hardware.counters import growth_results
-from checks.job.attribution import with_loss_cause
+from checks.job.attribution import attribute_stall, with_loss_cause
 from checks.job.nccl_log import NcclTransport, parse_nccl_log
 from checks.job.outcome import JobOutcome, node_names
 from checks.job.pairs import Culprits, SlowGroup, name_culprits
@@ -76,6 +76,42 @@ def _sweep_results(
         budget = float(section.get("sweep_budget_s") or config.section(AllreduceSection).sweep_budget_s)
         headline += f" (the sweep's {budget:g} s budget stopped it short of {top})"
     return results, headline
+
+
+# A sweep that its budget stopped short has stalled when its last op took this long and moved
+# under STALLED_SHARE of the typical pair's busbw (without pairs: at a size of at most
+# STALLED_BYTES, which any fabric moves in milliseconds: 1 MiB over 1 GbE takes 17 ms).
+STALLED_OP_S = 0.1
+STALLED_SHARE = 0.01
+STALLED_BYTES = 1 << 20
+
+
+def stalled_sweep(
+    section: Mapping[str, Any], outcome: JobOutcome, typical_gbps: float | None
+) -> list[CheckResult]:
+    """A failure when the budget stopped the sweep on ops that stalled: the ring across every node
+    stalled (a lossy node can do so while its pair tests happen to pass). Named on the node whose
+    connections lost the traffic, where the retransmissions say."""
+    rows = [r for r in section.get("sweep") or [] if isinstance(r, Mapping)]
+    if not rows or section.get("sweep_complete", True):
+        return []
+    last = rows[-1]
+    op_s = float(last.get("time_s") or 0.0)
+    busbw = float(last.get("busbw_gbps") or 0.0)
+    if typical_gbps:
+        crawling = busbw < STALLED_SHARE * typical_gbps
+    else:
+        crawling = int(last.get("size_bytes") or 0) <= STALLED_BYTES
+    if op_s < STALLED_OP_S or not crawling:
+        return []
+    top = binary_size(int(section.get("sweep_max_bytes") or last["size_bytes"]))
+    size = binary_size(int(last["size_bytes"]))
+    summary = (
+        f"the all-reduce across every node stalled: one op of {size} took {op_s:.2g} s "
+        f"(busbw {gbps(float(last['busbw_gbps']))} GB/s), and its budget stopped the sweep short of {top}"
+    )
+    details = {"item": "stalled_sweep", "op_s": op_s, "size_bytes": int(last["size_bytes"])}
+    return [attribute_stall(CheckResult(NAME, "fail", summary, (), details), outcome, PHASE)]
 
 
 # --------------------------------------------------------------------------- pairs
@@ -354,6 +390,8 @@ def judge_allreduce(
             f"{len(first)} pairs, nodes at {min(ratios):.2g}-{max(ratios):.2g}x of a typical pair "
             f"({gbps(culprits.typical_busbw_gbps)} GB/s)"
         )
+    if not any(r.status == "fail" and r.hosts for r in results):
+        results.extend(stalled_sweep(section, outcome, culprits.typical_busbw_gbps if culprits else None))
 
     transport_findings, transport_headline = _transport_results(
         transports, outcome, config, node_facts, n_nodes, gpu

@@ -148,6 +148,10 @@ def _by_progress(outcome: JobOutcome, phase: str, until: float | None) -> Attrib
     hosts = {state[r][0] for r in behind}
     if len(hosts) != 1 or len(behind) == len(state):
         return None
+    if not how.startswith("had sent no heartbeat") and hosts & _reporters(outcome, phase, until):
+        # Behind only in its count, on the node whose rank timed out first: it may have waited on
+        # its peer as well as stalled it, and naming the waiter drains a healthy node.
+        return None
     (host,) = hosts
     ranks = sorted(behind)
     label = "rank" if len(ranks) == 1 else "ranks"
@@ -156,6 +160,18 @@ def _by_progress(outcome: JobOutcome, phase: str, until: float | None) -> Attrib
         "ranks": {str(r): {"host": h, "ops": o, "done": d} for r, (h, _, o, d) in sorted(state.items())}
     }
     return Attribution(host, "progress", evidence, details)
+
+
+def _reporters(outcome: JobOutcome, phase: str, first_failure: float | None) -> set[str]:
+    """The nodes whose ranks failed first in ``phase`` (timed out, or saw a peer go)."""
+    if first_failure is None:
+        return set()
+    return {
+        node.host
+        for node in outcome.nodes
+        for beats in ((node.progress.get(phase) or {}).get("ranks") or {}).values()
+        if any(beat[3] and beat[0] <= first_failure for beat in beats)
+    }
 
 
 def _owner(address: str, reporter: str, owners: Mapping[str, str]) -> str | None:
@@ -342,5 +358,16 @@ def with_loss_cause(result: CheckResult, outcome: JobOutcome, phase: str) -> Che
     details = {**result.details, "attribution": {"host": lossy.host, "by": lossy.by, **lossy.details}}
     if len(result.hosts) == 1:
         return dataclasses.replace(result, summary=f"{result.summary}; {lossy.evidence}", details=details)
+    summary = f"{lossy.host} loses traffic ({lossy.evidence}): {result.summary}"
+    return dataclasses.replace(result, summary=summary, hosts=(lossy.host,), details=details)
+
+
+def attribute_stall(result: CheckResult, outcome: JobOutcome, phase: str) -> CheckResult:
+    """A failure about the whole job (no node named) pinned on the node whose connections lost
+    the phase's traffic, where its retransmissions say; else as it was."""
+    lossy = _by_retransmits(outcome, phase, None, MIN_RETRANSMITS_COMPLETED)
+    if result.status != "fail" or result.hosts or lossy is None:
+        return result
+    details = {**result.details, "attribution": {"host": lossy.host, "by": lossy.by, **lossy.details}}
     summary = f"{lossy.host} loses traffic ({lossy.evidence}): {result.summary}"
     return dataclasses.replace(result, summary=summary, hosts=(lossy.host,), details=details)
