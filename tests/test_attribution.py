@@ -262,3 +262,12 @@ def test_the_node_whose_rank_timed_out_first_is_not_named_for_being_behind_in_it
     assert stalled_node(job, "allreduce") is None
     (finding,) = read_phase("allreduce", job, "allreduce", "all-reduce").findings
     assert (finding.status, finding.hosts) == ("fail", ())
+
+
+def test_a_node_whose_inside_path_stalled_is_named_though_its_own_rank_timed_out_first() -> None:
+    # A real lab run: 10.199.1.12's loopback throttled; its ranks, behind at 1 collective against
+    # 14, wait only on each other, and its own rank timed out first.
+    job = load_job("lab_inside_path_throttled")
+    stalled = stalled_node(job, "intranode")
+    assert stalled is not None and (stalled.host, stalled.by) == ("10.199.1.12", "progress")
+    assert stalled.evidence.startswith("progress: ranks 2, 3 on 10.199.1.12 had completed 1 collective")

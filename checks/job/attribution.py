@@ -148,9 +148,11 @@ def _by_progress(outcome: JobOutcome, phase: str, until: float | None) -> Attrib
     hosts = {state[r][0] for r in behind}
     if len(hosts) != 1 or len(behind) == len(state):
         return None
-    if not how.startswith("had sent no heartbeat") and hosts & _reporters(outcome, phase, until):
-        # Behind only in its count, on the node whose rank timed out first: it may have waited on
-        # its peer as well as stalled it, and naming the waiter drains a healthy node.
+    waited = not how.startswith("had sent no heartbeat") and phase != INSIDE_PHASE
+    if waited and hosts & _reporters(outcome, phase, until):
+        # Behind only in its count, on the node whose rank timed out first, in a phase between
+        # nodes: it may have waited on its peer as well as stalled it, and naming the waiter
+        # drains a healthy node. (Inside a node, its ranks wait only on each other.)
         return None
     (host,) = hosts
     ranks = sorted(behind)

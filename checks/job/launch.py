@@ -357,6 +357,7 @@ def _watch(
 
     listening = _Silence(running, ctx.config.run.silence_s, answers)
     silent: dict[str, tuple[float, str | None]] = {}
+    named_at = 0.0
     while running and not deadline.expired:
         for name, process in list(running.items()):
             if not process.running():
@@ -371,6 +372,7 @@ def _watch(
             break
         silent = listening.silent(running)
         if silent:
+            named_at = time.time()  # since when each was silent is told from this moment
             break  # no grace: the silent node cannot say more, and the others only wait for it
         # Wake on any node's news; not more often than WATCH_MIN_S, so that the heartbeats of a
         # thousand nodes do not keep the controller busy.
@@ -414,7 +416,7 @@ def _watch(
             stdout=result.stdout,
             silent_s=quiet_s,
             last_phase=last_phase,
-            silent_since=_since(quiet_s),
+            silent_since=_since(named_at, quiet_s),
             counters=read_samples(result.stderr.decode("utf-8", "replace")),
             progress=read_progress(result.stderr.decode("utf-8", "replace")),
         )
@@ -484,11 +486,11 @@ class _Silence:
         }
 
 
-def _since(quiet_s: float | None) -> str | None:
-    """The UTC moment ``quiet_s`` seconds ago, to the millisecond."""
+def _since(named_at: float, quiet_s: float | None) -> str | None:
+    """The UTC moment ``quiet_s`` seconds before ``named_at`` (a time.time()), to the millisecond."""
     if quiet_s is None:
         return None
-    moment = datetime.now(UTC) - timedelta(seconds=quiet_s)
+    moment = datetime.fromtimestamp(named_at, UTC) - timedelta(seconds=quiet_s)
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
