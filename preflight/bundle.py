@@ -22,6 +22,7 @@ import ast
 import base64
 import importlib.util
 import json
+import threading
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -74,11 +75,27 @@ def locate(name: str) -> Module | None:
     return None
 
 
+def _statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """Every statement of ``body`` and of the blocks nested in it (functions, classes, branches,
+    handlers, cases), never looking into expressions: an import is a statement, and expressions
+    are most of a module's syntax tree."""
+    for statement in body:
+        yield statement
+        for _, value in ast.iter_fields(statement):
+            if not isinstance(value, list):
+                continue
+            for item in value:
+                if isinstance(item, ast.stmt):
+                    yield from _statements([item])
+                elif isinstance(item, ast.ExceptHandler | ast.match_case):
+                    yield from _statements(item.body)
+
+
 def project_imports(module: Module) -> Iterator[str]:
     """The project modules ``module`` imports, anywhere in its body (``from pkg import mod``
     counts as ``pkg.mod`` where that is a module)."""
     package = module.name if module.is_package else module.name.rpartition(".")[0]
-    for node in ast.walk(ast.parse(module.source, str(module.path))):
+    for node in _statements(ast.parse(module.source, str(module.path)).body):
         targets: list[str] = []
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
@@ -175,7 +192,14 @@ def pack(entry: str) -> bytes:
     return (head + body).encode("ascii")
 
 
-@cache
+_packed: dict[str, bytes] = {}
+_packing = threading.Lock()
+
+
 def bundle(entry: str) -> bytes:
-    """:func:`pack`, once per entry module in this process."""
-    return pack(entry)
+    """:func:`pack`, once per entry module in this process: the hosts' threads that ask at once
+    wait for the one that packs (packing takes tens of milliseconds of the controller's CPU)."""
+    with _packing:
+        if entry not in _packed:
+            _packed[entry] = pack(entry)
+        return _packed[entry]

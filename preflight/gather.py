@@ -279,6 +279,11 @@ def gather(
             ): session
             for session in sessions
         }
+        # The probe's bundle is packed here while the hosts connect, not by the first host to be
+        # connected (the others wait for it: preflight.bundle.bundle); a bundle that cannot be
+        # packed fails each host's probe, as it would have without this.
+        with contextlib.suppress(Exception):
+            node_script(FACTS_SCRIPT)
         done, pending = cf.wait(futures, timeout=deadline.remaining() + GRACE_S)
         for future in done:
             if (exc := future.exception()) is not None:  # a bug, not a host problem: say so

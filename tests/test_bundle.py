@@ -90,6 +90,31 @@ def test_a_node_module_that_imports_the_controller_is_refused(monkeypatch: pytes
         bundle.node_modules("checks.example.node")
 
 
+NESTED_IMPORT = """
+def gather():
+    try:
+        import json
+    except ImportError:
+        return None
+    else:
+        class Reader:
+            def read(self):
+                with open("x") as handle:
+                    match handle.read():
+                        case "":
+                            from preflight import config
+"""
+
+
+def test_an_import_nested_in_functions_classes_and_blocks_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
+    from preflight import bundle
+
+    module = locate("preflight.node.shared")
+    assert module is not None
+    monkeypatch.setattr(bundle.Module, "source", property(lambda self: NESTED_IMPORT))
+    assert list(bundle.project_imports(module)) == ["preflight.config"]
+
+
 def _run_bundle(python: str, entry: str, tmp_path: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
     # Isolated (-I): no PYTHONPATH, no current directory, no user site: nothing of preflight but the
     # bundle itself.

@@ -3,6 +3,7 @@ before it starts), and a quick run of this machine end to end."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -21,6 +22,16 @@ def test_quick_is_a_short_sweep_without_pair_tests() -> None:
     assert quick.sweep_budget_s < AllreduceSection().sweep_budget_s
     assert quick.pairwise == "never"
     assert "ddp" not in QUICK_CHECKS
+
+
+def test_quick_times_fewer_ops_per_size_unless_the_config_asks_for_fewer_still() -> None:
+    standard = AllreduceSection()
+    quick = apply_profile(Config(), "quick").section(AllreduceSection)
+    assert 1 <= quick.iters < standard.iters
+    assert 1 <= quick.warmup_iters < standard.warmup_iters
+    few = Config().with_sections(dataclasses.replace(standard, iters=3, warmup_iters=0))
+    assert apply_profile(few, "quick").section(AllreduceSection).iters == 3
+    assert apply_profile(few, "quick").section(AllreduceSection).warmup_iters == 0
 
 
 def test_deep_tests_every_pair_longer_and_trains_longer() -> None:

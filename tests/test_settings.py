@@ -155,7 +155,7 @@ def test_the_expected_duration_keeps_its_figures() -> None:
     # at a quarter of 4 s, 200 DDP steps.
     deep = facts + 0.4 + 0.2 + 0.2 + 0.4 + 10.0 + 1.8 * 2 * 50 / 20 + 3 * 1.0 + 0.4 + 0.1 + 200 * 0.005
     assert expected_duration_s(apply_profile(Config(), "deep"), 3, every) == pytest.approx(deep)
-    quick = facts + 0.4 + 0.4 + 1.0  # ports, the job's start, the sweep's 1 s budget; no pairs
+    quick = facts + 0.4 + 0.4 + 1.8 * 5 / 20  # ports, the job's start, the sweep at 5 iterations; no pairs
     quick_config = apply_profile(Config(), "quick")
     assert expected_duration_s(quick_config, 3, checks_of("quick")) == pytest.approx(quick)
 

@@ -17,12 +17,24 @@ __all__ = ["DURATION", "SETTINGS", "AllreduceSection"]
 # Seconds the sweep of message sizes takes on a healthy fabric (4x apart, 20 iterations), measured
 # on the lab cluster (3 nodes, 2 shared cores).
 SWEEP_S = 1.8
+# --quick's sweep: timed iterations and warm-ups per size (nccl-tests' -n and -w; the standard
+# profile's are 20 and 5; the probe op of each size is its first warm-up). A quick verdict reads
+# the sums of every size and the busbw of the largest against the floor: fewer ops per size keep
+# every size's correctness check. Most of the sweep's ops are at the small sizes, where an op
+# costs its latency (3-5 ms on the lab's shared cores), so the sweep's time follows their count.
+QUICK_ITERS = 5
+QUICK_WARMUP_ITERS = 1
 
 
 def _profiled(cfg: AllreduceSection, profile: Profile) -> AllreduceSection:
     if profile == "quick":
         return dataclasses.replace(
-            cfg, sweep_budget_s=1.0, max_bytes=cfg.max_bytes or 4 << 20, pairwise="never"
+            cfg,
+            sweep_budget_s=1.0,
+            max_bytes=cfg.max_bytes or 4 << 20,
+            pairwise="never",
+            iters=min(cfg.iters, QUICK_ITERS),
+            warmup_iters=min(cfg.warmup_iters, QUICK_WARMUP_ITERS),
         )
     if profile == "deep":
         return dataclasses.replace(

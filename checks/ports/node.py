@@ -111,17 +111,27 @@ class Acceptor:
         for sock in listeners:
             sock.setblocking(False)
             self.selector.register(sock, selectors.EVENT_READ, "listen")
+        # finish() writes a byte here, so that serve() returns at once instead of at its next
+        # look (the controller waits for this script's end before its next check).
+        self._wake, self._waker = socket.socketpair()
+        self.selector.register(self._wake, selectors.EVENT_READ, "wake")
         self.stopped = False
 
     def serve(self) -> None:
         while not self.stopped:
-            for key, _ in self.selector.select(timeout=0.2):
+            for key, _ in self.selector.select(timeout=1.0):
                 sock = key.fileobj
                 assert isinstance(sock, socket.socket)
                 if key.data == "listen":
                     self._accept(sock)
-                else:
+                elif key.data == "conn":
                     self._close(sock)
+
+    def finish(self) -> None:
+        """Make serve() return now (from another thread)."""
+        self.stopped = True
+        with contextlib.suppress(OSError):
+            self._waker.send(b"x")
 
     def _accept(self, listener: socket.socket) -> None:
         while True:
@@ -146,6 +156,7 @@ class Acceptor:
             if key.data == "conn":  # a prober still connected: reset, no TIME_WAIT here
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             sock.close()
+        self._waker.close()
 
 
 def probe(address: str, port: int, timeout_s: float) -> dict[str, Any]:
@@ -240,7 +251,7 @@ def main(argv: list[str]) -> int:
         if tag == "GO":
             go = json.loads(payload)
             emit("RESULT", {"probes": probe_all(go["targets"], float(go["timeout_s"]))})
-    acceptor.stopped = True
+    acceptor.finish()
     server.join(1)
     acceptor.stop()
     return 0
