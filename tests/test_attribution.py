@@ -271,3 +271,52 @@ def test_a_node_whose_inside_path_stalled_is_named_though_its_own_rank_timed_out
     stalled = stalled_node(job, "intranode")
     assert stalled is not None and (stalled.host, stalled.by) == ("10.199.1.12", "progress")
     assert stalled.evidence.startswith("progress: ranks 2, 3 on 10.199.1.12 had completed 1 collective")
+
+
+def _counters_beat(t: float, local: str, counters: dict[str, int]) -> dict[str, Any]:
+    sample = {"counters": counters, "local": [local], "peers": {}}
+    return {"rank": 0, "phase": "allreduce", "t": t, "ops": 3, "done": False, "failed": False, "net": sample}
+
+
+def test_a_node_whose_own_link_errors_grew_is_named_where_no_tcp_segment_moved() -> None:
+    # NCCL over InfiniBand verbs: no TCP retransmission anywhere. node3's port counted symbol and
+    # receive errors during the phase; every node's port_xmit_wait grew (congestion, any fabric)
+    # and node1's remote physical errors (corrupted upstream, not on its own link).
+    healthy = {"ib.port_xmit_wait": 1000, "ib.symbol_error": 2, "ib.port_rcv_remote_physical_errors": 0}
+    before = {a: dict(healthy) for a in ("10.0.0.1", "10.0.0.2", "10.0.0.3")}
+    after = {a: {**healthy, "ib.port_xmit_wait": 90_000} for a in before}
+    after["10.0.0.1"]["ib.port_rcv_remote_physical_errors"] = 4
+    after["10.0.0.3"].update({"ib.symbol_error": 122, "ib.port_rcv_errors": 35})
+    before["10.0.0.3"]["ib.port_rcv_errors"] = 0
+
+    def job_of(ends: dict[str, dict[str, int]]) -> JobOutcome:
+        progress = {
+            f"node{i}": read_progress(
+                _stderr([_counters_beat(100.0, a, before[a]), _counters_beat(110.0, a, ends[a])])
+            )
+            for i, a in enumerate(sorted(before), start=1)
+        }
+        return _with_progress(load_job("three_nodes"), progress)
+
+    stalled = stalled_node(job_of(after), "allreduce")
+    assert stalled is not None and (stalled.host, stalled.by) == ("node3", "link_errors")
+    assert stalled.evidence == (
+        "link errors: ib.port_rcv_errors +35, ib.symbol_error +120 on node3 during the phase, "
+        "on no other node: its link lost traffic"
+    )
+    # The healthy look-alike: congestion and upstream corruption only: nobody is named by them.
+    after["10.0.0.3"].update({"ib.symbol_error": 2, "ib.port_rcv_errors": 0})
+    assert stalled_node(job_of(after), "allreduce") is None
+
+
+def test_the_heartbeat_sums_each_infiniband_port_counter_over_the_node_s_ports() -> None:
+    # A real H100 node's /sys/class/infiniband (tests/data/hardware/ib/SOURCES.md): nine ports,
+    # each with 14 receive errors, one with a saturated link_downed of 255 (benign at rest: only
+    # growth during a phase is evidence).
+    from checks.job.node.netstat import infiniband_counters
+
+    tree = Path(__file__).parent / "data" / "hardware" / "ib" / "sys-class-infiniband-h100"
+    found = infiniband_counters(str(tree))
+    assert found["ib.port_rcv_errors"] == 9 * 14
+    assert found["ib.symbol_error"] == 0 and found["ib.link_downed"] == 255
+    assert infiniband_counters("/nonexistent") == {}

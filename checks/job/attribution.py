@@ -12,6 +12,9 @@ into each node's :attr:`NodeOutcome.progress`:
   peer, or inside itself), that node lost its traffic. When no node holds most of them (a busy
   healthy pair retransmits more segments than a stalled lossy one that sends little), the node
   whose every connection lost far more per MiB sent than every other pair lost its traffic.
+- link errors: the InfiniBand port and interface error counters (symbol errors, receive errors,
+  link downs...) of one node grew during the phase, and no other node's did: NCCL over verbs
+  moves no TCP segment, and a bad cable or port shows there.
 
 Where neither names one node, nothing is named from here, and the phase's finding names no node:
 the rank that reported the timeout only waited.
@@ -98,7 +101,11 @@ def stalled_node(outcome: JobOutcome, phase: str) -> Attribution | None:
     progress = _by_progress(outcome, phase, first_failure)
     if phase == INSIDE_PHASE:
         return progress or _by_retransmits(outcome, phase, first_failure)
-    return _by_retransmits(outcome, phase, first_failure) or progress
+    return (
+        _by_retransmits(outcome, phase, first_failure)
+        or _by_link_errors(outcome, phase, first_failure)
+        or progress
+    )
 
 
 def _first_failure(outcome: JobOutcome, phase: str) -> float | None:
@@ -325,6 +332,40 @@ def _by_loss_rate(
         if few >= MIN_PAIR_RETRANSMITS and min(own) >= max(MIN_LOSS_RATE, LOSS_RATE_FACTOR * max(others)):
             named.append(host)
     return named[0] if len(named) == 1 else None
+
+
+# Counters of a node's own link that grow only when it corrupts or loses what crosses it
+# (port_rcv_remote_physical_errors is left out: it counts packets corrupted upstream, on another
+# link; port_xmit_wait grows under any congestion).
+LINK_ERROR_COUNTERS = (
+    "ib.symbol_error",
+    "ib.link_error_recovery",
+    "ib.port_rcv_errors",
+    "ib.link_downed",
+    "if.rx_errors",
+    "if.tx_errors",
+)
+
+
+def _by_link_errors(outcome: JobOutcome, phase: str, until: float | None) -> Attribution | None:
+    """The one node whose own link's error counters grew during the phase: NCCL over InfiniBand
+    verbs moves no TCP segment, and a bad cable or port shows here."""
+    samples = {
+        n.host: span
+        for n in outcome.nodes
+        if (span := _span((n.progress.get(phase) or {}).get("net") or [], until)) is not None
+    }
+    grown = {
+        host: errors
+        for host, deltas in _counter_deltas(samples).items()
+        if (errors := {name: n for name, n in deltas.items() if name in LINK_ERROR_COUNTERS})
+    }
+    if len(grown) != 1 or len(samples) < 2:
+        return None
+    ((host, errors),) = grown.items()
+    said = ", ".join(f"{name} +{n}" for name, n in sorted(errors.items()))
+    evidence = f"link errors: {said} on {host} during the phase, on no other node: its link lost traffic"
+    return Attribution(host, "link_errors", evidence, {"counters": grown})
 
 
 def _names(hosts: Sequence[str]) -> str:

@@ -57,9 +57,8 @@ def _listing(path: str) -> list[str]:
         return []
 
 
-def sample(ib_root: str = SYS_CLASS_INFINIBAND, net_root: str = SYS_CLASS_NET) -> JsonDict:
-    """The counters now: ``ib`` by ``DEV/PORT`` (with the port's link layer), ``net`` by interface
-    (``lo`` left out), and ``t``, a monotonic clock in seconds."""
+def ib_ports(ib_root: str = SYS_CLASS_INFINIBAND) -> JsonDict:
+    """Each InfiniBand port's counters by ``DEV/PORT``, with the port's link layer."""
     ib: JsonDict = {}
     for device in _listing(ib_root):
         ports_dir = os.path.join(ib_root, device, "ports")
@@ -70,6 +69,13 @@ def sample(ib_root: str = SYS_CLASS_INFINIBAND, net_root: str = SYS_CLASS_NET) -
             if counters:
                 layer = _text(os.path.join(base, "link_layer"))
                 ib[device + "/" + port] = {"link_layer": layer, "counters": counters}
+    return ib
+
+
+def sample(ib_root: str = SYS_CLASS_INFINIBAND, net_root: str = SYS_CLASS_NET) -> JsonDict:
+    """The counters now: ``ib`` by ``DEV/PORT`` (with the port's link layer), ``net`` by interface
+    (``lo`` left out), and ``t``, a monotonic clock in seconds."""
+    ib = ib_ports(ib_root)
     net: JsonDict = {}
     for name in _listing(net_root):
         if name == "lo":

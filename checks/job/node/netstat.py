@@ -1,6 +1,7 @@
 """This node's network counters, as the heartbeat of each node's first rank carries them: the
 kernel's TCP counters (``/proc/net/snmp``, ``/proc/net/netstat``), the interfaces' errors and drops
-(``/sys/class/net/*/statistics``) and, per peer address, the TCP segments retransmitted to it and
+(``/sys/class/net/*/statistics``), the InfiniBand ports' counters summed over the node's ports,
+and, per peer address, the TCP segments retransmitted to it and
 the bytes sent to and received from it (``ss -tin``). The controller compares them between the
 start of a phase and its end (or the timeout) to tell which node lost its traffic.
 
@@ -13,6 +14,8 @@ from __future__ import annotations
 import os
 import subprocess
 from typing import TYPE_CHECKING, Any
+
+from checks.job.node.counters import SYS_CLASS_INFINIBAND, ib_ports
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -132,11 +135,22 @@ def _ss() -> str:
     return run.stdout.decode("utf-8", "replace")
 
 
+def infiniband_counters(root: str = SYS_CLASS_INFINIBAND) -> dict[str, int]:
+    """Each InfiniBand port counter summed over the node's ports, as ``ib.NAME``: NCCL over
+    InfiniBand verbs moves no TCP segment, and these are where its losses show."""
+    totals: dict[str, int] = {}
+    for found in ib_ports(root).values():
+        for name, value in found["counters"].items():
+            totals[f"ib.{name}"] = totals.get(f"ib.{name}", 0) + int(value)
+    return totals
+
+
 def sample() -> dict[str, Any]:
-    """This node's counters now: ``counters`` (kernel and interfaces), ``peers`` (per address) and
-    ``local`` (its own addresses)."""
-    counters = parse_proc_table(_read("/proc/net/snmp"), SNMP_FIELDS)
-    counters.update(parse_proc_table(_read("/proc/net/netstat"), NETSTAT_FIELDS))
-    counters.update(interface_counters())
+    """This node's counters now: ``counters`` (kernel, interfaces and InfiniBand ports), ``peers``
+    (per address) and ``local`` (its own addresses)."""
+    counters_now = parse_proc_table(_read("/proc/net/snmp"), SNMP_FIELDS)
+    counters_now.update(parse_proc_table(_read("/proc/net/netstat"), NETSTAT_FIELDS))
+    counters_now.update(interface_counters())
+    counters_now.update(infiniband_counters())
     peers, local = parse_ss(_ss())
-    return {"counters": counters, "peers": peers, "local": local}
+    return {"counters": counters_now, "peers": peers, "local": local}
