@@ -340,3 +340,119 @@ def test_a_store_of_the_first_schema_is_migrated_and_keeps_its_runs(
         assert [(t.node, t.runs) for t in rates] == [("node1", 2)]
     finally:
         store.close()
+
+
+# ----------------------------------------------------------------------------- pairs and the report's key
+
+
+def _allreduce(pairs: list[tuple[str, str, float, bool]]) -> CheckResult:
+    """An all-reduce finding with pair tests as the judge writes them: (node, node, busbw, retest)."""
+    tests = [
+        {"round": i, "nodes": [a, b], "busbw_gbps": busbw, "retest": retest}
+        for i, (a, b, busbw, retest) in enumerate(pairs)
+    ]
+    return CheckResult("allreduce", "pass", "all-reduce fine", (), {"pairs": tests})
+
+
+def test_each_pair_keeps_its_fastest_test_under_its_sorted_names(target: str) -> None:
+    # node3-node1 was slow once and fast when re-tested; node2-node3 was slow in both tests.
+    pairs = [
+        ("node1", "node2", 380.0, False),
+        ("node3", "node1", 120.0, False),
+        ("node2", "node3", 150.0, False),
+        ("node1", "node3", 375.0, True),
+        ("node3", "node2", 140.0, True),
+    ]
+    _remember(target, _report(NOW, _hosts(), [_allreduce(pairs)]))
+    store = open_store(target)
+    try:
+        rows = store.query(
+            "SELECT node, part, value FROM rates WHERE metric = 'pair_busbw' ORDER BY node, part"
+        )
+        assert rows == [("node1", "node2", 380.0), ("node1", "node3", 375.0), ("node2", "node3", 150.0)]
+        # A node's busbw stays the median of its first tests.
+        assert store.query("SELECT value FROM rates WHERE metric = 'busbw' AND node = 'node3'") == [(135.0,)]
+        # --node names a pair by either of its nodes.
+        of_node3 = trends(store, Filters(since=iso(NOW - timedelta(days=1)), node="node3"))
+        assert [(t.metric, t.node, t.part) for t in of_node3] == [
+            ("busbw", "node3", ""),
+            ("pair_busbw", "node1", "node3"),
+            ("pair_busbw", "node2", "node3"),
+        ]
+    finally:
+        store.close()
+
+
+def test_the_report_carries_what_the_store_says_about_the_runs_own_nodes(target: str) -> None:
+    # node4 ran with the others before: its rates, its pairs and its failures are not this run's.
+    everyone = {**SERIALS, "node4": ["S4-0", "S4-1"]}
+    pairs = [
+        ("node1", "node2", 380.0, False),
+        ("node2", "node3", 370.0, False),
+        ("node3", "node4", 360.0, False),
+    ]
+    for day, serials in enumerate((["A-0", "S1-1"], ["B-0", "S1-1"], SERIALS["node1"])):
+        hosts = [_host(n, serials if n == "node1" else s) for n, s in everyone.items()]
+        ranks = [(h.name, g.serial or "", 600.0 + day) for h in hosts for g in h.node.gpus or []]
+        slow = ("node1", "node4") if day < 2 else ()
+        slow_gpus = ("A-0", "B-0", f"S4-{day}")  # node4 too fails with two GPUs
+        compute = _compute([(n, s, 400.0 if s in slow_gpus else f) for n, s, f in ranks], slow)
+        _remember(target, _report(NOW - timedelta(days=3 - day), hosts, [compute, _allreduce(pairs)]))
+    # This run: three nodes; node1 holds S1-0 and S1-1 again.
+    ranks = [(n, s, 590.0) for n, ss in SERIALS.items() for s in ss]
+    out = _remember(target, _report(NOW, _hosts(), [_compute(ranks), _allreduce(pairs[:2])]))
+    history = out.to_dict()["history"]
+    since = iso(NOW - timedelta(days=30))
+    assert (history["since"], history["window_days"]) == (since, 30)
+    # node1 and node4 failed with two different GPUs each; node4 is not in this run.
+    assert [(o["by"], o["name"], o["others"]) for o in history["offenders"]] == [
+        ("node", "node1", ["A-0", "B-0"])
+    ]
+    # The same answers as preflight history, for this run's nodes and parts and the pairs among them.
+    store = open_store(target)
+    try:
+        assert history["store"] == store.target
+        assert {o.name for o in offenders(store, Filters(since=since))} == {"node1", "node4"}
+        everything = trends(store, Filters(since=since))
+    finally:
+        store.close()
+    parts = {s for ss in SERIALS.values() for s in ss}
+    expected = [
+        t.to_dict()
+        for t in everything
+        if t.node in SERIALS
+        and (t.metric != "tflops" or t.part in parts)
+        and (t.metric != "pair_busbw" or t.part in SERIALS)
+    ]
+    got = [{k: v for k, v in t.items() if k not in ("now", "values")} for t in history["trends"]]
+    assert got == [{**e, "mean": pytest.approx(e["mean"])} for e in expected]
+    by_key = {(t["metric"], t["node"], t["part"]): t for t in history["trends"]}
+    assert by_key[("tflops", "node2", "S2-0")]["values"] == [600.0, 601.0, 602.0, 590.0]
+    assert by_key[("tflops", "node2", "S2-0")]["now"] == 590.0
+    assert by_key[("tflops", "node1", "S1-0")]["runs"] == 2  # in node1 once before, and now
+    assert by_key[("pair_busbw", "node2", "node3")]["values"][-1] == 370.0
+    assert ("pair_busbw", "node3", "node4") not in by_key and ("busbw", "node4", "") not in by_key
+    # The key survives the JSON report, for preflight report to render again.
+    assert RunReport.from_dict(json.loads(json.dumps(out.to_dict()))).history == history
+
+
+def test_a_finding_that_comes_and_goes_on_a_runs_node_is_in_its_report(target: str) -> None:
+    for day, failing in enumerate([("node1", "node2"), ("node2",), ("node1", "node2")]):
+        results = [CheckResult("limits", "fail", "shm small", failing, {"item": "shm"})]
+        out = _remember(target, _report(NOW - timedelta(days=10 - day), _hosts(), results))
+    assert out.history is not None
+    assert out.history["flaky"] == [{"key": "limits/node1/shm", "node": "node1", "failed": 2, "checked": 3}]
+    only_node2 = _remember(target, _report(NOW, [_host("node2", SERIALS["node2"])], []))
+    assert only_node2.history is not None and only_node2.history["flaky"] == []
+
+
+def test_a_run_without_the_store_has_no_history_key(tmp_path: Path) -> None:
+    path = tmp_path / "history.sqlite"
+    out = _remember(str(path), _report(NOW, _hosts(), []), enabled=False)
+    assert out.history is None and "history" not in out.to_dict()
+    assert not path.exists()
+    # A store that cannot be read leaves a warning and no key.
+    broken = tmp_path / "broken.sqlite"
+    broken.write_bytes(b"not a database" * 100)
+    out = _remember(str(broken), _report(NOW, _hosts(), []))
+    assert out.history is None and [r.check for r in out.results] == ["history"]

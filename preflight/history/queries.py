@@ -1,5 +1,6 @@
 """Reading the store back: repeat offenders by part and by node, findings that come and go, each
-GPU's and node's rates over time, and what failed before for a run's own findings."""
+GPU's, node's and pair's rates over time, and what failed before for a run's own findings. The
+``*_of`` forms answer for a run's own nodes and parts only, reading only their rows."""
 
 from __future__ import annotations
 
@@ -8,7 +9,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from preflight.history.record import BUSBW, PAIR_BUSBW, TFLOPS
 from preflight.history.store import Store
+
+FAILED = "('fail', 'error')"
 
 
 @dataclass(frozen=True)
@@ -19,9 +23,15 @@ class Filters:
     node: str = ""
     part: str = ""
 
-    def where(self, *, node_column: str = "node", part_column: str | None = "part") -> tuple[str, list[Any]]:
+    def where(
+        self, *, node_column: str = "node", part_column: str | None = "part", pairs: bool = False
+    ) -> tuple[str, list[Any]]:
+        """``pairs``: the rates table, where ``--node`` is either name of a pair's rate too."""
         clauses, params = ["started_at >= ?"], [self.since]
-        if self.node:
+        if self.node and pairs:
+            clauses.append(f"({node_column} = ? OR (metric = '{PAIR_BUSBW}' AND part = ?))")
+            params += [self.node, self.node]
+        elif self.node:
             clauses.append(f"{node_column} = ?")
             params.append(self.node)
         if self.part and part_column:
@@ -65,7 +75,7 @@ def _failures(store: Store, filters: Filters, *, with_part: bool) -> list[Failur
         where += " AND part IS NOT NULL"
     rows = store.query(
         f"SELECT started_at, node, part, check_name, cause, status FROM findings WHERE {where}"
-        " AND status IN ('fail', 'error') ORDER BY started_at",
+        f" AND status IN {FAILED} ORDER BY started_at",
         params,
     )
     return [Failure(*row) for row in rows]
@@ -74,7 +84,30 @@ def _failures(store: Store, filters: Filters, *, with_part: bool) -> list[Failur
 def offenders(store: Store, filters: Filters) -> list[Offender]:
     """Parts that failed on more than one node (the fault follows the part), then nodes that failed
     with more than one part (the fault stays with the node: its slot, riser, cable or board)."""
-    failures = _failures(store, filters, with_part=True)
+    return _offenders_among(_failures(store, filters, with_part=True))
+
+
+def offenders_of(store: Store, since: str, nodes: Sequence[str], parts: Sequence[str]) -> list[Offender]:
+    """The repeat offenders among ``nodes`` (by node) and ``parts`` (by part, with their failures on
+    any node) since ``since``: what :func:`offenders` answers for them."""
+    failures: list[Failure] = []
+    node_set = set(nodes)
+    for column, values in (("node", node_set), ("part", set(parts))):
+        for chunk in _chunks(sorted(values), 500):
+            marks = ", ".join("?" for _ in chunk)
+            rows = store.query(
+                "SELECT started_at, node, part, check_name, cause, status FROM findings WHERE"
+                f" started_at >= ? AND part IS NOT NULL AND status IN {FAILED} AND {column} IN ({marks})",
+                [since, *chunk],
+            )
+            # A part's failures on the run's nodes came with the nodes' own.
+            failures += [Failure(*row) for row in rows if column == "node" or row[1] not in node_set]
+    failures.sort(key=lambda f: f.started_at)
+    found = _offenders_among(failures)
+    return [o for o in found if o.name in (node_set if o.by == "node" else set(parts))]
+
+
+def _offenders_among(failures: Sequence[Failure]) -> list[Offender]:
     by_part: dict[str, list[Failure]] = {}
     by_node: dict[str, list[Failure]] = {}
     for failure in failures:
@@ -109,6 +142,23 @@ class Flaky:
 def flaky(store: Store, filters: Filters) -> list[Flaky]:
     where, params = filters.where(part_column=None)
     rows = store.query(f"SELECT finding_key, node, run_id FROM findings WHERE {where}", params)
+    return _flaky_among(store, rows, filters.since)
+
+
+def flaky_of(store: Store, since: str, nodes: Sequence[str]) -> list[Flaky]:
+    """The findings that came and went on ``nodes`` since ``since``: what :func:`flaky` answers
+    for them."""
+    rows: list[tuple[Any, ...]] = []
+    for chunk in _chunks(sorted(set(nodes)), 500):
+        marks = ", ".join("?" for _ in chunk)
+        rows += store.query(
+            f"SELECT finding_key, node, run_id FROM findings WHERE started_at >= ? AND node IN ({marks})",
+            [since, *chunk],
+        )
+    return _flaky_among(store, rows, since)
+
+
+def _flaky_among(store: Store, rows: Sequence[tuple[Any, ...]], since: str) -> list[Flaky]:
     failed_in: dict[tuple[str, str], set[int]] = {}
     for key, node, run_id in rows:
         failed_in.setdefault((key, node), set()).add(int(run_id))
@@ -116,7 +166,7 @@ def flaky(store: Store, filters: Filters) -> list[Flaky]:
     if not repeated:
         return []
     nodes = sorted({node for _, node in repeated})
-    checked_in = _runs_checking(store, nodes, filters.since)
+    checked_in = _runs_checking(store, nodes, since)
     found = []
     for (key, node), runs in sorted(repeated.items()):
         seen = [r for r in checked_in.get(node, []) if r >= min(runs)]
@@ -147,7 +197,8 @@ def _chunks(items: Sequence[str], size: int) -> Iterable[Sequence[str]]:
 
 @dataclass(frozen=True)
 class Trend:
-    """One GPU's compute rate (TFLOPS) or one node's bus bandwidth (Gb/s) over the window."""
+    """One GPU's compute rate (TFLOPS), one node's or one pair's bus bandwidth (GB/s) over the
+    window."""
 
     metric: str
     node: str
@@ -164,7 +215,7 @@ class Trend:
 
 
 def trends(store: Store, filters: Filters) -> list[Trend]:
-    where, params = filters.where()
+    where, params = filters.where(pairs=True)
     rows = store.query(
         "SELECT metric, node, part, COUNT(*), AVG(value), MIN(value), MAX(value), MIN(started_at),"
         f" MAX(started_at) FROM rates WHERE {where} GROUP BY metric, node, part ORDER BY metric, node, part",
@@ -173,6 +224,46 @@ def trends(store: Store, filters: Filters) -> list[Trend]:
     return [
         Trend(m, n, p, int(c), float(a), float(lo), float(hi), f, la) for m, n, p, c, a, lo, hi, f, la in rows
     ]
+
+
+def trends_of(
+    store: Store, since: str, nodes: Sequence[str], parts: Sequence[str]
+) -> list[tuple[Trend, list[float]]]:
+    """The trends of ``nodes``' bus bandwidth, of the pairs among them and of ``parts``' compute
+    rates since ``since`` (what :func:`trends` answers for them), each with its values, oldest
+    first."""
+    node_set, part_set = set(nodes), set(parts)
+    found: dict[tuple[str, str, str], list[tuple[str, float]]] = {}
+    for metric in (BUSBW, PAIR_BUSBW, TFLOPS):
+        for chunk in _chunks(sorted(node_set), 500):
+            marks = ", ".join("?" for _ in chunk)
+            rows = store.query(
+                f"SELECT node, part, started_at, value FROM rates WHERE metric = ? AND node IN ({marks})"
+                " AND started_at >= ? ORDER BY node, part, started_at",
+                [metric, *chunk, since],
+            )
+            for node, part, at, value in rows:
+                if (metric == PAIR_BUSBW and part not in node_set) or (
+                    metric == TFLOPS and part not in part_set
+                ):
+                    continue
+                found.setdefault((metric, node, part), []).append((str(at), float(value)))
+    answer = []
+    for (metric, node, part), points in sorted(found.items()):
+        values = [v for _, v in points]
+        trend = Trend(
+            metric,
+            node,
+            part,
+            len(values),
+            statistics.fmean(values),
+            min(values),
+            max(values),
+            points[0][0],
+            points[-1][0],
+        )
+        answer.append((trend, values))
+    return answer
 
 
 def series(
