@@ -227,43 +227,66 @@ def trends(store: Store, filters: Filters) -> list[Trend]:
 
 
 def trends_of(
-    store: Store, since: str, nodes: Sequence[str], parts: Sequence[str]
+    store: Store,
+    since: str,
+    nodes: Sequence[str],
+    parts: Sequence[str],
+    pairs: Iterable[tuple[str, str]],
+    *,
+    points: int,
 ) -> list[tuple[Trend, list[float]]]:
-    """The trends of ``nodes``' bus bandwidth, of the pairs among them and of ``parts``' compute
-    rates since ``since`` (what :func:`trends` answers for them), each with its values, oldest
-    first."""
-    node_set, part_set = set(nodes), set(parts)
-    found: dict[tuple[str, str, str], list[tuple[str, float]]] = {}
+    """The trends of ``nodes``' bus bandwidth, of ``pairs`` (names sorted) and of ``parts``' compute
+    rates since ``since`` (what :func:`trends` answers for them), each with its values in the last
+    ``points`` runs that checked any of ``nodes``, oldest first. A sparse plan draws other pairs
+    each run: only the given ones are read back, not every pair the nodes ever made."""
+    node_set, part_set, pair_set = set(nodes), set(parts), set(pairs)
+
+    def kept(metric: str, node: str, part: str) -> bool:
+        if metric == PAIR_BUSBW:
+            return (node, part) in pair_set
+        return metric != TFLOPS or part in part_set
+
+    found: dict[tuple[str, str, str], Trend] = {}
+    values: dict[tuple[str, str, str], list[float]] = {}
+    recent = _recent_runs(store, since, sorted(node_set), points)
     for metric in (BUSBW, PAIR_BUSBW, TFLOPS):
         for chunk in _chunks(sorted(node_set), 500):
             marks = ", ".join("?" for _ in chunk)
             rows = store.query(
-                f"SELECT node, part, started_at, value FROM rates WHERE metric = ? AND node IN ({marks})"
-                " AND started_at >= ? ORDER BY node, part, started_at",
+                "SELECT node, part, COUNT(*), AVG(value), MIN(value), MAX(value), MIN(started_at),"
+                f" MAX(started_at) FROM rates WHERE metric = ? AND node IN ({marks}) AND started_at >= ?"
+                " GROUP BY node, part",
                 [metric, *chunk, since],
             )
-            for node, part, at, value in rows:
-                if (metric == PAIR_BUSBW and part not in node_set) or (
-                    metric == TFLOPS and part not in part_set
-                ):
-                    continue
-                found.setdefault((metric, node, part), []).append((str(at), float(value)))
-    answer = []
-    for (metric, node, part), points in sorted(found.items()):
-        values = [v for _, v in points]
-        trend = Trend(
-            metric,
-            node,
-            part,
-            len(values),
-            statistics.fmean(values),
-            min(values),
-            max(values),
-            points[0][0],
-            points[-1][0],
+            for node, part, c, a, lo, hi, f, la in rows:
+                if kept(metric, node, part):
+                    found[(metric, node, part)] = Trend(
+                        metric, node, part, int(c), float(a), float(lo), float(hi), f, la
+                    )
+            rows = store.query(
+                f"SELECT node, part, value FROM rates WHERE metric = ? AND node IN ({marks})"
+                " AND started_at >= ? ORDER BY node, part, started_at",
+                [metric, *chunk, recent],
+            )
+            for node, part, value in rows:
+                if kept(metric, node, part):
+                    values.setdefault((metric, node, part), []).append(float(value))
+    return [(found[key], values.get(key, [])) for key in sorted(found)]
+
+
+def _recent_runs(store: Store, since: str, nodes: Sequence[str], points: int) -> str:
+    """The start of the ``points``-th latest run since ``since`` that checked one of ``nodes``."""
+    times: set[str] = set()
+    for chunk in _chunks(nodes, 500):
+        marks = ", ".join("?" for _ in chunk)
+        rows = store.query(
+            "SELECT DISTINCT r.started_at FROM runs r JOIN nodes n ON n.run_id = r.id"
+            f" WHERE r.started_at >= ? AND n.node IN ({marks}) ORDER BY r.started_at DESC LIMIT ?",
+            [since, *chunk, points],
         )
-        answer.append((trend, values))
-    return answer
+        times.update(str(at) for (at,) in rows)
+    latest = sorted(times, reverse=True)[:points]
+    return latest[-1] if latest else since
 
 
 def series(

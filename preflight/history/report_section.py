@@ -8,12 +8,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from preflight.history.queries import flaky_of, offenders_of, trends_of
-from preflight.history.record import RunRecord
+from preflight.history.record import PAIR_BUSBW, RunRecord
 from preflight.history.settings import iso
 from preflight.history.store import Store
 
-# The most recent values of a trend the report carries: enough for a sparkline, not the whole
-# window's (at 1,000 nodes of 8 GPUs the key is about 3 MB of the report's JSON with 20 values each).
+# A trend's values the report carries: those of the last this many runs that checked the run's
+# nodes, enough for a sparkline (at 1,000 nodes of 8 GPUs the key is about 3 MB of the report's
+# JSON), read from these runs only, not the whole window.
 POINTS = 20
 # Significant digits of the values kept: a sparkline shows no more.
 DIGITS = 4
@@ -21,19 +22,21 @@ DIGITS = 4
 
 def run_history(store: Store, record: RunRecord, window_days: int) -> dict[str, Any]:
     """Repeat offenders among the run's nodes and parts, its nodes' flaky findings, and the trends
-    of its nodes, pairs and GPUs, from ``window_days`` before the run to the run itself."""
+    of its nodes, of the pairs it tested and of its GPUs, from ``window_days`` before the run to
+    the run itself."""
     started = datetime.fromisoformat(record.started_at.replace("Z", "+00:00"))
     since = iso(started - timedelta(days=window_days))
     nodes = [h.name for h in record.hosts]
     parts = [p.part for found in record.parts.values() for p in found]
     now = {(r.metric, r.node, r.part): r.value for r in record.rates}
+    pairs = [(r.node, r.part) for r in record.rates if r.metric == PAIR_BUSBW]
     trends = []
-    for trend, values in trends_of(store, since, nodes, parts):
+    for trend, values in trends_of(store, since, nodes, parts, pairs, points=POINTS):
         trends.append(
             {
                 **trend.to_dict(),
                 "now": now.get((trend.metric, trend.node, trend.part)),
-                "values": [float(f"{v:.{DIGITS}g}") for v in values[-POINTS:]],
+                "values": [float(f"{v:.{DIGITS}g}") for v in values],
             }
         )
     return {
