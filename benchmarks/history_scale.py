@@ -26,6 +26,7 @@ import argparse
 import copy
 import dataclasses
 import json
+import shutil
 import statistics
 import sys
 import tempfile
@@ -52,6 +53,7 @@ from preflight.history.record import (
     record_of,
 )
 from preflight.history.report_section import run_history
+from preflight.history.schema import SCHEMA_VERSION
 from preflight.history.settings import iso
 from preflight.history.store import Store, open_store
 from preflight.history.write import save
@@ -157,19 +159,57 @@ def timed(action: Callable[[], Any], repeat: int) -> float:
     return statistics.median(times)
 
 
-def measure(backend: str, target: str, args: argparse.Namespace) -> None:
-    base = template(args.nodes)
-    start = datetime(2026, 1, 1, tzinfo=UTC)
+def is_filled(target: str, args: argparse.Namespace) -> bool:
+    """Whether the SQLite file ``target`` holds ``--runs`` runs of ``--nodes`` nodes, written at
+    this preflight's schema version."""
+    if not Path(target).exists():
+        return False
     store = open_store(target)
     try:
-        filled = fill(store, base, args.runs, start)
-        if store.dialect == "sqlite":
-            store.execute("ANALYZE")
-        else:
-            store.connection.commit()  # VACUUM runs outside a transaction
-            store.connection.autocommit = True
-            store.execute("VACUUM ANALYZE")
-            store.connection.autocommit = False
+        runs = store.query("SELECT COUNT(*), MAX(id) FROM runs")[0]
+        nodes = store.query("SELECT COUNT(*) FROM nodes WHERE run_id = ?", (runs[1] or 0,))[0][0]
+        stamp = store.query("SELECT value FROM meta WHERE key = 'benchmark_schema'")
+    finally:
+        store.close()
+    return (runs[0], nodes, stamp) == (args.runs, args.nodes, [(str(SCHEMA_VERSION),)])
+
+
+def fill_and_analyze(store: Store, base: RunRecord, runs: int, start: datetime) -> float:
+    """Fill the store, then have the database gather its statistics, as a long-used store has."""
+    filled = fill(store, base, runs, start)
+    if store.dialect == "sqlite":
+        store.execute("ANALYZE")
+    else:
+        store.connection.commit()  # VACUUM runs outside a transaction
+        store.connection.autocommit = True
+        store.execute("VACUUM ANALYZE")
+        store.connection.autocommit = False
+    return filled
+
+
+def measure(backend: str, target: str, args: argparse.Namespace, kept: str | None = None) -> None:
+    """Fill the store at ``target`` and time it; ``kept``: a SQLite file filled before (or now,
+    when it is not), copied to ``target`` instead of filling it."""
+    base = template(args.nodes)
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    filled = 0.0
+    if kept is not None:
+        if not is_filled(kept, args):
+            Path(kept).unlink(missing_ok=True)
+            store = open_store(kept)
+            try:
+                filled = fill_and_analyze(store, base, args.runs, start)
+                with store.transaction():
+                    store.execute(
+                        "INSERT INTO meta (key, value) VALUES ('benchmark_schema', ?)", (str(SCHEMA_VERSION),)
+                    )
+            finally:
+                store.close()
+        shutil.copyfile(kept, target)
+    store = open_store(target)
+    try:
+        if kept is None:
+            filled = fill_and_analyze(store, base, args.runs, start)
         now = start + RUN_EVERY * args.runs
         since = iso(now - timedelta(days=30))
         rows = history_answer(store, since)
@@ -209,12 +249,18 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument(
+        "--store",
+        metavar="PATH",
+        help="a SQLite store kept between runs: filled when it does not hold --runs runs of --nodes"
+        " nodes at this schema version, then copied for each measurement (SQLite only)",
+    )
+    parser.add_argument(
         "--postgres", metavar="URL", help="an empty PostgreSQL database to fill (default: start one)"
     )
     args = parser.parse_args()
     if args.backend in ("sqlite", "both"):
         with tempfile.TemporaryDirectory() as folder:
-            measure("sqlite", str(Path(folder) / "history.sqlite"), args)
+            measure("sqlite", str(Path(folder) / "history.sqlite"), args, args.store)
     if args.backend in ("postgresql", "both"):
         if args.postgres:
             measure("postgresql", args.postgres, args)

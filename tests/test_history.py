@@ -23,6 +23,7 @@ from preflight.errors import ExitCode
 from preflight.history.annotate import SLOWER
 from preflight.history.queries import Filters, flaky, offenders, trends, trends_of
 from preflight.history.record import RunInfo
+from preflight.history.schema import SCHEMA_VERSION
 from preflight.history.session import HistoryRequest, remember
 from preflight.history.settings import HistorySection, iso
 from preflight.history.store import HistoryError, open_store
@@ -134,7 +135,10 @@ def test_a_run_is_written_with_its_parts_and_rates(target: str) -> None:
         assert store.query("SELECT inventory, profile, verdict, hosts FROM runs") == [
             ("hosts.txt", "standard", "pass", 3)
         ]
-        parts = store.query("SELECT node, part, slot, pci FROM parts WHERE kind = 'gpu' ORDER BY part")
+        parts = store.query(
+            "SELECT n.node, p.part, p.slot, p.pci FROM nodes n JOIN set_parts p ON p.digest = n.parts_digest"
+            " WHERE p.kind = 'gpu' ORDER BY p.part"
+        )
         assert parts[0] == ("node1", "S1-0", "0", "00000000:04:00.0")
         versions = json.loads(store.query("SELECT stack_versions FROM nodes WHERE node = 'node2'")[0][0])
         assert versions["driver"] == "550.54.15" and versions["nccl"] == "2.21.5"
@@ -253,20 +257,71 @@ def test_two_runs_writing_at_once_both_land(target: str) -> None:
     store = open_store(target)
     try:
         assert store.query("SELECT COUNT(*) FROM runs") == [(2,)]
-        assert store.query("SELECT COUNT(*) FROM parts") == [(2 * 3 * 4,)]  # two runs, 3 nodes of 4 GPUs
+        # Both runs name each node's parts: 3 nodes of 4 GPUs, written once.
+        assert store.query("SELECT COUNT(*) FROM nodes WHERE parts_digest IS NOT NULL") == [(2 * 3,)]
+        assert store.query("SELECT COUNT(*) FROM part_sets") == [(3,)]
+        assert store.query("SELECT COUNT(*) FROM set_parts") == [(3 * 4,)]
     finally:
         store.close()
 
 
+def _parts_of_runs(target: str) -> list[tuple[str, str, str]]:
+    """(run's time, node, GPU serial) of every GPU each run saw, as ``--local`` reads them back."""
+    store = open_store(target)
+    try:
+        rows = store.query(
+            "SELECT r.started_at, n.node, p.part FROM runs r JOIN nodes n ON n.run_id = r.id"
+            " JOIN set_parts p ON p.digest = n.parts_digest WHERE p.kind = 'gpu'"
+            " ORDER BY r.started_at, n.node, p.part"
+        )
+    finally:
+        store.close()
+    return [(str(at), str(node), str(part)) for at, node, part in rows]
+
+
+def test_a_nodes_parts_are_written_once_while_they_stay_the_same(target: str) -> None:
+    for day in range(3):
+        _remember(target, _report(NOW - timedelta(days=3 - day), _hosts(), []))
+    swapped = [_host("node1", ["S9-0", "S1-1"]), *_hosts()[1:]]
+    _remember(target, _report(NOW, swapped, []))
+    store = open_store(target)
+    try:
+        # Three nodes' sets, and node1's again with its swapped GPU: 4 GPUs each.
+        assert store.query("SELECT node, COUNT(*) FROM part_sets GROUP BY node ORDER BY node") == [
+            ("node1", 2),
+            ("node2", 1),
+            ("node3", 1),
+        ]
+        assert store.query("SELECT COUNT(*) FROM set_parts WHERE kind = 'gpu'") == [(4 * 4,)]
+    finally:
+        store.close()
+    # Each run still reads back the parts it saw.
+    seen = _parts_of_runs(target)
+    assert [(node, part) for at, node, part in seen if at == iso(NOW) and node == "node1"][:2] == [
+        ("node1", "S1-1"),
+        ("node1", "S9-0"),
+    ]
+    assert [(node, part) for at, node, part in seen if at == iso(NOW - timedelta(days=1))][:2] == [
+        ("node1", "S1-0"),
+        ("node1", "S1-1"),
+    ]
+
+
 def test_keep_forgets_old_runs(target: str) -> None:
     _remember(target, _report(datetime.now(UTC) - timedelta(days=100), _hosts(), []))
+    old_node1 = [_host("node1", ["S9-0", "S9-1"]), *_hosts()[1:]]
+    _remember(target, _report(datetime.now(UTC) - timedelta(days=95), old_node1, []))
     _remember(target, _report(datetime.now(UTC), _hosts(), []), keep="90d")
     store = open_store(target)
     try:
         assert store.query("SELECT COUNT(*) FROM runs") == [(1,)]
         assert store.query("SELECT COUNT(*) FROM nodes") == [(3,)]
+        # node1's set of S9 GPUs went with the runs that named it; the others stay for the last run.
+        assert store.query("SELECT COUNT(*) FROM part_sets") == [(3,)]
+        assert store.query("SELECT COUNT(*) FROM set_parts WHERE part IN ('S9-0', 'S9-1')") == [(0,)]
     finally:
         store.close()
+    assert len(_parts_of_runs(target)) == 3 * 4
 
 
 # ----------------------------------------------------------------------------- a store that fails
@@ -328,6 +383,7 @@ def test_a_store_of_the_first_schema_is_migrated_and_keeps_its_runs(
     ranks = [(n, s, 600.0) for n, ss in SERIALS.items() for s in ss]
     with monkeypatch.context() as old:
         old.setattr("preflight.history.store.SCHEMA_VERSION", 1)
+        old.setattr("preflight.history.session.save", _save_before_version_3)
         _remember(target, _report(NOW - timedelta(days=1), _hosts(), [_compute(ranks)]))
         store = open_store(target)
         assert store.schema_version() == 1
@@ -335,11 +391,78 @@ def test_a_store_of_the_first_schema_is_migrated_and_keeps_its_runs(
     _remember(target, _report(NOW, _hosts(), [_compute(ranks)]))
     store = open_store(target)
     try:
-        assert store.schema_version() == 2
+        assert store.schema_version() == SCHEMA_VERSION
         rates = trends(store, Filters(since=iso(NOW - timedelta(days=2)), part="S1-0"))
         assert [(t.node, t.runs) for t in rates] == [("node1", 2)]
     finally:
         store.close()
+
+
+def test_a_store_of_the_second_schema_keeps_each_runs_parts(
+    target: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two runs of version 2, each with its own rows of parts; node1's GPU 0 swapped between them.
+    with monkeypatch.context() as old:
+        old.setattr("preflight.history.store.SCHEMA_VERSION", 2)
+        old.setattr("preflight.history.session.save", _save_before_version_3)
+        _remember(target, _report(NOW - timedelta(days=2), _hosts(), []))
+        swapped = [_host("node1", ["S9-0", "S1-1"]), *_hosts()[1:]]
+        _remember(target, _report(NOW - timedelta(days=1), swapped, []))
+        before = _parts_of_version_2(target)
+    assert len(before) == 2 * 3 * 4
+    assert {part for at, node, part in before if node == "node1"} >= {"S1-0", "S9-0"}
+    _remember(target, _report(NOW, _hosts(), []))
+    store = open_store(target)
+    try:
+        assert store.schema_version() == SCHEMA_VERSION
+    finally:
+        store.close()
+    seen = _parts_of_runs(target)
+    assert [row for row in seen if row[0] < iso(NOW)] == before
+    first = iso(NOW - timedelta(days=2))
+    assert [row[1:] for row in seen if row[0] == iso(NOW)] == [row[1:] for row in before if row[0] == first]
+
+
+def _save_before_version_3(store: Any, record: Any) -> int:
+    """A run as versions 1 and 2 wrote it: its nodes, each node's parts in ``parts``, its rates."""
+    with store.transaction():
+        run_id = store.insert_returning_id(
+            "INSERT INTO runs (started_at, inventory, profile, verdict, tool_version, local, hosts)"
+            " VALUES (?, 'hosts.txt', 'standard', 'pass', 'test', 0, ?) RETURNING id",
+            (record.started_at, len(record.hosts)),
+        )
+        store.insert_many(
+            "nodes",
+            ("run_id", "node", "reachable", "stack_versions"),
+            [(run_id, h.name, 1, "{}") for h in record.hosts],
+        )
+        store.insert_many(
+            "parts",
+            ("run_id", "node", "kind", "part", "slot", "uuid", "pci", "rate"),
+            [
+                (run_id, p.node, p.kind, p.part, p.slot, p.uuid, p.pci, p.rate)
+                for ps in record.parts.values()
+                for p in ps
+            ],
+        )
+        store.insert_many(
+            "rates",
+            ("run_id", "started_at", "metric", "node", "part", "value"),
+            [(run_id, record.started_at, r.metric, r.node, r.part, r.value) for r in record.rates],
+        )
+    return run_id
+
+
+def _parts_of_version_2(target: str) -> list[tuple[str, str, str]]:
+    store = open_store(target)
+    try:
+        rows = store.query(
+            "SELECT r.started_at, p.node, p.part FROM runs r JOIN parts p ON p.run_id = r.id"
+            " WHERE p.kind = 'gpu' ORDER BY r.started_at, p.node, p.part"
+        )
+    finally:
+        store.close()
+    return [(str(at), str(node), str(part)) for at, node, part in rows]
 
 
 # ----------------------------------------------------------------------------- pairs and the report's key
