@@ -9,15 +9,17 @@ each pair of a sparse plan (:data:`PAIR_STRIDES` partners a node, drawn again ea
 pairs a node), and a few findings (a slow GPU on 1 % of the nodes, some of them the same GPU
 again). Runs are 4 hours apart, so the default ``--since 30d`` of ``preflight history`` covers 180
 of them. Then it times the three queries of ``preflight history`` (repeat offenders, flaky
-findings, trends), the write of one more run, and the report's ``history`` key for that run (the
-same answers for its own nodes, with each trend's latest values), through the same code a run
-uses, and prints the medians of ``--repeat`` tries.
+findings, trends; then with ``--pairs``), the write of one more run, and the report's ``history``
+key for that run (the same answers for its own nodes, the latest values of the trends it draws),
+through the same code a run uses, and prints the medians of ``--repeat`` tries. ``--store PATH``
+keeps a filled SQLite store between runs of the benchmark (filling takes minutes).
 
 PostgreSQL: a server is started for the benchmark from Debian's ``postgresql`` package, as the
 test suite's fixture does (root needed), unless ``--postgres URL`` names one.
 
     .venv/bin/python benchmarks/history_scale.py                 # both backends
     .venv/bin/python benchmarks/history_scale.py --backend sqlite --nodes 100 --runs 20
+    .venv/bin/python benchmarks/history_scale.py --backend sqlite --store /var/tmp/history-1000.sqlite
 """
 
 from __future__ import annotations
@@ -144,9 +146,9 @@ def fill(store: Store, base: RunRecord, runs: int, start: datetime) -> float:
     return time.perf_counter() - began
 
 
-def history_answer(store: Store, since: str) -> int:
-    """What ``preflight history`` computes: its three queries; how many rows they gave."""
-    filters = Filters(since=since)
+def history_answer(store: Store, since: str, pairs: bool = False) -> int:
+    """What ``preflight history`` (``--pairs``) computes: its three queries; how many rows they gave."""
+    filters = Filters(since=since, pairs=pairs)
     return len(offenders(store, filters)) + len(flaky(store, filters)) + len(trends(store, filters))
 
 
@@ -214,6 +216,8 @@ def measure(backend: str, target: str, args: argparse.Namespace, kept: str | Non
         since = iso(now - timedelta(days=30))
         rows = history_answer(store, since)
         query_s = timed(lambda: history_answer(store, since), args.repeat)
+        with_pairs = history_answer(store, since, pairs=True)
+        pairs_s = timed(lambda: history_answer(store, since, pairs=True), args.repeat)
         # The runs to write are made first: only their write is timed.
         more = [run_at(base, n, start) for n in range(args.runs, args.runs + args.repeat)]
         extra = iter(more)
@@ -224,7 +228,8 @@ def measure(backend: str, target: str, args: argparse.Namespace, kept: str | Non
     parts = sum(len(p) for p in base.parts.values())
     print(
         f"{backend:10} {args.nodes} nodes x {GPUS} GPUs ({parts} parts a run) x {args.runs} runs "
-        f"(filled in {filled:.0f} s): preflight history {query_s:.2f} s ({rows} rows), "
+        f"(filled in {filled:.0f} s): preflight history {query_s:.2f} s ({rows} rows; "
+        f"--pairs {pairs_s:.2f} s, {with_pairs} rows), "
         f"one run's write {write_s:.2f} s, its report's history key {key_s:.2f} s",
         flush=True,
     )

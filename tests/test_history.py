@@ -19,9 +19,10 @@ from typing import Any
 
 import pytest
 
+from preflight.cli import main
 from preflight.errors import ExitCode
 from preflight.history.annotate import SLOWER
-from preflight.history.queries import Filters, flaky, offenders, trends, trends_of
+from preflight.history.queries import Filters, flaky, latest_values, offenders, trends
 from preflight.history.record import RunInfo
 from preflight.history.schema import SCHEMA_VERSION
 from preflight.history.session import HistoryRequest, remember
@@ -506,6 +507,38 @@ def test_each_pair_keeps_its_fastest_test_under_its_sorted_names(target: str) ->
         store.close()
 
 
+def test_preflight_history_leaves_the_pairs_out_unless_asked(
+    target: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pairs = [("node1", "node2", 380.0, False), ("node2", "node3", 370.0, False)]
+    _remember(target, _report(NOW, _hosts(), [_allreduce(pairs)]))
+
+    def answer(*options: str) -> dict[str, Any]:
+        since = iso(NOW - timedelta(days=1))
+        assert main(["history", "--history", target, "--json", "--since", since, *options]) == 0
+        found: dict[str, Any] = json.loads(capsys.readouterr().out)
+        return found
+
+    def shown(found: dict[str, Any]) -> list[tuple[str, str, str]]:
+        return [(t["metric"], t["node"], t["part"]) for t in found["trends"]]
+
+    plain = answer()
+    assert plain["pairs_left_out"] is True
+    assert shown(plain) == [("busbw", "node1", ""), ("busbw", "node2", ""), ("busbw", "node3", "")]
+    every = answer("--pairs")
+    assert every["pairs_left_out"] is False
+    assert shown(every)[1:3] == [("busbw", "node2", ""), ("busbw", "node3", "")]
+    assert ("pair_busbw", "node1", "node2") in shown(every) and ("pair_busbw", "node2", "node3") in shown(
+        every
+    )
+    of_node3 = answer("--node", "node3")
+    assert of_node3["pairs_left_out"] is False
+    assert shown(of_node3) == [("busbw", "node3", ""), ("pair_busbw", "node2", "node3")]
+    # In the terminal, a line says what was left out.
+    assert main(["history", "--history", target, "--since", iso(NOW - timedelta(days=1))]) == 0
+    assert "pairs' trends left out" in capsys.readouterr().out
+
+
 def test_the_report_carries_what_the_store_says_about_the_runs_own_nodes(target: str) -> None:
     # node4 ran with the others before: its rates, its pairs and its failures are not this run's.
     everyone = {**SERIALS, "node4": ["S4-0", "S4-1"]}
@@ -536,14 +569,11 @@ def test_the_report_carries_what_the_store_says_about_the_runs_own_nodes(target:
     try:
         assert history["store"] == store.target
         assert {o.name for o in offenders(store, Filters(since=since))} == {"node1", "node4"}
-        everything = trends(store, Filters(since=since))
-        # A trend's values are those of the latest runs only; its figures stay the window's.
-        ((latest, values),) = [
-            (t, v)
-            for t, v in trends_of(store, since, list(SERIALS), ["S2-0"], [], points=2)
-            if t.part == "S2-0"
-        ]
-        assert (values, latest.runs, latest.low) == ([602.0, 590.0], 4, 590.0)
+        everything = trends(store, Filters(since=since, pairs=True))
+        # A trend's values are its latest only; its figures stay the window's.
+        assert latest_values(store, since, [("tflops", "node2", "S2-0")], 2) == {
+            ("tflops", "node2", "S2-0"): [602.0, 590.0]
+        }
     finally:
         store.close()
     parts = {s for ss in SERIALS.values() for s in ss}
@@ -586,3 +616,46 @@ def test_a_run_without_the_store_has_no_history_key(tmp_path: Path) -> None:
     broken.write_bytes(b"not a database" * 100)
     out = _remember(str(broken), _report(NOW, _hosts(), []))
     assert out.history is None and [r.check for r in out.results] == ["history"]
+
+
+def test_a_large_runs_key_carries_values_only_for_the_rates_its_report_draws(target: str) -> None:
+    from reports.html.history import history_view
+
+    # 12 nodes of 4 GPUs and a ring of pairs: 12 + 48 + 12 rates, more than a report draws.
+    names = [f"node{i:02d}" for i in range(12)]
+    hosts = [_host(n, [f"{n}-{g}" for g in range(4)]) for n in names]
+    ring = [(names[i], names[(i + 1) % 12]) for i in range(12)]
+    for day in range(3):
+        last = day == 2
+        ranks = [
+            (n, f"{n}-{g}", 450.0 if last and (n, g) == ("node05", 2) else 600.0 + day)
+            for n in names
+            for g in range(4)
+        ]
+        pairs = [(a, b, 300.0 if last and a == "node07" else 380.0, False) for a, b in ring]
+        out = _remember(
+            target, _report(NOW - timedelta(days=2 - day), hosts, [_compute(ranks), _allreduce(pairs)])
+        )
+    assert out.history is not None
+    trends = out.history["trends"]
+    assert len(trends) == 12 + 48 + 12
+    assert all({"metric", "node", "part", "runs", "mean", "now"} <= set(t) for t in trends)
+    with_values = {(t["metric"], t["node"], t["part"]): t for t in trends if "values" in t}
+    # The slow GPU and the slow pair are drawn with their latest values and whole trend.
+    slow_gpu = with_values[("tflops", "node05", "node05-2")]
+    assert (slow_gpu["values"], slow_gpu["low"], slow_gpu["runs"]) == ([600.0, 601.0, 450.0], 450.0, 3)
+    assert with_values[("pair_busbw", "node07", "node08")]["values"] == [380.0, 380.0, 300.0]
+    # A GPU at its mean is not drawn: its runs, mean and this run's value only.
+    (steady,) = [t for t in trends if t["part"] == "node01-1"]
+    assert steady == {
+        "metric": "tflops",
+        "node": "node01",
+        "part": "node01-1",
+        "runs": 3,
+        "mean": 601.0,
+        "now": 602.0,
+    }
+    # What the key carries values for is what the HTML report draws.
+    view = history_view(out)
+    assert view is not None and 0 < len(view.drawn) == len(with_values) <= 40
+    assert view.trends == len(trends) and len(view.nodes) == 12

@@ -51,7 +51,34 @@ def test_it_prints_the_query_and_the_write_time(
     line = capsys.readouterr().out.strip()
     assert re.fullmatch(
         r"sqlite +5 nodes x 8 GPUs \(85 parts a run\) x 4 runs \(filled in \d+ s\): "
-        r"preflight history \d+\.\d\d s \(\d+ rows\), one run's write \d+\.\d\d s, "
+        r"preflight history \d+\.\d\d s \(\d+ rows; --pairs \d+\.\d\d s, \d+ rows\), "
+        r"one run's write \d+\.\d\d s, "
         r"its report's history key \d+\.\d\d s",
         line,
     ), line
+
+
+def test_a_kept_store_is_filled_once_and_measured_on_a_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kept = tmp_path / "kept.sqlite"
+    argv = ["history_scale.py", "--backend", "sqlite", "--nodes", "4", "--runs", "3", "--repeat", "1"]
+    monkeypatch.setattr(sys, "argv", [*argv, "--store", str(kept)])
+    history_scale.main()
+    filled = kept.stat().st_mtime_ns
+    history_scale.main()
+    assert kept.stat().st_mtime_ns == filled  # reused: the timed writes went to its copy
+    store = open_store(str(kept))
+    try:
+        assert store.query("SELECT COUNT(*) FROM runs") == [(3,)]
+    finally:
+        store.close()
+    # Another size fills it again.
+    monkeypatch.setattr(sys, "argv", [*argv[:-4], "--runs", "2", "--repeat", "1", "--store", str(kept)])
+    history_scale.main()
+    assert len(capsys.readouterr().out.strip().splitlines()) == 3
+    store = open_store(str(kept))
+    try:
+        assert store.query("SELECT COUNT(*) FROM runs") == [(2,)]
+    finally:
+        store.close()

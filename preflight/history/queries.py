@@ -17,11 +17,19 @@ FAILED = "('fail', 'error')"
 
 @dataclass(frozen=True)
 class Filters:
-    """``--since`` (ISO time), ``--node``, ``--part``: empty means any."""
+    """``--since`` (ISO time), ``--node``, ``--part``: empty means any; ``--pairs``."""
 
     since: str = ""
     node: str = ""
     part: str = ""
+    pairs: bool = False
+
+    @property
+    def with_pairs(self) -> bool:
+        """Whether the pairs' trends are read: with ``--pairs``, or ``--node`` (its own pairs only).
+        A sparse plan draws other pairs each run: at 1,000 nodes they are nearly all of the
+        trends (300,000 in 30 days)."""
+        return self.pairs or bool(self.node)
 
     def where(
         self, *, node_column: str = "node", part_column: str | None = "part", pairs: bool = False
@@ -215,7 +223,11 @@ class Trend:
 
 
 def trends(store: Store, filters: Filters) -> list[Trend]:
+    """The trends of every rate the filters match, the pairs' only where
+    :attr:`Filters.with_pairs`."""
     where, params = filters.where(pairs=True)
+    if not filters.with_pairs:
+        where += f" AND metric IN ('{BUSBW}', '{TFLOPS}')"
     rows = store.query(
         "SELECT metric, node, part, COUNT(*), AVG(value), MIN(value), MAX(value), MIN(started_at),"
         f" MAX(started_at) FROM rates WHERE {where} GROUP BY metric, node, part ORDER BY metric, node, part",
@@ -226,67 +238,98 @@ def trends(store: Store, filters: Filters) -> list[Trend]:
     ]
 
 
-def trends_of(
-    store: Store,
-    since: str,
-    nodes: Sequence[str],
-    parts: Sequence[str],
-    pairs: Iterable[tuple[str, str]],
-    *,
-    points: int,
-) -> list[tuple[Trend, list[float]]]:
-    """The trends of ``nodes``' bus bandwidth, of ``pairs`` (names sorted) and of ``parts``' compute
-    rates since ``since`` (what :func:`trends` answers for them), each with its values in the last
-    ``points`` runs that checked any of ``nodes``, oldest first. A sparse plan draws other pairs
-    each run: only the given ones are read back, not every pair the nodes ever made."""
-    node_set, part_set, pair_set = set(nodes), set(parts), set(pairs)
+@dataclass(frozen=True)
+class Mean:
+    """A rate's runs and mean over the window: what a report needs of a trend it does not draw."""
 
-    def kept(metric: str, node: str, part: str) -> bool:
-        if metric == PAIR_BUSBW:
-            return (node, part) in pair_set
-        return metric != TFLOPS or part in part_set
+    metric: str
+    node: str
+    part: str
+    runs: int
+    mean: float
 
-    found: dict[tuple[str, str, str], Trend] = {}
-    values: dict[tuple[str, str, str], list[float]] = {}
-    recent = _recent_runs(store, since, sorted(node_set), points)
-    for metric in (BUSBW, PAIR_BUSBW, TFLOPS):
-        for chunk in _chunks(sorted(node_set), 500):
+
+def means_of(
+    store: Store, since: str, nodes: Sequence[str], parts: Sequence[str], pairs: Iterable[tuple[str, str]]
+) -> list[Mean]:
+    """The runs and mean since ``since`` of ``nodes``' bus bandwidth, of ``pairs`` (names sorted) and
+    of ``parts``' compute rates, ordered by metric, node and part. Two aggregates read from the
+    rates' index take half the time of the six of a :class:`Trend`. A sparse plan draws other pairs
+    each run: only the given ones are read, not every pair the nodes ever made."""
+    part_set = set(parts)
+    found: list[Mean] = []
+    for metric in (BUSBW, TFLOPS):
+        for chunk in _chunks(sorted(set(nodes)), 500):
             marks = ", ".join("?" for _ in chunk)
             rows = store.query(
-                "SELECT node, part, COUNT(*), AVG(value), MIN(value), MAX(value), MIN(started_at),"
-                f" MAX(started_at) FROM rates WHERE metric = ? AND node IN ({marks}) AND started_at >= ?"
-                " GROUP BY node, part",
+                f"SELECT node, part, COUNT(*), AVG(value) FROM rates WHERE metric = ? AND node IN ({marks})"
+                " AND started_at >= ? GROUP BY node, part",
                 [metric, *chunk, since],
             )
-            for node, part, c, a, lo, hi, f, la in rows:
-                if kept(metric, node, part):
-                    found[(metric, node, part)] = Trend(
-                        metric, node, part, int(c), float(a), float(lo), float(hi), f, la
-                    )
-            rows = store.query(
-                f"SELECT node, part, value FROM rates WHERE metric = ? AND node IN ({marks})"
-                " AND started_at >= ? ORDER BY node, part, started_at",
-                [metric, *chunk, recent],
-            )
-            for node, part, value in rows:
-                if kept(metric, node, part):
-                    values.setdefault((metric, node, part), []).append(float(value))
-    return [(found[key], values.get(key, [])) for key in sorted(found)]
+            found += [
+                Mean(metric, n, p, int(c), float(a))
+                for n, p, c, a in rows
+                if metric != TFLOPS or p in part_set
+            ]
+    wanted = [(PAIR_BUSBW, node, part) for node, part in sorted(set(pairs))]
+    for (metric, node, part), (c, a) in _per_series(store, "COUNT(*), AVG(value)", wanted, since):
+        if c:
+            found.append(Mean(metric, node, part, int(c), float(a)))
+    return sorted(found, key=lambda m: (m.metric, m.node, m.part))
 
 
-def _recent_runs(store: Store, since: str, nodes: Sequence[str], points: int) -> str:
-    """The start of the ``points``-th latest run since ``since`` that checked one of ``nodes``."""
-    times: set[str] = set()
-    for chunk in _chunks(nodes, 500):
-        marks = ", ".join("?" for _ in chunk)
+def trends_by_key(store: Store, since: str, keys: Sequence[tuple[str, str, str]]) -> list[Trend]:
+    """The trends of the (metric, node, part) ``keys`` since ``since``: what :func:`trends`
+    answers for them."""
+    columns = "COUNT(*), AVG(value), MIN(value), MAX(value), MIN(started_at), MAX(started_at)"
+    found = [
+        Trend(metric, node, part, int(c), float(a), float(lo), float(hi), f, la)
+        for (metric, node, part), (c, a, lo, hi, f, la) in _per_series(store, columns, keys, since)
+        if c
+    ]
+    return sorted(found, key=lambda t: (t.metric, t.node, t.part))
+
+
+def latest_values(
+    store: Store, since: str, keys: Sequence[tuple[str, str, str]], points: int
+) -> dict[tuple[str, str, str], list[float]]:
+    """(metric, node, part) -> its last ``points`` values since ``since``, oldest first."""
+    found: dict[tuple[str, str, str], list[float]] = {}
+    for key in keys:
         rows = store.query(
-            "SELECT DISTINCT r.started_at FROM runs r JOIN nodes n ON n.run_id = r.id"
-            f" WHERE r.started_at >= ? AND n.node IN ({marks}) ORDER BY r.started_at DESC LIMIT ?",
-            [since, *chunk, points],
+            "SELECT value FROM rates WHERE metric = ? AND node = ? AND part = ? AND started_at >= ?"
+            " ORDER BY started_at DESC LIMIT ?",
+            [*key, since, points],
         )
-        times.update(str(at) for (at,) in rows)
-    latest = sorted(times, reverse=True)[:points]
-    return latest[-1] if latest else since
+        found[key] = [float(v) for (v,) in reversed(rows)]
+    return found
+
+
+def _per_series(
+    store: Store, columns: str, keys: Sequence[tuple[str, str, str]], since: str
+) -> Iterable[tuple[tuple[str, str, str], tuple[Any, ...]]]:
+    """``columns`` (aggregates) of each series in ``keys`` since ``since``: on SQLite one query a
+    series (in-process, each a seek on the rates' index), on PostgreSQL one query a few hundred
+    series (a join with their names, not a round trip each)."""
+    if store.dialect == "sqlite":
+        for key in keys:
+            rows = store.query(
+                f"SELECT {columns} FROM rates WHERE metric = ? AND node = ? AND part = ? AND started_at >= ?",
+                [*key, since],
+            )
+            yield key, rows[0]
+        return
+    for start in range(0, len(keys), 500):
+        chunk = keys[start : start + 500]
+        values = ", ".join("(?, ?, ?)" for _ in chunk)
+        rows = store.query(
+            f"WITH wanted (m, n, p) AS (VALUES {values}) SELECT metric, node, part, {columns}"
+            " FROM rates JOIN wanted ON metric = m AND node = n AND part = p WHERE started_at >= ?"
+            " GROUP BY metric, node, part",
+            [*(x for key in chunk for x in key), since],
+        )
+        for metric, node, part, *rest in rows:
+            yield (metric, node, part), tuple(rest)
 
 
 def series(

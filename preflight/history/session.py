@@ -55,7 +55,7 @@ def _remember(report: RunReport, request: HistoryRequest, store: Store) -> RunRe
         forget_before(store, datetime.now(UTC) - parse_keep(section.keep))
     report = dataclasses.replace(report, results=tuple(results))
     try:
-        return dataclasses.replace(report, history=run_history(store, record, section.window_days))
+        return dataclasses.replace(report, history=run_history(store, record, section.window_days, results))
     except HistoryError as exc:  # the run is written; only the report's section is missing
         return _with_warning(report, exc, "the report has no history section")
 

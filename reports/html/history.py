@@ -2,11 +2,10 @@
 ``history`` key): repeat offenders, flaky findings, and each node's, pair's and GPU's rate over
 the window as a sparkline with this run's point marked.
 
-At 1,000 nodes of 8 GPUs the section stays short: it draws the trends that matter (those a
-``history`` finding names slower than their own past, the repeat offenders', and the few furthest
-below their own mean), at most :data:`MOST_DRAWN`, and folds every node into one row of a table
-inside a ``<details>`` element: its bus bandwidth now and its mean, its GPU and its pair furthest
-below their own means. A run with :data:`DRAW_ALL` trends or fewer draws them all.
+At 1,000 nodes of 8 GPUs the section stays short: it draws the trends that matter, as
+:mod:`preflight.history.drawn` chooses them (the key carries their values only), and folds every
+node into one row of a table inside a ``<details>`` element: its bus bandwidth now and its mean, its
+GPU and its pair furthest below their own means.
 """
 
 from __future__ import annotations
@@ -17,21 +16,13 @@ from typing import Any
 
 from markupsafe import Markup
 
+from preflight.history.drawn import DRAW_ALL, drawn, reasons, slower_keys
 from preflight.model import RunReport
 from preflight.units import significant
 from reports import charts
 from reports.html.text import Anchors, text, when
 
-DRAW_ALL = 24
-SLOWEST = 5  # per metric, the trends furthest below their own mean
-MOST_DRAWN = 40
-CHECK = "history"
-SLOWER = "slower_than_own_past"
 METRICS = {"busbw": ("node busbw", "GB/s"), "pair_busbw": ("pair busbw", "GB/s"), "tflops": ("GPU", "TFLOPS")}
-ORDER = ("busbw", "pair_busbw", "tflops")
-WHY_SLOWER = "slower than its own past"
-WHY_OFFENDER = "repeat offender"
-WHY_SLOWEST = "furthest below its mean"
 
 
 @dataclass(frozen=True)
@@ -158,35 +149,6 @@ def _gpu_slots(report: RunReport) -> dict[tuple[str, str], str]:
     return slots
 
 
-def _why(
-    report: RunReport, history: Mapping[str, Any], trends: Sequence[_Trend]
-) -> dict[tuple[str, str, str], str]:
-    """Why a trend is drawn, for those that matter: named slower, an offender's, or among the few
-    furthest below their own mean (per metric)."""
-    why: dict[tuple[str, str, str], str] = {}
-    for result in report.results:
-        if result.check == CHECK and result.details.get("item") == SLOWER:
-            details = result.details
-            why[(str(details.get("metric")), str(details.get("node")), str(details.get("part") or ""))] = (
-                WHY_SLOWER
-            )
-    offending = {(str(o.get("by")), str(o.get("name"))) for o in _records(history.get("offenders"))}
-    for t in trends:
-        if t.key not in why and (
-            (t.metric == "busbw" and ("node", t.node) in offending)
-            or (t.metric == "tflops" and ("part", t.part) in offending)
-        ):
-            why[t.key] = WHY_OFFENDER
-    for metric in ORDER:
-        below = sorted(
-            (t for t in trends if t.metric == metric and t.ratio is not None and t.ratio < 1 and t.runs > 1),
-            key=lambda t: (_ratio_or_last(t), t.key),
-        )
-        for t in below[:SLOWEST]:
-            why.setdefault(t.key, WHY_SLOWEST)
-    return why
-
-
 def _what(t: _Trend, slots: Mapping[tuple[str, str], str]) -> str:
     if t.metric == "pair_busbw":
         return f"{t.node} ↔ {t.part}"
@@ -265,11 +227,9 @@ def history_view(report: RunReport) -> HistoryView | None:
     anchors = Anchors(report.hosts)
     slots = _gpu_slots(report)
     trends = _trends(history)
-    why = _why(report, history, trends)
+    offending = {(str(o.get("by")), str(o.get("name"))) for o in _records(history.get("offenders"))}
+    why = reasons(trends, slower_keys(report.results), offending)
     every = len(trends) <= DRAW_ALL
-    priority = {WHY_SLOWER: 0, WHY_OFFENDER: 1, WHY_SLOWEST: 2, "": 3}
-    chosen = [t for t in trends if every or t.key in why]
-    chosen.sort(key=lambda t: (priority[why.get(t.key, "")], ORDER.index(t.metric), _ratio_or_last(t), t.key))
     offenders = []
     for o in _records(history.get("offenders")):
         failures = _records(o.get("failures"))
@@ -301,7 +261,7 @@ def history_view(report: RunReport) -> HistoryView | None:
             )
             for f in _records(history.get("flaky"))
         ],
-        drawn=[_row(t, why.get(t.key, ""), slots, anchors) for t in chosen[:MOST_DRAWN]],
+        drawn=[_row(t, why.get(t.key, ""), slots, anchors) for t in drawn(trends, why)],
         trends=len(trends),
         nodes=[] if every else _node_rows(trends, slots, anchors),
     )
