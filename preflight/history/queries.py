@@ -185,17 +185,23 @@ def _flaky_among(store: Store, rows: Sequence[tuple[Any, ...]], since: str) -> l
 
 
 def _runs_checking(store: Store, nodes: Sequence[str], since: str) -> dict[str, list[int]]:
+    """Node -> the runs since ``since`` that reached it, in order of their ids. The window's runs
+    are read once and the nodes' rows by the nodes' index alone, not joined with the runs row by
+    row (at 1,000 nodes and 180 runs: 180,000 rows)."""
+    window = {int(run_id) for (run_id,) in store.query("SELECT id FROM runs WHERE started_at >= ?", [since])}
+    if not window:
+        return {}
     found: dict[str, list[int]] = {}
     for chunk in _chunks(nodes, 500):
         marks = ", ".join("?" for _ in chunk)
         rows = store.query(
-            f"SELECT n.node, n.run_id FROM nodes n JOIN runs r ON r.id = n.run_id"
-            f" WHERE n.reachable = 1 AND r.started_at >= ? AND n.node IN ({marks}) ORDER BY n.run_id",
-            [since, *chunk],
+            f"SELECT node, run_id FROM nodes WHERE reachable = 1 AND run_id >= ? AND node IN ({marks})",
+            [min(window), *chunk],
         )
         for node, run_id in rows:
-            found.setdefault(node, []).append(int(run_id))
-    return found
+            if run_id in window:
+                found.setdefault(node, []).append(int(run_id))
+    return {node: sorted(runs) for node, runs in found.items()}
 
 
 def _chunks(items: Sequence[str], size: int) -> Iterable[Sequence[str]]:

@@ -11,7 +11,7 @@ then a few seeks on the rates' index.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -70,7 +70,16 @@ def run_history(
             shown = [float(f"{v:.{DIGITS}g}") for v in values.get(key, [])]
             trends.append({**full[key].to_dict(), "now": t.now, "values": shown})
         else:
-            trends.append(asdict(t))
+            trends.append(
+                {
+                    "metric": t.metric,
+                    "node": t.node,
+                    "part": t.part,
+                    "runs": t.runs,
+                    "mean": t.mean,
+                    "now": t.now,
+                }
+            )
     return {
         "store": store.target,
         "since": since,
