@@ -4,17 +4,22 @@ PostgreSQL.
 The store is filled with ``--runs`` runs (200) of ``--nodes`` nodes (1,000), each the recorded H100
 node (tests/data/runs/h100_node.json) with 8 GPUs of distinct serials and the 9 HCA ports of a
 recorded H100 node's ``/sys/class/infiniband`` tree with distinct node GUIDs: every run writes its
-nodes, parts, versions, each GPU's compute rate, each node's bus bandwidth, and a few findings
-(a slow GPU on 1 % of the nodes, some of them the same GPU again). Runs are 4 hours apart, so the
-default ``--since 30d`` of ``preflight history`` covers 180 of them. Then it times the three
-queries of ``preflight history`` (repeat offenders, flaky findings, trends) and the write of one
-more run, through the same code a run uses, and prints the medians of ``--repeat`` tries.
+nodes, parts, versions, each GPU's compute rate, each node's bus bandwidth, the bus bandwidth of
+each pair of a sparse plan (:data:`PAIR_STRIDES` partners a node, drawn again each run: about four
+pairs a node), and a few findings (a slow GPU on 1 % of the nodes, some of them the same GPU
+again). Runs are 4 hours apart, so the default ``--since 30d`` of ``preflight history`` covers 180
+of them. Then it times the three queries of ``preflight history`` (repeat offenders, flaky
+findings, trends; then with ``--pairs``), the write of one more run, and the report's ``history``
+key for that run (the same answers for its own nodes, the latest values of the trends it draws),
+through the same code a run uses, and prints the medians of ``--repeat`` tries. ``--store PATH``
+keeps a filled SQLite store between runs of the benchmark (filling takes minutes).
 
 PostgreSQL: a server is started for the benchmark from Debian's ``postgresql`` package, as the
 test suite's fixture does (root needed), unless ``--postgres URL`` names one.
 
     .venv/bin/python benchmarks/history_scale.py                 # both backends
     .venv/bin/python benchmarks/history_scale.py --backend sqlite --nodes 100 --runs 20
+    .venv/bin/python benchmarks/history_scale.py --backend sqlite --store /var/tmp/history-1000.sqlite
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import argparse
 import copy
 import dataclasses
 import json
+import shutil
 import statistics
 import sys
 import tempfile
@@ -36,7 +42,20 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from preflight.history.queries import Filters, flaky, offenders, trends
-from preflight.history.record import Finding, Part, Rate, RunInfo, RunRecord, finding_key, record_of
+from preflight.history.record import (
+    BUSBW,
+    PAIR_BUSBW,
+    TFLOPS,
+    Finding,
+    Part,
+    Rate,
+    RunInfo,
+    RunRecord,
+    finding_key,
+    record_of,
+)
+from preflight.history.report_section import run_history
+from preflight.history.schema import SCHEMA_VERSION
 from preflight.history.settings import iso
 from preflight.history.store import Store, open_store
 from preflight.history.write import save
@@ -50,6 +69,8 @@ H100 = json.loads((ROOT / "tests" / "data" / "runs" / "h100_node.json").read_tex
 IB_TREE = ROOT / "tests" / "data" / "hardware" / "ib" / "sys-class-infiniband-h100"
 GPUS = 8
 RUN_EVERY = timedelta(hours=4)
+# A sparse pair plan: each node tested with the node this many strides on, two strides a run.
+PAIR_STRIDES = 2
 INFO = RunInfo(inventory="hosts.txt", profile="standard", local=False)
 
 
@@ -83,10 +104,11 @@ def run_at(base: RunRecord, number: int, start: datetime) -> RunRecord:
     (every 7th of them the same GPU as the run before: repeats and flaky findings)."""
     at = iso(start + RUN_EVERY * number)
     gpus = [p for parts in base.parts.values() for p in parts if p.kind == "gpu"]
-    rates = [Rate("tflops", p.node, p.part, 600.0 + (number * 31 + int(p.slot)) % 40 / 4) for p in gpus]
-    rates += [Rate("busbw", node, "", 380.0 + number % 5) for node in base.parts]
-    findings = []
+    rates = [Rate(TFLOPS, p.node, p.part, 600.0 + (number * 31 + int(p.slot)) % 40 / 4) for p in gpus]
+    rates += [Rate(BUSBW, node, "", 380.0 + number % 5) for node in base.parts]
     names = list(base.parts)
+    rates += [Rate(PAIR_BUSBW, a, b, 380.0 + (number + len(a)) % 7) for a, b in pairs_of(names, number)]
+    findings = []
     for k in range(max(1, len(names) // 100)):
         node = names[(number * 13 + k * 97) % len(names)] if k % 7 else names[k % len(names)]
         part: Part = base.parts[node][(number + k) % GPUS]
@@ -105,6 +127,16 @@ def run_at(base: RunRecord, number: int, start: datetime) -> RunRecord:
     return dataclasses.replace(base, started_at=at, rates=rates, findings=findings)
 
 
+def pairs_of(names: list[str], number: int) -> list[tuple[str, str]]:
+    """Run ``number``'s pairs, each once with its names sorted: every node with the node
+    :data:`PAIR_STRIDES` strides on, the strides drawn again each run."""
+    if len(names) < 2:
+        return []
+    strides = {1 + (number * 7 + k * 131) % (len(names) - 1) for k in range(PAIR_STRIDES)}
+    pairs = {tuple(sorted((a, names[(i + s) % len(names)]))) for i, a in enumerate(names) for s in strides}
+    return sorted((a, b) for a, b in pairs)
+
+
 def fill(store: Store, base: RunRecord, runs: int, start: datetime) -> float:
     began = time.perf_counter()
     for number in range(runs):
@@ -114,9 +146,9 @@ def fill(store: Store, base: RunRecord, runs: int, start: datetime) -> float:
     return time.perf_counter() - began
 
 
-def history_answer(store: Store, since: str) -> int:
-    """What ``preflight history`` computes: its three queries; how many rows they gave."""
-    filters = Filters(since=since)
+def history_answer(store: Store, since: str, pairs: bool = False) -> int:
+    """What ``preflight history`` (``--pairs``) computes: its three queries; how many rows they gave."""
+    filters = Filters(since=since, pairs=pairs)
     return len(offenders(store, filters)) + len(flaky(store, filters)) + len(trends(store, filters))
 
 
@@ -129,33 +161,76 @@ def timed(action: Callable[[], Any], repeat: int) -> float:
     return statistics.median(times)
 
 
-def measure(backend: str, target: str, args: argparse.Namespace) -> None:
-    base = template(args.nodes)
-    start = datetime(2026, 1, 1, tzinfo=UTC)
+def is_filled(target: str, args: argparse.Namespace) -> bool:
+    """Whether the SQLite file ``target`` holds ``--runs`` runs of ``--nodes`` nodes, written at
+    this preflight's schema version."""
+    if not Path(target).exists():
+        return False
     store = open_store(target)
     try:
-        filled = fill(store, base, args.runs, start)
-        if store.dialect == "sqlite":
-            store.execute("ANALYZE")
-        else:
-            store.connection.commit()  # VACUUM runs outside a transaction
-            store.connection.autocommit = True
-            store.execute("VACUUM ANALYZE")
-            store.connection.autocommit = False
+        runs = store.query("SELECT COUNT(*), MAX(id) FROM runs")[0]
+        nodes = store.query("SELECT COUNT(*) FROM nodes WHERE run_id = ?", (runs[1] or 0,))[0][0]
+        stamp = store.query("SELECT value FROM meta WHERE key = 'benchmark_schema'")
+    finally:
+        store.close()
+    return (runs[0], nodes, stamp) == (args.runs, args.nodes, [(str(SCHEMA_VERSION),)])
+
+
+def fill_and_analyze(store: Store, base: RunRecord, runs: int, start: datetime) -> float:
+    """Fill the store, then have the database gather its statistics, as a long-used store has."""
+    filled = fill(store, base, runs, start)
+    if store.dialect == "sqlite":
+        store.execute("ANALYZE")
+    else:
+        store.connection.commit()  # VACUUM runs outside a transaction
+        store.connection.autocommit = True
+        store.execute("VACUUM ANALYZE")
+        store.connection.autocommit = False
+    return filled
+
+
+def measure(backend: str, target: str, args: argparse.Namespace, kept: str | None = None) -> None:
+    """Fill the store at ``target`` and time it; ``kept``: a SQLite file filled before (or now,
+    when it is not), copied to ``target`` instead of filling it."""
+    base = template(args.nodes)
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    filled = 0.0
+    if kept is not None:
+        if not is_filled(kept, args):
+            Path(kept).unlink(missing_ok=True)
+            store = open_store(kept)
+            try:
+                filled = fill_and_analyze(store, base, args.runs, start)
+                with store.transaction():
+                    store.execute(
+                        "INSERT INTO meta (key, value) VALUES ('benchmark_schema', ?)", (str(SCHEMA_VERSION),)
+                    )
+            finally:
+                store.close()
+        shutil.copyfile(kept, target)
+    store = open_store(target)
+    try:
+        if kept is None:
+            filled = fill_and_analyze(store, base, args.runs, start)
         now = start + RUN_EVERY * args.runs
         since = iso(now - timedelta(days=30))
         rows = history_answer(store, since)
         query_s = timed(lambda: history_answer(store, since), args.repeat)
+        with_pairs = history_answer(store, since, pairs=True)
+        pairs_s = timed(lambda: history_answer(store, since, pairs=True), args.repeat)
         # The runs to write are made first: only their write is timed.
-        extra = iter([run_at(base, n, start) for n in range(args.runs, args.runs + args.repeat)])
+        more = [run_at(base, n, start) for n in range(args.runs, args.runs + args.repeat)]
+        extra = iter(more)
         write_s = timed(lambda: save(store, next(extra)), args.repeat)
+        key_s = timed(lambda: run_history(store, more[-1], 30), args.repeat)
     finally:
         store.close()
     parts = sum(len(p) for p in base.parts.values())
     print(
         f"{backend:10} {args.nodes} nodes x {GPUS} GPUs ({parts} parts a run) x {args.runs} runs "
-        f"(filled in {filled:.0f} s): preflight history {query_s:.2f} s ({rows} rows), "
-        f"one run's write {write_s:.2f} s",
+        f"(filled in {filled:.0f} s): preflight history {query_s:.2f} s ({rows} rows; "
+        f"--pairs {pairs_s:.2f} s, {with_pairs} rows), "
+        f"one run's write {write_s:.2f} s, its report's history key {key_s:.2f} s",
         flush=True,
     )
 
@@ -179,12 +254,18 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument(
+        "--store",
+        metavar="PATH",
+        help="a SQLite store kept between runs: filled when it does not hold --runs runs of --nodes"
+        " nodes at this schema version, then copied for each measurement (SQLite only)",
+    )
+    parser.add_argument(
         "--postgres", metavar="URL", help="an empty PostgreSQL database to fill (default: start one)"
     )
     args = parser.parse_args()
     if args.backend in ("sqlite", "both"):
         with tempfile.TemporaryDirectory() as folder:
-            measure("sqlite", str(Path(folder) / "history.sqlite"), args)
+            measure("sqlite", str(Path(folder) / "history.sqlite"), args, args.store)
     if args.backend in ("postgresql", "both"):
         if args.postgres:
             measure("postgresql", args.postgres, args)

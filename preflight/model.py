@@ -171,6 +171,8 @@ class RunReport:
     timings: Mapping[str, float] = field(default_factory=dict)
     # The nodes a launcher should use and those to leave out (preflight.handback.Handback.to_dict).
     handback: Mapping[str, Any] | None = None
+    # What the history store says about the run's nodes (preflight.history.report_section).
+    history: Mapping[str, Any] | None = None
     schema_version: int = SCHEMA_VERSION
 
     @property
@@ -221,6 +223,7 @@ class RunReport:
             "hosts": [h.to_dict() for h in self.hosts],
             "results": [r.to_dict() for r in self.results],
             **({"handback": dict(self.handback)} if self.handback is not None else {}),
+            **({"history": dict(self.history)} if self.history is not None else {}),
         }
 
     @classmethod
@@ -239,6 +242,7 @@ class RunReport:
             interrupted=bool(data.get("interrupted", False)),
             timings={str(k): float(v) for k, v in (data.get("timings") or {}).items()},
             handback=dict(data["handback"]) if isinstance(data.get("handback"), Mapping) else None,
+            history=dict(data["history"]) if isinstance(data.get("history"), Mapping) else None,
         )
 
     def results_for(self, check: str) -> list[CheckResult]:

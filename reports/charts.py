@@ -1,5 +1,5 @@
 """Server-side SVG charts for the HTML report: lines over a log2 or linear axis, heatmaps,
-horizontal bars and per-GPU memory meters. Every chart is plain inline SVG, styled only by
+horizontal bars, per-GPU memory meters and sparklines. Every chart is plain inline SVG, styled only by
 CSS classes of the report's one stylesheet, with native ``<title>`` tooltips.
 
 Why small helpers of our own rather than a charting library. The report is one file under a
@@ -488,6 +488,45 @@ def meter_grid(
             )
         body.append(_el("g", _title(m.title) + "".join(parts), class_=f"meter {m.css}".strip()))
     return _svg(width, height, label, body, "meters")
+
+
+# --------------------------------------------------------------------------- sparkline
+
+
+def sparkline(
+    values: Sequence[float],
+    *,
+    label: str,
+    mark_last: bool,
+    reference: float | None = None,
+    width: float = 120,
+    height: float = 26,
+) -> Markup:
+    """A small line of ``values`` in their order (no axes), from their lowest to their highest,
+    with a dashed line at ``reference`` (a mean) and the last point marked when ``mark_last``;
+    ``label`` is its tooltip and its accessible name."""
+    if not values:
+        return empty_chart(label, width=width, height=height)
+    low, high = min(values), max(values)
+    if reference is not None:
+        low, high = min(low, reference), max(high, reference)
+    if high <= low:  # all alike: a flat line in the middle
+        low, high = low - 1, high + 1
+    pad = 3.0
+    step = (width - 2 * pad) / max(1, len(values) - 1)
+
+    def y(v: float) -> float:
+        return pad + (1 - (v - low) / (high - low)) * (height - 2 * pad)
+
+    points = [(pad + i * step if len(values) > 1 else width / 2, y(v)) for i, v in enumerate(values)]
+    body: list[str] = []
+    if reference is not None:
+        ref = y(reference)
+        body.append(_el("line", class_="ref", x1=pad, x2=width - pad, y1=ref, y2=ref))
+    body.append(_el("polyline", class_="spark", points=" ".join(f"{_n(a)},{_n(b)}" for a, b in points)))
+    if mark_last:
+        body.append(_el("circle", class_="spark-now", cx=points[-1][0], cy=points[-1][1], r=2.6))
+    return _svg(width, height, label, body, "sparkline")
 
 
 def draw(figure: Figure) -> Markup:

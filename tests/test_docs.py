@@ -12,6 +12,9 @@ from typing import Any, get_args
 
 from preflight.errors import ExitCode
 from preflight.handback import hand_back
+from preflight.history.record import RunInfo
+from preflight.history.session import HistoryRequest, remember
+from preflight.history.settings import HistorySection
 from preflight.model import HostErrorKind, RunReport
 from preflight.profiles import checks_of
 from preflight.registry import all_checks, unreached_check
@@ -86,12 +89,17 @@ def test_the_exit_code_table_is_the_code() -> None:
     assert table == {int(code): code.name for code in ExitCode}
 
 
-def test_the_schema_doc_lists_every_field_a_run_writes() -> None:
-    run = _recorded_run()
+def test_the_schema_doc_lists_every_field_a_run_writes(tmp_path: Path) -> None:
+    # As a run that used the history store writes it: with the history key.
+    request = HistoryRequest(
+        HistorySection(store=str(tmp_path / "history.sqlite")), RunInfo("hosts", "standard", False)
+    )
+    run = remember(RunReport.from_dict(_recorded_run()), request).to_dict()
     assert _first_column("report-schema.md", "Top-level fields") == list(run)
     assert _first_column("report-schema.md", "Host entries") == list(run["hosts"][0])
     assert _first_column("report-schema.md", "Result entries") == list(run["results"][0])
     assert _first_column("report-schema.md", "The hand-back") == list(run["handback"])
+    assert _first_column("report-schema.md", "History") == list(run["history"])
 
 
 def test_the_schema_doc_lists_the_statuses_worst_first_and_every_host_error_kind() -> None:

@@ -19,10 +19,12 @@ from typing import Any
 
 import pytest
 
+from preflight.cli import main
 from preflight.errors import ExitCode
 from preflight.history.annotate import SLOWER
-from preflight.history.queries import Filters, flaky, offenders, trends
+from preflight.history.queries import Filters, flaky, latest_values, offenders, trends
 from preflight.history.record import RunInfo
+from preflight.history.schema import SCHEMA_VERSION
 from preflight.history.session import HistoryRequest, remember
 from preflight.history.settings import HistorySection, iso
 from preflight.history.store import HistoryError, open_store
@@ -134,7 +136,10 @@ def test_a_run_is_written_with_its_parts_and_rates(target: str) -> None:
         assert store.query("SELECT inventory, profile, verdict, hosts FROM runs") == [
             ("hosts.txt", "standard", "pass", 3)
         ]
-        parts = store.query("SELECT node, part, slot, pci FROM parts WHERE kind = 'gpu' ORDER BY part")
+        parts = store.query(
+            "SELECT n.node, p.part, p.slot, p.pci FROM nodes n JOIN set_parts p ON p.digest = n.parts_digest"
+            " WHERE p.kind = 'gpu' ORDER BY p.part"
+        )
         assert parts[0] == ("node1", "S1-0", "0", "00000000:04:00.0")
         versions = json.loads(store.query("SELECT stack_versions FROM nodes WHERE node = 'node2'")[0][0])
         assert versions["driver"] == "550.54.15" and versions["nccl"] == "2.21.5"
@@ -253,20 +258,71 @@ def test_two_runs_writing_at_once_both_land(target: str) -> None:
     store = open_store(target)
     try:
         assert store.query("SELECT COUNT(*) FROM runs") == [(2,)]
-        assert store.query("SELECT COUNT(*) FROM parts") == [(2 * 3 * 4,)]  # two runs, 3 nodes of 4 GPUs
+        # Both runs name each node's parts: 3 nodes of 4 GPUs, written once.
+        assert store.query("SELECT COUNT(*) FROM nodes WHERE parts_digest IS NOT NULL") == [(2 * 3,)]
+        assert store.query("SELECT COUNT(*) FROM part_sets") == [(3,)]
+        assert store.query("SELECT COUNT(*) FROM set_parts") == [(3 * 4,)]
     finally:
         store.close()
 
 
+def _parts_of_runs(target: str) -> list[tuple[str, str, str]]:
+    """(run's time, node, GPU serial) of every GPU each run saw, as ``--local`` reads them back."""
+    store = open_store(target)
+    try:
+        rows = store.query(
+            "SELECT r.started_at, n.node, p.part FROM runs r JOIN nodes n ON n.run_id = r.id"
+            " JOIN set_parts p ON p.digest = n.parts_digest WHERE p.kind = 'gpu'"
+            " ORDER BY r.started_at, n.node, p.part"
+        )
+    finally:
+        store.close()
+    return [(str(at), str(node), str(part)) for at, node, part in rows]
+
+
+def test_a_nodes_parts_are_written_once_while_they_stay_the_same(target: str) -> None:
+    for day in range(3):
+        _remember(target, _report(NOW - timedelta(days=3 - day), _hosts(), []))
+    swapped = [_host("node1", ["S9-0", "S1-1"]), *_hosts()[1:]]
+    _remember(target, _report(NOW, swapped, []))
+    store = open_store(target)
+    try:
+        # Three nodes' sets, and node1's again with its swapped GPU: 4 GPUs each.
+        assert store.query("SELECT node, COUNT(*) FROM part_sets GROUP BY node ORDER BY node") == [
+            ("node1", 2),
+            ("node2", 1),
+            ("node3", 1),
+        ]
+        assert store.query("SELECT COUNT(*) FROM set_parts WHERE kind = 'gpu'") == [(4 * 4,)]
+    finally:
+        store.close()
+    # Each run still reads back the parts it saw.
+    seen = _parts_of_runs(target)
+    assert [(node, part) for at, node, part in seen if at == iso(NOW) and node == "node1"][:2] == [
+        ("node1", "S1-1"),
+        ("node1", "S9-0"),
+    ]
+    assert [(node, part) for at, node, part in seen if at == iso(NOW - timedelta(days=1))][:2] == [
+        ("node1", "S1-0"),
+        ("node1", "S1-1"),
+    ]
+
+
 def test_keep_forgets_old_runs(target: str) -> None:
     _remember(target, _report(datetime.now(UTC) - timedelta(days=100), _hosts(), []))
+    old_node1 = [_host("node1", ["S9-0", "S9-1"]), *_hosts()[1:]]
+    _remember(target, _report(datetime.now(UTC) - timedelta(days=95), old_node1, []))
     _remember(target, _report(datetime.now(UTC), _hosts(), []), keep="90d")
     store = open_store(target)
     try:
         assert store.query("SELECT COUNT(*) FROM runs") == [(1,)]
         assert store.query("SELECT COUNT(*) FROM nodes") == [(3,)]
+        # node1's set of S9 GPUs went with the runs that named it; the others stay for the last run.
+        assert store.query("SELECT COUNT(*) FROM part_sets") == [(3,)]
+        assert store.query("SELECT COUNT(*) FROM set_parts WHERE part IN ('S9-0', 'S9-1')") == [(0,)]
     finally:
         store.close()
+    assert len(_parts_of_runs(target)) == 3 * 4
 
 
 # ----------------------------------------------------------------------------- a store that fails
@@ -328,6 +384,7 @@ def test_a_store_of_the_first_schema_is_migrated_and_keeps_its_runs(
     ranks = [(n, s, 600.0) for n, ss in SERIALS.items() for s in ss]
     with monkeypatch.context() as old:
         old.setattr("preflight.history.store.SCHEMA_VERSION", 1)
+        old.setattr("preflight.history.session.save", _save_before_version_3)
         _remember(target, _report(NOW - timedelta(days=1), _hosts(), [_compute(ranks)]))
         store = open_store(target)
         assert store.schema_version() == 1
@@ -335,8 +392,270 @@ def test_a_store_of_the_first_schema_is_migrated_and_keeps_its_runs(
     _remember(target, _report(NOW, _hosts(), [_compute(ranks)]))
     store = open_store(target)
     try:
-        assert store.schema_version() == 2
+        assert store.schema_version() == SCHEMA_VERSION
         rates = trends(store, Filters(since=iso(NOW - timedelta(days=2)), part="S1-0"))
         assert [(t.node, t.runs) for t in rates] == [("node1", 2)]
     finally:
         store.close()
+
+
+def test_a_store_of_the_second_schema_keeps_each_runs_parts(
+    target: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two runs of version 2, each with its own rows of parts; node1's GPU 0 swapped between them.
+    with monkeypatch.context() as old:
+        old.setattr("preflight.history.store.SCHEMA_VERSION", 2)
+        old.setattr("preflight.history.session.save", _save_before_version_3)
+        _remember(target, _report(NOW - timedelta(days=2), _hosts(), []))
+        swapped = [_host("node1", ["S9-0", "S1-1"]), *_hosts()[1:]]
+        _remember(target, _report(NOW - timedelta(days=1), swapped, []))
+        before = _parts_of_version_2(target)
+    assert len(before) == 2 * 3 * 4
+    assert {part for at, node, part in before if node == "node1"} >= {"S1-0", "S9-0"}
+    _remember(target, _report(NOW, _hosts(), []))
+    store = open_store(target)
+    try:
+        assert store.schema_version() == SCHEMA_VERSION
+    finally:
+        store.close()
+    seen = _parts_of_runs(target)
+    assert [row for row in seen if row[0] < iso(NOW)] == before
+    first = iso(NOW - timedelta(days=2))
+    assert [row[1:] for row in seen if row[0] == iso(NOW)] == [row[1:] for row in before if row[0] == first]
+
+
+def _save_before_version_3(store: Any, record: Any) -> int:
+    """A run as versions 1 and 2 wrote it: its nodes, each node's parts in ``parts``, its rates."""
+    with store.transaction():
+        run_id = store.insert_returning_id(
+            "INSERT INTO runs (started_at, inventory, profile, verdict, tool_version, local, hosts)"
+            " VALUES (?, 'hosts.txt', 'standard', 'pass', 'test', 0, ?) RETURNING id",
+            (record.started_at, len(record.hosts)),
+        )
+        store.insert_many(
+            "nodes",
+            ("run_id", "node", "reachable", "stack_versions"),
+            [(run_id, h.name, 1, "{}") for h in record.hosts],
+        )
+        store.insert_many(
+            "parts",
+            ("run_id", "node", "kind", "part", "slot", "uuid", "pci", "rate"),
+            [
+                (run_id, p.node, p.kind, p.part, p.slot, p.uuid, p.pci, p.rate)
+                for ps in record.parts.values()
+                for p in ps
+            ],
+        )
+        store.insert_many(
+            "rates",
+            ("run_id", "started_at", "metric", "node", "part", "value"),
+            [(run_id, record.started_at, r.metric, r.node, r.part, r.value) for r in record.rates],
+        )
+    return run_id
+
+
+def _parts_of_version_2(target: str) -> list[tuple[str, str, str]]:
+    store = open_store(target)
+    try:
+        rows = store.query(
+            "SELECT r.started_at, p.node, p.part FROM runs r JOIN parts p ON p.run_id = r.id"
+            " WHERE p.kind = 'gpu' ORDER BY r.started_at, p.node, p.part"
+        )
+    finally:
+        store.close()
+    return [(str(at), str(node), str(part)) for at, node, part in rows]
+
+
+# ----------------------------------------------------------------------------- pairs and the report's key
+
+
+def _allreduce(pairs: list[tuple[str, str, float, bool]]) -> CheckResult:
+    """An all-reduce finding with pair tests as the judge writes them: (node, node, busbw, retest)."""
+    tests = [
+        {"round": i, "nodes": [a, b], "busbw_gbps": busbw, "retest": retest}
+        for i, (a, b, busbw, retest) in enumerate(pairs)
+    ]
+    return CheckResult("allreduce", "pass", "all-reduce fine", (), {"pairs": tests})
+
+
+def test_each_pair_keeps_its_fastest_test_under_its_sorted_names(target: str) -> None:
+    # node3-node1 was slow once and fast when re-tested; node2-node3 was slow in both tests.
+    pairs = [
+        ("node1", "node2", 380.0, False),
+        ("node3", "node1", 120.0, False),
+        ("node2", "node3", 150.0, False),
+        ("node1", "node3", 375.0, True),
+        ("node3", "node2", 140.0, True),
+    ]
+    _remember(target, _report(NOW, _hosts(), [_allreduce(pairs)]))
+    store = open_store(target)
+    try:
+        rows = store.query(
+            "SELECT node, part, value FROM rates WHERE metric = 'pair_busbw' ORDER BY node, part"
+        )
+        assert rows == [("node1", "node2", 380.0), ("node1", "node3", 375.0), ("node2", "node3", 150.0)]
+        # A node's busbw stays the median of its first tests.
+        assert store.query("SELECT value FROM rates WHERE metric = 'busbw' AND node = 'node3'") == [(135.0,)]
+        # --node names a pair by either of its nodes.
+        of_node3 = trends(store, Filters(since=iso(NOW - timedelta(days=1)), node="node3"))
+        assert [(t.metric, t.node, t.part) for t in of_node3] == [
+            ("busbw", "node3", ""),
+            ("pair_busbw", "node1", "node3"),
+            ("pair_busbw", "node2", "node3"),
+        ]
+    finally:
+        store.close()
+
+
+def test_preflight_history_leaves_the_pairs_out_unless_asked(
+    target: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pairs = [("node1", "node2", 380.0, False), ("node2", "node3", 370.0, False)]
+    _remember(target, _report(NOW, _hosts(), [_allreduce(pairs)]))
+
+    def answer(*options: str) -> dict[str, Any]:
+        since = iso(NOW - timedelta(days=1))
+        assert main(["history", "--history", target, "--json", "--since", since, *options]) == 0
+        found: dict[str, Any] = json.loads(capsys.readouterr().out)
+        return found
+
+    def shown(found: dict[str, Any]) -> list[tuple[str, str, str]]:
+        return [(t["metric"], t["node"], t["part"]) for t in found["trends"]]
+
+    plain = answer()
+    assert plain["pairs_left_out"] is True
+    assert shown(plain) == [("busbw", "node1", ""), ("busbw", "node2", ""), ("busbw", "node3", "")]
+    every = answer("--pairs")
+    assert every["pairs_left_out"] is False
+    assert shown(every)[1:3] == [("busbw", "node2", ""), ("busbw", "node3", "")]
+    assert ("pair_busbw", "node1", "node2") in shown(every) and ("pair_busbw", "node2", "node3") in shown(
+        every
+    )
+    of_node3 = answer("--node", "node3")
+    assert of_node3["pairs_left_out"] is False
+    assert shown(of_node3) == [("busbw", "node3", ""), ("pair_busbw", "node2", "node3")]
+    # In the terminal, a line says what was left out.
+    assert main(["history", "--history", target, "--since", iso(NOW - timedelta(days=1))]) == 0
+    assert "pairs' trends left out" in capsys.readouterr().out
+
+
+def test_the_report_carries_what_the_store_says_about_the_runs_own_nodes(target: str) -> None:
+    # node4 ran with the others before: its rates, its pairs and its failures are not this run's.
+    everyone = {**SERIALS, "node4": ["S4-0", "S4-1"]}
+    pairs = [
+        ("node1", "node2", 380.0, False),
+        ("node2", "node3", 370.0, False),
+        ("node3", "node4", 360.0, False),
+    ]
+    for day, serials in enumerate((["A-0", "S1-1"], ["B-0", "S1-1"], SERIALS["node1"])):
+        hosts = [_host(n, serials if n == "node1" else s) for n, s in everyone.items()]
+        ranks = [(h.name, g.serial or "", 600.0 + day) for h in hosts for g in h.node.gpus or []]
+        slow = ("node1", "node4") if day < 2 else ()
+        slow_gpus = ("A-0", "B-0", f"S4-{day}")  # node4 too fails with two GPUs
+        compute = _compute([(n, s, 400.0 if s in slow_gpus else f) for n, s, f in ranks], slow)
+        _remember(target, _report(NOW - timedelta(days=3 - day), hosts, [compute, _allreduce(pairs)]))
+    # This run: three nodes; node1 holds S1-0 and S1-1 again.
+    ranks = [(n, s, 590.0) for n, ss in SERIALS.items() for s in ss]
+    out = _remember(target, _report(NOW, _hosts(), [_compute(ranks), _allreduce(pairs[:2])]))
+    history = out.to_dict()["history"]
+    since = iso(NOW - timedelta(days=30))
+    assert (history["since"], history["window_days"]) == (since, 30)
+    # node1 and node4 failed with two different GPUs each; node4 is not in this run.
+    assert [(o["by"], o["name"], o["others"]) for o in history["offenders"]] == [
+        ("node", "node1", ["A-0", "B-0"])
+    ]
+    # The same answers as preflight history, for this run's nodes and parts and the pairs among them.
+    store = open_store(target)
+    try:
+        assert history["store"] == store.target
+        assert {o.name for o in offenders(store, Filters(since=since))} == {"node1", "node4"}
+        everything = trends(store, Filters(since=since, pairs=True))
+        # A trend's values are its latest only; its figures stay the window's.
+        assert latest_values(store, since, [("tflops", "node2", "S2-0")], 2) == {
+            ("tflops", "node2", "S2-0"): [602.0, 590.0]
+        }
+    finally:
+        store.close()
+    parts = {s for ss in SERIALS.values() for s in ss}
+    expected = [
+        t.to_dict()
+        for t in everything
+        if t.node in SERIALS
+        and (t.metric != "tflops" or t.part in parts)
+        and (t.metric != "pair_busbw" or (t.node, t.part) in {("node1", "node2"), ("node2", "node3")})
+    ]
+    got = [{k: v for k, v in t.items() if k not in ("now", "values")} for t in history["trends"]]
+    assert got == [{**e, "mean": pytest.approx(e["mean"])} for e in expected]
+    by_key = {(t["metric"], t["node"], t["part"]): t for t in history["trends"]}
+    assert by_key[("tflops", "node2", "S2-0")]["values"] == [600.0, 601.0, 602.0, 590.0]
+    assert by_key[("tflops", "node2", "S2-0")]["now"] == 590.0
+    assert by_key[("tflops", "node1", "S1-0")]["runs"] == 2  # in node1 once before, and now
+    assert by_key[("pair_busbw", "node2", "node3")]["values"][-1] == 370.0
+    assert ("pair_busbw", "node3", "node4") not in by_key and ("busbw", "node4", "") not in by_key
+    # The key survives the JSON report, for preflight report to render again.
+    assert RunReport.from_dict(json.loads(json.dumps(out.to_dict()))).history == history
+
+
+def test_a_finding_that_comes_and_goes_on_a_runs_node_is_in_its_report(target: str) -> None:
+    for day, failing in enumerate([("node1", "node2"), ("node2",), ("node1", "node2")]):
+        results = [CheckResult("limits", "fail", "shm small", failing, {"item": "shm"})]
+        out = _remember(target, _report(NOW - timedelta(days=10 - day), _hosts(), results))
+    assert out.history is not None
+    assert out.history["flaky"] == [{"key": "limits/node1/shm", "node": "node1", "failed": 2, "checked": 3}]
+    only_node2 = _remember(target, _report(NOW, [_host("node2", SERIALS["node2"])], []))
+    assert only_node2.history is not None and only_node2.history["flaky"] == []
+
+
+def test_a_run_without_the_store_has_no_history_key(tmp_path: Path) -> None:
+    path = tmp_path / "history.sqlite"
+    out = _remember(str(path), _report(NOW, _hosts(), []), enabled=False)
+    assert out.history is None and "history" not in out.to_dict()
+    assert not path.exists()
+    # A store that cannot be read leaves a warning and no key.
+    broken = tmp_path / "broken.sqlite"
+    broken.write_bytes(b"not a database" * 100)
+    out = _remember(str(broken), _report(NOW, _hosts(), []))
+    assert out.history is None and [r.check for r in out.results] == ["history"]
+
+
+def test_a_large_runs_key_carries_values_only_for_the_rates_its_report_draws(target: str) -> None:
+    from reports.html.history import history_view
+
+    # 12 nodes of 4 GPUs and a ring of pairs: 12 + 48 + 12 rates, more than a report draws.
+    names = [f"node{i:02d}" for i in range(12)]
+    hosts = [_host(n, [f"{n}-{g}" for g in range(4)]) for n in names]
+    ring = [(names[i], names[(i + 1) % 12]) for i in range(12)]
+    for day in range(3):
+        last = day == 2
+        ranks = [
+            (n, f"{n}-{g}", 450.0 if last and (n, g) == ("node05", 2) else 600.0 + day)
+            for n in names
+            for g in range(4)
+        ]
+        pairs = [(a, b, 300.0 if last and a == "node07" else 380.0, False) for a, b in ring]
+        out = _remember(
+            target, _report(NOW - timedelta(days=2 - day), hosts, [_compute(ranks), _allreduce(pairs)])
+        )
+    assert out.history is not None
+    trends = out.history["trends"]
+    assert len(trends) == 12 + 48 + 12
+    assert all({"metric", "node", "part", "runs", "mean", "now"} <= set(t) for t in trends)
+    with_values = {(t["metric"], t["node"], t["part"]): t for t in trends if "values" in t}
+    # The slow GPU and the slow pair are drawn with their latest values and whole trend.
+    slow_gpu = with_values[("tflops", "node05", "node05-2")]
+    assert (slow_gpu["values"], slow_gpu["low"], slow_gpu["runs"]) == ([600.0, 601.0, 450.0], 450.0, 3)
+    assert with_values[("pair_busbw", "node07", "node08")]["values"] == [380.0, 380.0, 300.0]
+    # A GPU at its mean is not drawn: its runs, mean and this run's value only.
+    (steady,) = [t for t in trends if t["part"] == "node01-1"]
+    assert steady == {
+        "metric": "tflops",
+        "node": "node01",
+        "part": "node01-1",
+        "runs": 3,
+        "mean": 601.0,
+        "now": 602.0,
+    }
+    # What the key carries values for is what the HTML report draws.
+    view = history_view(out)
+    assert view is not None and 0 < len(view.drawn) == len(with_values) <= 40
+    assert view.trends == len(trends) and len(view.nodes) == 12

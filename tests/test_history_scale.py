@@ -1,6 +1,6 @@
 """benchmarks/history_scale.py on a small store: the store it fills is the one ``preflight
-history`` reads (parts by their identities, a node that failed with different GPUs a repeat offender), and it
-prints one line per backend with both times."""
+history`` reads (parts by their identities, a node that failed with different GPUs a repeat offender,
+a sparse plan's pairs), and it prints one line per backend with its times."""
 
 from __future__ import annotations
 
@@ -29,6 +29,13 @@ def test_the_filled_store_holds_every_part_and_answers_preflight_history(tmp_pat
         history_scale.fill(store, base, 10, start)
         assert store.query("SELECT COUNT(*) FROM runs") == [(10,)]
         assert store.query("SELECT COUNT(*) FROM rates WHERE metric = 'tflops'") == [(10 * 20 * 8,)]
+        # A sparse plan: a few pairs a node, each once a run under its sorted names.
+        for number in range(10):
+            pairs = history_scale.pairs_of(list(base.parts), number)
+            assert len(set(pairs)) == len(pairs) and all(a < b for a, b in pairs)
+            assert 20 <= len(pairs) <= 20 * history_scale.PAIR_STRIDES
+        (pairs_kept,) = store.query("SELECT COUNT(*) FROM rates WHERE metric = 'pair_busbw'")[0]
+        assert pairs_kept == sum(len(history_scale.pairs_of(list(base.parts), n)) for n in range(10))
         found = offenders(store, Filters(since=iso(start)))
         assert any(o.by == "node" for o in found)  # a node failed with different GPUs
     finally:
@@ -44,6 +51,34 @@ def test_it_prints_the_query_and_the_write_time(
     line = capsys.readouterr().out.strip()
     assert re.fullmatch(
         r"sqlite +5 nodes x 8 GPUs \(85 parts a run\) x 4 runs \(filled in \d+ s\): "
-        r"preflight history \d+\.\d\d s \(\d+ rows\), one run's write \d+\.\d\d s",
+        r"preflight history \d+\.\d\d s \(\d+ rows; --pairs \d+\.\d\d s, \d+ rows\), "
+        r"one run's write \d+\.\d\d s, "
+        r"its report's history key \d+\.\d\d s",
         line,
     ), line
+
+
+def test_a_kept_store_is_filled_once_and_measured_on_a_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kept = tmp_path / "kept.sqlite"
+    argv = ["history_scale.py", "--backend", "sqlite", "--nodes", "4", "--runs", "3", "--repeat", "1"]
+    monkeypatch.setattr(sys, "argv", [*argv, "--store", str(kept)])
+    history_scale.main()
+    filled = kept.stat().st_mtime_ns
+    history_scale.main()
+    assert kept.stat().st_mtime_ns == filled  # reused: the timed writes went to its copy
+    store = open_store(str(kept))
+    try:
+        assert store.query("SELECT COUNT(*) FROM runs") == [(3,)]
+    finally:
+        store.close()
+    # Another size fills it again.
+    monkeypatch.setattr(sys, "argv", [*argv[:-4], "--runs", "2", "--repeat", "1", "--store", str(kept)])
+    history_scale.main()
+    assert len(capsys.readouterr().out.strip().splitlines()) == 3
+    store = open_store(str(kept))
+    try:
+        assert store.query("SELECT COUNT(*) FROM runs") == [(2,)]
+    finally:
+        store.close()

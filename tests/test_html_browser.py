@@ -7,6 +7,7 @@ filters the nodes; what the browser does: no request but the file itself, no con
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from collections.abc import Iterator
@@ -22,7 +23,7 @@ from reports.html.text import Anchors
 from reports.json_report import load
 from reports.summary import headline
 from tests.data.reports import make_faults, make_synthetic
-from tests.test_html_report import culprit_names
+from tests.test_html_report import culprit_names, history_key, trend_entry
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
@@ -321,6 +322,38 @@ def test_the_grid_shows_every_check_and_the_page_never_scrolls_sideways(
             card = page.locator("#grid").bounding_box()
             assert node is not None and card is not None and node["x"] >= card["x"]
             screenshot(loaded, f"{name}-{width}-scrolled")
+        assert loaded.errors == []
+    finally:
+        page.context.close()
+
+
+def test_the_history_section_draws_its_sparklines_and_opens_its_folded_nodes(
+    browser: Browser, tmp_path: Path
+) -> None:
+    report = load(RECORDED["healthy"])
+    trends = []
+    for host in report.hosts:
+        trends.append(trend_entry("busbw", host.name, "", [380.0, 384.0, 382.0, 350.0], 350.0))
+        for g in range(12):
+            trends.append(
+                trend_entry("tflops", host.name, f"{host.name}-GPU{g}", [600.0, 602.0 + g, 601.0], 601.0)
+            )
+    path = tmp_path / "history.html"
+    path.write_text(html.render(dataclasses.replace(report, history=history_key(trends))), encoding="utf-8")
+    loaded = open_report(browser, path)
+    page = loaded.page
+    try:
+        lines = [c for c in chart_sizes(page) if "GB/s over" in c["label"] or "TFLOPS over" in c["label"]]
+        assert 0 < len(lines) < len(trends)  # more than a short run draws: the rest is folded
+        assert all(c["width"] > 0 and c["height"] > 0 and c["drawn"] >= 2 for c in lines), lines
+        folded = page.locator("details.history-nodes")
+        expect(folded.locator("tbody tr").first).to_be_hidden()
+        folded.locator("summary").click()
+        expect(folded.locator("tbody tr")).to_have_count(len(report.hosts))
+        expect(folded.locator("tbody tr").first).to_be_visible()
+        page.locator("#history").scroll_into_view_if_needed()
+        screenshot(loaded, "history_section")
+        assert loaded.requests == [loaded.url]
         assert loaded.errors == []
     finally:
         page.context.close()

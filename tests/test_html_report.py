@@ -8,6 +8,7 @@ a thousand nodes fold into a few rows and a file of sane size.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import json
 import re
@@ -21,6 +22,7 @@ from checks import allreduce, ddp, gpu_memory, ports
 from checks.versions import version_matrix
 from preflight import units, view
 from preflight.errors import ExitCode
+from preflight.history.record import parts_of
 from preflight.model import CheckResult, HostError, HostReport, RunReport
 from preflight.status import severity
 from preflight.view import Chart
@@ -625,3 +627,126 @@ def test_a_node_that_did_not_answer_is_to_be_rebooted_and_a_healthy_run_lists_no
     card = html.render(load(REPORTS / "unreachable.json"))
     assert "node4" in card[card.index("handback-bad") :] and "reboot it (it did not answer)" in card
     assert "Nodes to use" not in html.render(load(REPORTS / "healthy.json"))
+
+
+# ------------------------------------------------------------------- the history section
+
+
+def trend_entry(metric: str, node: str, part: str, values: list[float], now: float | None) -> dict[str, Any]:
+    """A trend as the report's history key carries it (preflight/history/report_section.py)."""
+    return {
+        "metric": metric,
+        "node": node,
+        "part": part,
+        "runs": len(values),
+        "mean": sum(values) / len(values),
+        "low": min(values),
+        "high": max(values),
+        "first_at": "2026-11-01T00:00:00Z",
+        "last_at": "2026-11-20T12:00:00Z",
+        "now": now,
+        "values": values,
+    }
+
+
+def history_key(trends: list[dict[str, Any]], **more: Any) -> dict[str, Any]:
+    return {
+        "store": "/var/lib/preflight/history.sqlite",
+        "since": "2026-10-21T12:00:00Z",
+        "window_days": 30,
+        "offenders": [],
+        "flaky": [],
+        "trends": trends,
+        **more,
+    }
+
+
+def _sparklines(text: str) -> list[str]:
+    return re.findall(r'<svg [^>]*class="chart sparkline".*?</svg>', text)
+
+
+def test_the_history_section_draws_each_rate_with_this_runs_point_and_names_offenders_and_flaky() -> None:
+    report = load(REPORTS / "healthy.json")
+    first, second = report.hosts[0].name, report.hosts[1].name
+    history = history_key(
+        [
+            trend_entry("busbw", first, "", [380.0, 382.0, 381.0, 300.0], 300.0),
+            trend_entry("pair_busbw", first, second, [390.0, 391.0, 389.0], 389.0),
+            trend_entry("tflops", second, "GPU-SERIAL-7", [600.0, 602.0], None),  # not measured in this run
+        ],
+        offenders=[
+            {
+                "by": "part",
+                "name": "1652823054567",
+                "others": [first, "gpu-old"],
+                "failures": [
+                    {
+                        "started_at": "2026-11-02T10:00:00Z",
+                        "node": "gpu-old",
+                        "part": "1652823054567",
+                        "check": "compute",
+                        "cause": "slow_compute",
+                        "status": "fail",
+                    },
+                    {
+                        "started_at": "2026-11-19T10:00:00Z",
+                        "node": first,
+                        "part": "1652823054567",
+                        "check": "compute",
+                        "cause": "slow_compute",
+                        "status": "fail",
+                    },
+                ],
+            }
+        ],
+        flaky=[{"key": f"limits/{second}/shm", "node": second, "failed": 2, "checked": 5}],
+    )
+    text = html.render(dataclasses.replace(report, history=history))
+    section = text[text.index('<section id="history"') : text.index('<section id="nodes"')]
+    shown = Page(section).visible_text
+    assert 'href="#history"' in text  # in the checks' navigation
+    assert "/var/lib/preflight/history.sqlite" in shown and "(30 days)" in shown
+    assert "1652823054567" in shown and "2026-11-19 10:00:00 UTC compute/slow_compute" in shown
+    assert f"limits/{second}/shm" in shown
+    lines = _sparklines(section)
+    assert len(lines) == 3  # a run of three rates draws them all
+    # This run's point is marked where it was measured; the dip is the first row, at 0.83x its mean.
+    assert [line.count('class="spark-now"') for line in lines] == [1, 1, 0]
+    assert f"{first}: 300 to 382 TFLOPS" not in section and f"{first}: 300 to 382 GB/s" in lines[0]
+    assert "0.83x" in shown and f"{first} ↔ {second}" in shown and "not measured" in shown
+    # Without the store, no section and no link.
+    plain = html.render(report)
+    assert 'id="history"' not in plain and 'href="#history"' not in plain
+
+
+def test_a_thousand_nodes_of_eight_gpus_draw_the_rates_that_matter_and_fold_the_rest(
+    large: RunReport,
+) -> None:
+    trends = []
+    for i, host in enumerate(large.hosts):
+        busbw = [380.0 + k % 5 for k in range(20)]
+        trends.append(trend_entry("busbw", host.name, "", busbw, busbw[-1]))
+        for g, gpu in enumerate(p for p in parts_of(host) if p.kind == "gpu"):
+            rates = [600.0 + (k + g) % 7 for k in range(20)]
+            if (i, g) == (417, 3):
+                rates[-1] = 480.0  # named slower than its own past by this run's history finding
+            trends.append(trend_entry("tflops", host.name, gpu.part, rates, rates[-1]))
+    slow_gpu = trends[417 * 9 + 4]
+    slower = CheckResult(
+        "history",
+        "warn",
+        "gpu0418 GPU 3: compute rate 480.0 TFLOPS, 20% below its own median",
+        ("gpu0418",),
+        {"item": "slower_than_own_past", "metric": "tflops", "node": "gpu0418", "part": slow_gpu["part"]},
+    )
+    report = dataclasses.replace(large, results=(*large.results, slower), history=history_key(trends))
+    text = html.render(report)
+    section = text[text.index('<section id="history"') : text.index('<section id="nodes"')]
+    assert len(section.encode()) < 250_000, f"{len(section.encode()):,} bytes"
+    lines = _sparklines(section)
+    assert 0 < len(lines) <= 40
+    assert "gpu0418 GPU 3" in lines[0]  # the one slower than its own past comes first
+    folded = section[section.index('<details class="history-nodes"') :]
+    assert "<summary>Every node" in folded
+    assert folded.count('<tr><th scope="row"') == len({t["node"] for t in trends})
+    assert not _sparklines(folded)

@@ -1,5 +1,6 @@
 """``preflight history``: repeat offenders by part and by node, findings that come and go, and each
-GPU's and node's rates over time, in the terminal or as JSON; ``--forget-before`` prunes. The
+GPU's and node's rates over time (each pair's too with ``--pairs``, a node's own pairs with
+``--node``), in the terminal or as JSON; ``--forget-before`` prunes. The
 options of ``preflight check`` that choose the store are here too."""
 
 from __future__ import annotations
@@ -59,6 +60,9 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--node", default="", help="only this node")
     parser.add_argument("--part", default="", help="only this part (GPU serial or UUID, HCA GUID/port, MAC)")
     parser.add_argument(
+        "--pairs", action="store_true", help="the pairs' trends too (--node shows its own pairs' always)"
+    )
+    parser.add_argument(
         "--since", default="30d", metavar="DATE|SPAN", help="from this date or span back (default 30d)"
     )
     parser.add_argument(
@@ -73,7 +77,7 @@ def run(args: argparse.Namespace, section: HistorySection) -> ExitCode:
         if args.forget_before:
             gone = forget_before(store, parse_date(args.forget_before))
             print(f"forgot {gone} run{'s' if gone != 1 else ''} before {args.forget_before}", file=sys.stderr)
-        filters = Filters(since=iso(parse_date(args.since)), node=args.node, part=args.part)
+        filters = Filters(since=iso(parse_date(args.since)), node=args.node, part=args.part, pairs=args.pairs)
         answer = {
             "offenders": [o.to_dict() for o in offenders(store, filters)],
             "flaky": [f.to_dict() for f in flaky(store, filters)],
@@ -82,9 +86,13 @@ def run(args: argparse.Namespace, section: HistorySection) -> ExitCode:
     finally:
         store.close()
     if args.json:
-        print(json.dumps({"store": store.target, "since": filters.since, **answer}, indent=2))
+        shown = {"store": store.target, "since": filters.since, "pairs_left_out": not filters.with_pairs}
+        print(json.dumps({**shown, **answer}, indent=2))
     else:
-        _print(Console(), answer)
+        console = Console()
+        _print(console, answer)
+        if not filters.with_pairs:
+            console.print("pairs' trends left out: --pairs shows them, --node a node's own")
     return ExitCode.OK
 
 

@@ -49,7 +49,9 @@ def last_full_run(store: Store, node: str, before: str) -> LastFullRun | None:
         return None
     run_id, started_at, versions = found[0]
     rows = store.query(
-        "SELECT kind, part, slot, uuid, pci, rate FROM parts WHERE run_id = ? AND node = ?", (run_id, node)
+        "SELECT p.kind, p.part, p.slot, p.uuid, p.pci, p.rate FROM nodes n"
+        " JOIN set_parts p ON p.digest = n.parts_digest WHERE n.run_id = ? AND n.node = ?",
+        (run_id, node),
     )
     parts = [Part(node, kind, part, slot, uuid, pci, rate) for kind, part, slot, uuid, pci, rate in rows]
     loaded = json.loads(versions) if versions else {}

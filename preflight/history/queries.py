@@ -1,5 +1,6 @@
 """Reading the store back: repeat offenders by part and by node, findings that come and go, each
-GPU's and node's rates over time, and what failed before for a run's own findings."""
+GPU's, node's and pair's rates over time, and what failed before for a run's own findings. The
+``*_of`` forms answer for a run's own nodes and parts only, reading only their rows."""
 
 from __future__ import annotations
 
@@ -8,20 +9,37 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from preflight.history.record import BUSBW, PAIR_BUSBW, TFLOPS
 from preflight.history.store import Store
+
+FAILED = "('fail', 'error')"
 
 
 @dataclass(frozen=True)
 class Filters:
-    """``--since`` (ISO time), ``--node``, ``--part``: empty means any."""
+    """``--since`` (ISO time), ``--node``, ``--part``: empty means any; ``--pairs``."""
 
     since: str = ""
     node: str = ""
     part: str = ""
+    pairs: bool = False
 
-    def where(self, *, node_column: str = "node", part_column: str | None = "part") -> tuple[str, list[Any]]:
+    @property
+    def with_pairs(self) -> bool:
+        """Whether the pairs' trends are read: with ``--pairs``, or ``--node`` (its own pairs only).
+        A sparse plan draws other pairs each run: at 1,000 nodes they are nearly all of the
+        trends (300,000 in 30 days)."""
+        return self.pairs or bool(self.node)
+
+    def where(
+        self, *, node_column: str = "node", part_column: str | None = "part", pairs: bool = False
+    ) -> tuple[str, list[Any]]:
+        """``pairs``: the rates table, where ``--node`` is either name of a pair's rate too."""
         clauses, params = ["started_at >= ?"], [self.since]
-        if self.node:
+        if self.node and pairs:
+            clauses.append(f"({node_column} = ? OR (metric = '{PAIR_BUSBW}' AND part = ?))")
+            params += [self.node, self.node]
+        elif self.node:
             clauses.append(f"{node_column} = ?")
             params.append(self.node)
         if self.part and part_column:
@@ -65,7 +83,7 @@ def _failures(store: Store, filters: Filters, *, with_part: bool) -> list[Failur
         where += " AND part IS NOT NULL"
     rows = store.query(
         f"SELECT started_at, node, part, check_name, cause, status FROM findings WHERE {where}"
-        " AND status IN ('fail', 'error') ORDER BY started_at",
+        f" AND status IN {FAILED} ORDER BY started_at",
         params,
     )
     return [Failure(*row) for row in rows]
@@ -74,7 +92,30 @@ def _failures(store: Store, filters: Filters, *, with_part: bool) -> list[Failur
 def offenders(store: Store, filters: Filters) -> list[Offender]:
     """Parts that failed on more than one node (the fault follows the part), then nodes that failed
     with more than one part (the fault stays with the node: its slot, riser, cable or board)."""
-    failures = _failures(store, filters, with_part=True)
+    return _offenders_among(_failures(store, filters, with_part=True))
+
+
+def offenders_of(store: Store, since: str, nodes: Sequence[str], parts: Sequence[str]) -> list[Offender]:
+    """The repeat offenders among ``nodes`` (by node) and ``parts`` (by part, with their failures on
+    any node) since ``since``: what :func:`offenders` answers for them."""
+    failures: list[Failure] = []
+    node_set = set(nodes)
+    for column, values in (("node", node_set), ("part", set(parts))):
+        for chunk in _chunks(sorted(values), 500):
+            marks = ", ".join("?" for _ in chunk)
+            rows = store.query(
+                "SELECT started_at, node, part, check_name, cause, status FROM findings WHERE"
+                f" started_at >= ? AND part IS NOT NULL AND status IN {FAILED} AND {column} IN ({marks})",
+                [since, *chunk],
+            )
+            # A part's failures on the run's nodes came with the nodes' own.
+            failures += [Failure(*row) for row in rows if column == "node" or row[1] not in node_set]
+    failures.sort(key=lambda f: f.started_at)
+    found = _offenders_among(failures)
+    return [o for o in found if o.name in (node_set if o.by == "node" else set(parts))]
+
+
+def _offenders_among(failures: Sequence[Failure]) -> list[Offender]:
     by_part: dict[str, list[Failure]] = {}
     by_node: dict[str, list[Failure]] = {}
     for failure in failures:
@@ -109,6 +150,23 @@ class Flaky:
 def flaky(store: Store, filters: Filters) -> list[Flaky]:
     where, params = filters.where(part_column=None)
     rows = store.query(f"SELECT finding_key, node, run_id FROM findings WHERE {where}", params)
+    return _flaky_among(store, rows, filters.since)
+
+
+def flaky_of(store: Store, since: str, nodes: Sequence[str]) -> list[Flaky]:
+    """The findings that came and went on ``nodes`` since ``since``: what :func:`flaky` answers
+    for them."""
+    rows: list[tuple[Any, ...]] = []
+    for chunk in _chunks(sorted(set(nodes)), 500):
+        marks = ", ".join("?" for _ in chunk)
+        rows += store.query(
+            f"SELECT finding_key, node, run_id FROM findings WHERE started_at >= ? AND node IN ({marks})",
+            [since, *chunk],
+        )
+    return _flaky_among(store, rows, since)
+
+
+def _flaky_among(store: Store, rows: Sequence[tuple[Any, ...]], since: str) -> list[Flaky]:
     failed_in: dict[tuple[str, str], set[int]] = {}
     for key, node, run_id in rows:
         failed_in.setdefault((key, node), set()).add(int(run_id))
@@ -116,7 +174,7 @@ def flaky(store: Store, filters: Filters) -> list[Flaky]:
     if not repeated:
         return []
     nodes = sorted({node for _, node in repeated})
-    checked_in = _runs_checking(store, nodes, filters.since)
+    checked_in = _runs_checking(store, nodes, since)
     found = []
     for (key, node), runs in sorted(repeated.items()):
         seen = [r for r in checked_in.get(node, []) if r >= min(runs)]
@@ -127,17 +185,23 @@ def flaky(store: Store, filters: Filters) -> list[Flaky]:
 
 
 def _runs_checking(store: Store, nodes: Sequence[str], since: str) -> dict[str, list[int]]:
+    """Node -> the runs since ``since`` that reached it, in order of their ids. The window's runs
+    are read once and the nodes' rows by the nodes' index alone, not joined with the runs row by
+    row (at 1,000 nodes and 180 runs: 180,000 rows)."""
+    window = {int(run_id) for (run_id,) in store.query("SELECT id FROM runs WHERE started_at >= ?", [since])}
+    if not window:
+        return {}
     found: dict[str, list[int]] = {}
     for chunk in _chunks(nodes, 500):
         marks = ", ".join("?" for _ in chunk)
         rows = store.query(
-            f"SELECT n.node, n.run_id FROM nodes n JOIN runs r ON r.id = n.run_id"
-            f" WHERE n.reachable = 1 AND r.started_at >= ? AND n.node IN ({marks}) ORDER BY n.run_id",
-            [since, *chunk],
+            f"SELECT node, run_id FROM nodes WHERE reachable = 1 AND run_id >= ? AND node IN ({marks})",
+            [min(window), *chunk],
         )
         for node, run_id in rows:
-            found.setdefault(node, []).append(int(run_id))
-    return found
+            if run_id in window:
+                found.setdefault(node, []).append(int(run_id))
+    return {node: sorted(runs) for node, runs in found.items()}
 
 
 def _chunks(items: Sequence[str], size: int) -> Iterable[Sequence[str]]:
@@ -147,7 +211,8 @@ def _chunks(items: Sequence[str], size: int) -> Iterable[Sequence[str]]:
 
 @dataclass(frozen=True)
 class Trend:
-    """One GPU's compute rate (TFLOPS) or one node's bus bandwidth (Gb/s) over the window."""
+    """One GPU's compute rate (TFLOPS), one node's or one pair's bus bandwidth (GB/s) over the
+    window."""
 
     metric: str
     node: str
@@ -164,7 +229,11 @@ class Trend:
 
 
 def trends(store: Store, filters: Filters) -> list[Trend]:
-    where, params = filters.where()
+    """The trends of every rate the filters match, the pairs' only where
+    :attr:`Filters.with_pairs`."""
+    where, params = filters.where(pairs=True)
+    if not filters.with_pairs:
+        where += f" AND metric IN ('{BUSBW}', '{TFLOPS}')"
     rows = store.query(
         "SELECT metric, node, part, COUNT(*), AVG(value), MIN(value), MAX(value), MIN(started_at),"
         f" MAX(started_at) FROM rates WHERE {where} GROUP BY metric, node, part ORDER BY metric, node, part",
@@ -173,6 +242,100 @@ def trends(store: Store, filters: Filters) -> list[Trend]:
     return [
         Trend(m, n, p, int(c), float(a), float(lo), float(hi), f, la) for m, n, p, c, a, lo, hi, f, la in rows
     ]
+
+
+@dataclass(frozen=True)
+class Mean:
+    """A rate's runs and mean over the window: what a report needs of a trend it does not draw."""
+
+    metric: str
+    node: str
+    part: str
+    runs: int
+    mean: float
+
+
+def means_of(
+    store: Store, since: str, nodes: Sequence[str], parts: Sequence[str], pairs: Iterable[tuple[str, str]]
+) -> list[Mean]:
+    """The runs and mean since ``since`` of ``nodes``' bus bandwidth, of ``pairs`` (names sorted) and
+    of ``parts``' compute rates, ordered by metric, node and part. Two aggregates read from the
+    rates' index take half the time of the six of a :class:`Trend`. A sparse plan draws other pairs
+    each run: only the given ones are read, not every pair the nodes ever made."""
+    part_set = set(parts)
+    found: list[Mean] = []
+    for metric in (BUSBW, TFLOPS):
+        for chunk in _chunks(sorted(set(nodes)), 500):
+            marks = ", ".join("?" for _ in chunk)
+            rows = store.query(
+                f"SELECT node, part, COUNT(*), AVG(value) FROM rates WHERE metric = ? AND node IN ({marks})"
+                " AND started_at >= ? GROUP BY node, part",
+                [metric, *chunk, since],
+            )
+            found += [
+                Mean(metric, n, p, int(c), float(a))
+                for n, p, c, a in rows
+                if metric != TFLOPS or p in part_set
+            ]
+    wanted = [(PAIR_BUSBW, node, part) for node, part in sorted(set(pairs))]
+    for (metric, node, part), (c, a) in _per_series(store, "COUNT(*), AVG(value)", wanted, since):
+        if c:
+            found.append(Mean(metric, node, part, int(c), float(a)))
+    return sorted(found, key=lambda m: (m.metric, m.node, m.part))
+
+
+def trends_by_key(store: Store, since: str, keys: Sequence[tuple[str, str, str]]) -> list[Trend]:
+    """The trends of the (metric, node, part) ``keys`` since ``since``: what :func:`trends`
+    answers for them."""
+    columns = "COUNT(*), AVG(value), MIN(value), MAX(value), MIN(started_at), MAX(started_at)"
+    found = [
+        Trend(metric, node, part, int(c), float(a), float(lo), float(hi), f, la)
+        for (metric, node, part), (c, a, lo, hi, f, la) in _per_series(store, columns, keys, since)
+        if c
+    ]
+    return sorted(found, key=lambda t: (t.metric, t.node, t.part))
+
+
+def latest_values(
+    store: Store, since: str, keys: Sequence[tuple[str, str, str]], points: int
+) -> dict[tuple[str, str, str], list[float]]:
+    """(metric, node, part) -> its last ``points`` values since ``since``, oldest first."""
+    found: dict[tuple[str, str, str], list[float]] = {}
+    for key in keys:
+        rows = store.query(
+            "SELECT value FROM rates WHERE metric = ? AND node = ? AND part = ? AND started_at >= ?"
+            " ORDER BY started_at DESC LIMIT ?",
+            [*key, since, points],
+        )
+        found[key] = [float(v) for (v,) in reversed(rows)]
+    return found
+
+
+def _per_series(
+    store: Store, columns: str, keys: Sequence[tuple[str, str, str]], since: str
+) -> Iterable[tuple[tuple[str, str, str], tuple[Any, ...]]]:
+    """``columns`` (aggregates) of each series in ``keys`` since ``since``: on SQLite one query a
+    series (in-process, each a seek on the rates' index), on PostgreSQL one query a few hundred
+    series (a join with their names, not a round trip each)."""
+    if store.dialect == "sqlite":
+        for key in keys:
+            rows = store.query(
+                f"SELECT {columns} FROM rates WHERE metric = ? AND node = ? AND part = ? AND started_at >= ?",
+                [*key, since],
+            )
+            yield key, rows[0]
+        return
+    for start in range(0, len(keys), 500):
+        chunk = keys[start : start + 500]
+        values = ", ".join("(?, ?, ?)" for _ in chunk)
+        rows = store.query(
+            f"WITH wanted (m, n, p) AS (VALUES {values}) SELECT metric, node, part, {columns}"
+            " FROM rates JOIN wanted ON metric = m AND node = n AND part = p WHERE started_at >= ?"
+            " GROUP BY metric, node, part",
+            [*(x for key in chunk for x in key), since],
+        )
+        for metric, node, part, *rest in rows:
+            yield (metric, node, part), tuple(rest)
 
 
 def series(

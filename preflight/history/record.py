@@ -1,5 +1,6 @@
 """What a run leaves in the store: the run, every node with its versions, every part by its stable
-identity, each finding under a stable key, each GPU's compute rate and each node's bus bandwidth.
+identity, each finding under a stable key, each GPU's compute rate, each node's bus bandwidth and
+each tested pair's bus bandwidth.
 
 A finding's key is ``check/entity/cause``: the check, the node it names (or the whole run, ``*``,
 for a finding that names none) and its ``details.item`` (``details.cause`` for ``connect``). The
@@ -155,22 +156,29 @@ def _mentions(text: str, identity: str) -> bool:
     return re.search(rf"(?<![\w:]){re.escape(identity)}(?![\w])", text) is not None
 
 
+# The metrics of the rates table.
+TFLOPS = "tflops"  # one GPU's compute rate; part: the GPU's identity
+BUSBW = "busbw"  # a node's bus bandwidth (GB/s); part: ""
+PAIR_BUSBW = "pair_busbw"  # a pair's bus bandwidth (GB/s); node and part: the pair's names, sorted
+
+
 @dataclass(frozen=True)
 class Rate:
-    metric: str  # "tflops" (one GPU's compute rate) or "busbw" (a node's bus bandwidth, Gb/s)
+    metric: str  # TFLOPS, BUSBW or PAIR_BUSBW
     node: str
-    part: str  # the GPU's identity for tflops; "" for a node's busbw
+    part: str
     value: float
 
 
 def rates_of(results: Iterable[CheckResult], parts: Mapping[str, Sequence[Part]]) -> list[Rate]:
-    """Each GPU's compute rate (TFLOPS) from a burn's ranks, and each node's bus bandwidth (Gb/s):
-    the median of the first pair tests it took part in."""
+    """Each GPU's compute rate (TFLOPS) from a burn's ranks, each node's bus bandwidth (GB/s): the
+    median of the first pair tests it took part in, and each tested pair's bus bandwidth."""
     rates: list[Rate] = []
     for result in results:
         # Read by the shape of the details: a burn's ranks with their rates, pair tests with busbw.
         rates.extend(_compute_rates(result, parts))
         rates.extend(_busbw_rates(result))
+        rates.extend(_pair_rates(result))
     return rates
 
 
@@ -182,7 +190,7 @@ def _compute_rates(result: CheckResult, parts: Mapping[str, Sequence[Part]]) -> 
             continue
         part = rank.get("gpu_serial") or _gpu_at(parts.get(host, ()), rank.get("gpu_index"))
         if part:
-            rates.append(Rate("tflops", host, str(part), float(flops) / 1e12))
+            rates.append(Rate(TFLOPS, host, str(part), float(flops) / 1e12))
     return rates
 
 
@@ -200,7 +208,23 @@ def _busbw_rates(result: CheckResult) -> list[Rate]:
             continue
         for node in test.get("nodes") or []:
             per_node.setdefault(str(node), []).append(float(busbw))
-    return [Rate("busbw", node, "", _median(values)) for node, values in per_node.items()]
+    return [Rate(BUSBW, node, "", _median(values)) for node, values in per_node.items()]
+
+
+def _pair_rates(result: CheckResult) -> list[Rate]:
+    """Each pair's fastest test in the run, its first test or a re-test: a busy fabric or busy
+    machines only ever slow a test down (the judge, too, takes a pair's best test for its floor
+    and its nodes' ratios), so a control pair re-tested in a slowed wave, or a pair slow once by
+    chance, keeps its own rate, and a pair slow in every test stays slow."""
+    best: dict[tuple[str, str], float] = {}
+    for test in _records(result.details.get("pairs")):
+        busbw, nodes = test.get("busbw_gbps"), test.get("nodes")
+        if not isinstance(busbw, int | float) or not isinstance(nodes, list) or len(nodes) != 2:
+            continue
+        first, second = sorted(str(node) for node in nodes)
+        if first != second:
+            best[(first, second)] = max(float(busbw), best.get((first, second), float(busbw)))
+    return [Rate(PAIR_BUSBW, first, second, value) for (first, second), value in sorted(best.items())]
 
 
 def _median(values: Sequence[float]) -> float:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # The one statement that differs: an integer key the database numbers itself.
 SERIAL_KEY = {
@@ -88,8 +88,36 @@ _V2 = (
     "CREATE INDEX rates_series ON rates (metric, node, part, started_at, value)",
 )
 
+# Version 3: a node's parts are written once for as long as they stay the same. A part set is a
+# node's parts as one run saw them, named by a digest of its contents (the node's name with each
+# part's kind, identity, slot, UUID, PCI address and rate); each node of a run names its set, and a
+# run writes only the sets not in the store yet: a run of 1,000 unchanged nodes writes no part,
+# where version 2 rewrote their 17,000 parts. The parts of version 2 become one set per node and
+# run, under a digest no new set has ("run 12 node3").
+_V3 = (
+    "CREATE TABLE part_sets (digest TEXT PRIMARY KEY, node TEXT NOT NULL)",
+    """CREATE TABLE set_parts (
+        digest TEXT NOT NULL REFERENCES part_sets (digest) ON DELETE CASCADE,
+        kind TEXT NOT NULL,
+        part TEXT NOT NULL,
+        slot TEXT NOT NULL,
+        uuid TEXT,
+        pci TEXT,
+        rate TEXT
+    )""",
+    "CREATE INDEX set_parts_digest ON set_parts (digest)",
+    "ALTER TABLE nodes ADD COLUMN parts_digest TEXT REFERENCES part_sets (digest)",
+    "INSERT INTO part_sets (digest, node) SELECT DISTINCT 'run ' || run_id || ' ' || node, node FROM parts",
+    "INSERT INTO set_parts (digest, kind, part, slot, uuid, pci, rate)"
+    " SELECT 'run ' || run_id || ' ' || node, kind, part, slot, uuid, pci, rate FROM parts",
+    "UPDATE nodes SET parts_digest = 'run ' || run_id || ' ' || node WHERE EXISTS"
+    " (SELECT 1 FROM part_sets s WHERE s.digest = 'run ' || nodes.run_id || ' ' || nodes.node)",
+    "DROP TABLE parts",
+    "CREATE INDEX nodes_parts ON nodes (parts_digest)",
+)
+
 # MIGRATIONS[v - 1]: the statements that make version v from version v - 1 (v1 from nothing).
-MIGRATIONS: tuple[Sequence[str], ...] = (_V1, _V2)
+MIGRATIONS: tuple[Sequence[str], ...] = (_V1, _V2, _V3)
 
 
 class SchemaTooNew(Exception):

@@ -1,7 +1,8 @@
 """A run's use of the store, as the runner calls it once at the end: read what failed before,
 compare a ``--local`` run's node with its last full run, write this run, forget runs past
-``keep``. Any failure of the store is a warning in the report; the verdict and the findings of
-the checks stay as they were."""
+``keep``, and give the report what the store says about the run's nodes (its ``history`` key).
+Any failure of the store is a warning in the report; the verdict and the findings of the checks
+stay as they were."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from datetime import UTC, datetime
 from preflight.history.annotate import CHECK, slower_than_own_past, with_repeats
 from preflight.history.local import compare_with_last_full_run
 from preflight.history.record import RunInfo, record_of
+from preflight.history.report_section import run_history
 from preflight.history.settings import HistorySection, parse_keep, store_target
 from preflight.history.store import HistoryError, Store, open_store
 from preflight.history.write import forget_before, save
@@ -51,9 +53,15 @@ def _remember(report: RunReport, request: HistoryRequest, store: Store) -> RunRe
     save(store, record)
     if section.keep:
         forget_before(store, datetime.now(UTC) - parse_keep(section.keep))
-    return dataclasses.replace(report, results=tuple(results))
+    report = dataclasses.replace(report, results=tuple(results))
+    try:
+        return dataclasses.replace(report, history=run_history(store, record, section.window_days, results))
+    except HistoryError as exc:  # the run is written; only the report's section is missing
+        return _with_warning(report, exc, "the report has no history section")
 
 
-def _with_warning(report: RunReport, error: HistoryError) -> RunReport:
-    warning = CheckResult(CHECK, "warn", f"{error} (this run is not in the history)", (), {"item": "store"})
+def _with_warning(
+    report: RunReport, error: HistoryError, said: str = "this run is not in the history"
+) -> RunReport:
+    warning = CheckResult(CHECK, "warn", f"{error} ({said})", (), {"item": "store"})
     return dataclasses.replace(report, results=(*report.results, warning))

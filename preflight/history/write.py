@@ -1,18 +1,26 @@
-"""Writing a run into the store, and forgetting old runs."""
+"""Writing a run into the store, and forgetting old runs.
+
+A node's parts are written as a part set (see :mod:`.schema`, version 3): a run writes a node's
+parts only when the store has no set of the same contents, and the node's row names its set.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import json
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 
-from preflight.history.record import RunRecord, versions_of
+from preflight.history.record import Part, RunRecord, versions_of
 from preflight.history.settings import iso
 from preflight.history.store import Store
 
 
 def save(store: Store, record: RunRecord) -> int:
     """Write ``record`` in one transaction; its run id."""
+    digests = {node: digest_of(node, parts) for node, parts in record.parts.items()}
     with store.transaction():
+        _write_part_sets(store, digests, record.parts)
         run_id = store.insert_returning_id(
             "INSERT INTO runs (started_at, inventory, profile, verdict, tool_version, local, hosts)"
             " VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
@@ -28,19 +36,16 @@ def save(store: Store, record: RunRecord) -> int:
         )
         store.insert_many(
             "nodes",
-            ("run_id", "node", "reachable", "stack_versions"),
+            ("run_id", "node", "reachable", "stack_versions", "parts_digest"),
             [
-                (run_id, h.name, int(h.reachable), json.dumps(versions_of(h), sort_keys=True))
+                (
+                    run_id,
+                    h.name,
+                    int(h.reachable),
+                    json.dumps(versions_of(h), sort_keys=True),
+                    digests.get(h.name),
+                )
                 for h in record.hosts
-            ],
-        )
-        store.insert_many(
-            "parts",
-            ("run_id", "node", "kind", "part", "slot", "uuid", "pci", "rate"),
-            [
-                (run_id, p.node, p.kind, p.part, p.slot, p.uuid, p.pci, p.rate)
-                for parts in record.parts.values()
-                for p in parts
             ],
         )
         store.insert_many(
@@ -81,14 +86,55 @@ def save(store: Store, record: RunRecord) -> int:
     return run_id
 
 
+def digest_of(node: str, parts: Sequence[Part]) -> str:
+    """The name of ``node``'s part set: a digest of the node's name and its parts, in any order."""
+    rows = sorted(json.dumps([p.kind, p.part, p.slot, p.uuid, p.pci, p.rate]) for p in parts)
+    return hashlib.sha256(json.dumps([node, rows]).encode()).hexdigest()[:32]
+
+
+def _write_part_sets(store: Store, digests: Mapping[str, str], parts: Mapping[str, Sequence[Part]]) -> None:
+    """Write the part sets of ``digests`` (node -> digest) that the store does not hold yet. Two
+    runs writing the same new set at once both name it; the one that inserts it writes its parts
+    (PostgreSQL's ON CONFLICT waits for the other's transaction; SQLite writes one run at a time)."""
+    known: set[str] = set()
+    wanted = sorted(set(digests.values()))
+    for start in range(0, len(wanted), 500):
+        chunk = wanted[start : start + 500]
+        marks = ", ".join("?" for _ in chunk)
+        known.update(
+            d for (d,) in store.query(f"SELECT digest FROM part_sets WHERE digest IN ({marks})", chunk)
+        )
+    rows = []
+    for node, digest in sorted(digests.items()):
+        if digest in known:
+            continue
+        known.add(digest)
+        inserted = store.query(
+            "INSERT INTO part_sets (digest, node) VALUES (?, ?)"
+            " ON CONFLICT (digest) DO NOTHING RETURNING digest",
+            (digest, node),
+        )
+        if inserted:
+            rows += [(digest, p.kind, p.part, p.slot, p.uuid, p.pci, p.rate) for p in parts[node]]
+    store.insert_many("set_parts", ("digest", "kind", "part", "slot", "uuid", "pci", "rate"), rows)
+
+
 def forget_before(store: Store, when: datetime) -> int:
     """Delete the runs that started before ``when`` with all they wrote; how many runs."""
     cutoff = iso(when)
     with store.transaction():
         found = store.query("SELECT COUNT(*) FROM runs WHERE started_at < ?", (cutoff,))
-        for table in ("nodes", "parts", "findings", "rates"):
+        for table in ("nodes", "findings", "rates"):
             store.execute(
                 f"DELETE FROM {table} WHERE run_id IN (SELECT id FROM runs WHERE started_at < ?)", (cutoff,)
             )
         store.execute("DELETE FROM runs WHERE started_at < ?", (cutoff,))
+        # The part sets no run names any more. A run writing at the same time that found one of them
+        # fails to name it (the foreign key) and is not in the history: a warning in its report.
+        unnamed = (
+            "SELECT digest FROM part_sets s"
+            " WHERE NOT EXISTS (SELECT 1 FROM nodes n WHERE n.parts_digest = s.digest)"
+        )
+        store.execute(f"DELETE FROM set_parts WHERE digest IN ({unnamed})")
+        store.execute(f"DELETE FROM part_sets WHERE digest IN ({unnamed})")
     return int(found[0][0])

@@ -25,6 +25,7 @@ from preflight.units import duration
 from reports import charts
 from reports.html.grid import ICONS, LABELS, GridRow, build_grid, check_heads, node_statuses
 from reports.html.handback import HandbackView, handback_view
+from reports.html.history import HistoryView, history_view
 from reports.html.nodes import FactView, NodeView, chips, node_facts
 from reports.html.sections import Finding, Section, build_sections, finding_view
 from reports.html.text import Anchors, script_json, text, when
@@ -62,6 +63,7 @@ class Page:
     grid_checks: Sequence[tuple[str, str]]  # (title, anchor)
     grid: Sequence[GridRow]
     grid_hidden: int
+    history: HistoryView | None
     nodes: Sequence[NodeView]
     common: Sequence[FactView]
     data_json: Markup
@@ -187,6 +189,7 @@ def build_page(report: RunReport) -> Page:
         grid_checks=check_heads(report),
         grid=grid,
         grid_hidden=hidden,
+        history=history_view(report),
         nodes=nodes,
         common=common,
         data_json=script_json(_summary_data(report, said)),

@@ -1,0 +1,90 @@
+"""The report's ``history`` key: what the store says about the run's own nodes and parts within
+the window, as ``preflight history --json`` answers it for them.
+
+At 1,000 nodes of 8 GPUs a run has some 11,000 rates. The key gives each its runs, mean and this
+run's value (enough to find the nodes, GPUs and pairs furthest below their own mean), and the full
+trend (low, high, first and last time) with its latest values only to those the report draws as
+sparklines (:mod:`.drawn`: at most 40): its reads are two aggregates of each rate over the window,
+then a few seeks on the rates' index.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from preflight.history.drawn import drawn, key_of, reasons, slower_keys
+from preflight.history.queries import flaky_of, latest_values, means_of, offenders_of, trends_by_key
+from preflight.history.record import PAIR_BUSBW, RunRecord
+from preflight.history.settings import iso
+from preflight.history.store import Store
+from preflight.model import CheckResult
+
+# A drawn trend's values the report carries: its last this many in the window, enough for a
+# sparkline.
+POINTS = 20
+# Significant digits of the values kept: a sparkline shows no more.
+DIGITS = 4
+
+
+@dataclass(frozen=True)
+class _Seen:
+    """A rate of the run as the key gives it when it is not drawn."""
+
+    metric: str
+    node: str
+    part: str
+    runs: int
+    mean: float
+    now: float | None
+
+
+def run_history(
+    store: Store, record: RunRecord, window_days: int, results: Iterable[CheckResult] = ()
+) -> dict[str, Any]:
+    """Repeat offenders among the run's nodes and parts, its nodes' flaky findings, and the trends
+    of its nodes, of the pairs it tested and of its GPUs, from ``window_days`` before the run to
+    the run itself. ``results``: the run's findings, whose ``history`` warnings name the rates
+    slower than their own past (drawn first)."""
+    started = datetime.fromisoformat(record.started_at.replace("Z", "+00:00"))
+    since = iso(started - timedelta(days=window_days))
+    nodes = [h.name for h in record.hosts]
+    parts = [p.part for found in record.parts.values() for p in found]
+    now = {(r.metric, r.node, r.part): r.value for r in record.rates}
+    pairs = [(r.node, r.part) for r in record.rates if r.metric == PAIR_BUSBW]
+    offenders = offenders_of(store, since, nodes, parts)
+    seen = [
+        _Seen(m.metric, m.node, m.part, m.runs, m.mean, now.get((m.metric, m.node, m.part)))
+        for m in means_of(store, since, nodes, parts, pairs)
+    ]
+    why = reasons(seen, slower_keys(results), {(o.by, o.name) for o in offenders})
+    chosen = [key_of(t) for t in drawn(seen, why)]
+    full = {(t.metric, t.node, t.part): t for t in trends_by_key(store, since, chosen)}
+    values = latest_values(store, since, chosen, POINTS)
+    trends = []
+    for t in seen:
+        key = key_of(t)
+        if key in full:
+            shown = [float(f"{v:.{DIGITS}g}") for v in values.get(key, [])]
+            trends.append({**full[key].to_dict(), "now": t.now, "values": shown})
+        else:
+            trends.append(
+                {
+                    "metric": t.metric,
+                    "node": t.node,
+                    "part": t.part,
+                    "runs": t.runs,
+                    "mean": t.mean,
+                    "now": t.now,
+                }
+            )
+    return {
+        "store": store.target,
+        "since": since,
+        "window_days": window_days,
+        "offenders": [o.to_dict() for o in offenders],
+        "flaky": [f.to_dict() for f in flaky_of(store, since, nodes)],
+        "trends": trends,
+    }
