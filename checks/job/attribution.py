@@ -12,8 +12,8 @@ into each node's :attr:`NodeOutcome.progress`:
   peer, or inside itself), that node lost its traffic. When no node holds most of them (a busy
   healthy pair retransmits more segments than a stalled lossy one that sends little), the node
   whose every connection lost far more per MiB sent than every other pair lost its traffic.
-- link errors: the InfiniBand port and interface error counters (symbol errors, receive errors,
-  link downs...) of one node grew during the phase, and no other node's did: NCCL over verbs
+- link errors: the InfiniBand port error counters (symbol errors, receive errors, link
+  downs...) of one node grew during the phase, and no other node's did: NCCL over verbs
   moves no TCP segment, and a bad cable or port shows there.
 
 Where neither names one node, nothing is named from here, and the phase's finding names no node:
@@ -334,16 +334,15 @@ def _by_loss_rate(
     return named[0] if len(named) == 1 else None
 
 
-# Counters of a node's own link that grow only when it corrupts or loses what crosses it
+# Counters of a node's own fabric link that grow only when it corrupts or loses what crosses it
 # (port_rcv_remote_physical_errors is left out: it counts packets corrupted upstream, on another
-# link; port_xmit_wait grows under any congestion).
+# link; port_xmit_wait grows under any congestion). Interface errors are left out too: they are
+# summed over every interface, and a management or storage NIC's errors say nothing of the job.
 LINK_ERROR_COUNTERS = (
     "ib.symbol_error",
     "ib.link_error_recovery",
     "ib.port_rcv_errors",
     "ib.link_downed",
-    "if.rx_errors",
-    "if.tx_errors",
 )
 
 
