@@ -192,6 +192,15 @@ def _owner(address: str, reporter: str, owners: Mapping[str, str]) -> str | None
     return owners.get(address)
 
 
+def _spans(outcome: JobOutcome, phase: str, until: float | None) -> dict[str, dict[str, Any]]:
+    """Each node's counter samples at the phase's start and at its last beat before ``until``."""
+    return {
+        n.host: span
+        for n in outcome.nodes
+        if (span := _span((n.progress.get(phase) or {}).get("net") or [], until)) is not None
+    }
+
+
 def _span(samples: Sequence[Any], until: float | None) -> dict[str, Any] | None:
     """The first sample and the last one taken before ``until`` (the connections are gone after)."""
     before = [sample for t, sample in samples if until is None or t <= until]
@@ -203,11 +212,7 @@ def _by_retransmits(
 ) -> Attribution | None:
     """The one node on whose connections nearly all of the phase's retransmissions were, when
     they were at least ``least``."""
-    samples = {
-        n.host: span
-        for n in outcome.nodes
-        if (span := _span((n.progress.get(phase) or {}).get("net") or [], until)) is not None
-    }
+    samples = _spans(outcome, phase, until)
     owners = {
         str(address): host
         for host, net in samples.items()
@@ -349,11 +354,7 @@ LINK_ERROR_COUNTERS = (
 def _by_link_errors(outcome: JobOutcome, phase: str, until: float | None) -> Attribution | None:
     """The one node whose own link's error counters grew during the phase: NCCL over InfiniBand
     verbs moves no TCP segment, and a bad cable or port shows here."""
-    samples = {
-        n.host: span
-        for n in outcome.nodes
-        if (span := _span((n.progress.get(phase) or {}).get("net") or [], until)) is not None
-    }
+    samples = _spans(outcome, phase, until)
     grown = {
         host: errors
         for host, deltas in _counter_deltas(samples).items()

@@ -466,15 +466,19 @@ class _Silence:
         if not quiet:
             return {}
         talking = any(time.monotonic() - self.heard[n] < self.silence_s / 2 for n in running)
+        answered: dict[str, bool] = {}
         unheard = [n for n in quiet if n not in self.beating]
         if unheard and self.beating & set(running):
             for name in unheard:
-                if self.answers(name):
+                answered[name] = self.answers(name)
+                if answered[name]:
                     self.heard[name] = time.monotonic()  # still there: it may be slow to start
         if not talking:
-            asked = self._quiet(running)
-            with cf.ThreadPoolExecutor(max_workers=min(ASK_AT_ONCE, len(asked))) as pool:
-                answering = list(pool.map(self.answers, asked))
+            asked = [name for name in self._quiet(running) if name not in answered]
+            if asked:
+                with cf.ThreadPoolExecutor(max_workers=min(ASK_AT_ONCE, len(asked))) as pool:
+                    answered.update(zip(asked, pool.map(self.answers, asked), strict=True))
+            answering = [answered[name] for name in self._quiet(running) if name in answered]
             self._listen(running)  # what the round trips brought in
             if not any(answering) and not any(self.answers(n) for n in self.heard if n not in running):
                 return {}  # no node answers: the controller's own link is down
