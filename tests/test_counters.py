@@ -222,16 +222,25 @@ def test_symbol_errors_that_grow_while_the_job_runs_fail_their_node_on_the_lab(
 ) -> None:
     """Two CPU nodes with four InfiniBand HCAs each (the lab's tree, mounted in each node's own
     /sys/class/infiniband); while the job runs, node 2's mlx5_1 port counts 500 symbol errors. The
-    growth fails node 2 alone."""
+    growth fails node 2 alone.
+
+    The counters are read before the ranks start and after they end, so the bump lands in between
+    as soon as the ranks are seen; the sweep is made to last its budget (a few seconds) so that
+    the lab's look at the node's processes cannot miss a fast job."""
     lab = make_lab(2)
+    config = tmp_path / "long_sweep.toml"
+    config.write_text("[allreduce]\niters = 400\nsweep_budget_s = 4.0\n")
     for target in lab.nodes:
         commands = install_infiniband(target.node_dir / "ib", GpuNode(infiniband=True))
         lab.exec(target, ["sh", "-c", " && ".join(commands)])
     victim = lab.nodes[1]
     counter = "/sys/class/infiniband/mlx5_1/ports/1/counters/symbol_error"
-    bump = lab.when_the_job_runs(victim, lambda: lab.exec(victim, ["sh", "-c", f"echo 500 > {counter}"]))
-    run, data = run_check(lab, tmp_path, "--only", "allreduce")
+    bump = lab.when_the_job_runs(
+        victim, lambda: lab.exec(victim, ["sh", "-c", f"echo 500 > {counter}"]), after_s=0.0
+    )
+    run, data = run_check(lab, tmp_path, "--only", "allreduce", "--config", str(config))
     bump.join(5)
+    assert not bump.is_alive()
     assert run.returncode == 1, run.stdout + run.stderr
     (grew,) = [r for r in lab_results(data, "allreduce") if r["details"].get("item") == "counter_growth"]
     assert (grew["status"], grew["hosts"]) == ("fail", [victim.address])
