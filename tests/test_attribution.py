@@ -254,6 +254,44 @@ def test_a_lossy_node_whose_stalled_pairs_sent_little_is_named_by_its_loss_rate(
     assert counted.evidence.startswith("retransmits: 6632 of the phase's 6632 TCP retransmissions")
 
 
+def _sent_net(t: float, local: str, peers: dict[str, tuple[int, int]]) -> dict[str, Any]:
+    beat = _net(t, local, {a: n for a, (n, _) in peers.items()})
+    for address, (_, sent) in peers.items():
+        beat["net"]["peers"][address]["bytes_sent"] = sent
+    return beat
+
+
+def test_the_busiest_healthy_node_is_not_named_for_holding_most_of_the_count() -> None:
+    # A real lab run of the suite at 25% loss on 10.199.1.13's incoming segments, its report's
+    # attribution details: the two healthy nodes moved 170 MiB between them and retransmitted 1,239
+    # segments doing so (7.3 a MiB), so 10.199.1.11 held 93% of the phase's 3,551 and the count
+    # named it; per MiB sent, 10.199.1.13's connections lost 105 and 250 segments.
+    mib = 1 << 20
+    before: dict[str, dict[str, tuple[int, int]]] = {
+        "10.199.1.11": {"10.199.1.12": (0, 0), "10.199.1.13": (0, 0)},
+        "10.199.1.12": {"10.199.1.11": (0, 0), "10.199.1.13": (0, 0)},
+        "10.199.1.13": {"10.199.1.11": (0, 0), "10.199.1.12": (0, 0)},
+    }
+    after = {
+        "10.199.1.11": {"10.199.1.12": (1239, int(170.04 * mib)), "10.199.1.13": (2065, int(19.58 * mib))},
+        "10.199.1.12": {"10.199.1.11": (0, 0), "10.199.1.13": (247, int(0.987 * mib))},
+        "10.199.1.13": {"10.199.1.11": (0, 0), "10.199.1.12": (0, 0)},
+    }
+
+    def attributed(after: dict[str, dict[str, tuple[int, int]]]) -> Any:
+        beats = {a: [_sent_net(100.0, a, before[a]), _sent_net(110.0, a, after[a])] for a in before}
+        progress = {f"node{i}": read_progress(_stderr(beats[a])) for i, a in enumerate(sorted(beats), 1)}
+        return stalled_node(_with_progress(load_job("three_nodes"), progress), "allreduce")
+
+    stalled = attributed(after)
+    assert stalled is not None and (stalled.host, stalled.by) == ("node3", "retransmits")
+    assert stalled.evidence.startswith("retransmits: every connection of node3 (with node1, node2)")
+    # Had the healthy pair lost 30 a MiB, the rates would not single out node3 (3.5x, not 5x); the
+    # pair without node1 still lost more per MiB than both of node1's: the count names nobody.
+    after["10.199.1.11"]["10.199.1.12"] = (int(30 * 170.04), int(170.04 * mib))
+    assert attributed(after) is None
+
+
 def test_the_node_whose_rank_timed_out_first_is_not_named_for_being_behind_in_its_count() -> None:
     # A real lab run at 25% loss on 10.199.1.13: rank 0 on 10.199.1.11 waited on its stalled
     # connection with the lossy node and timed out first, behind in its count (17 against 41);
