@@ -9,9 +9,6 @@ naming and to the end of the run.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 import threading
 import time
 from collections.abc import Callable
@@ -103,22 +100,12 @@ def test_a_stopped_node_is_named_with_its_phase_and_nothing_is_left_once_it_resu
     victim = lab.nodes[2]
     stopped: list[int] = []
 
-    def stop_everything() -> None:
-        # Every process of the node but the lab's own (sshd listener, namespace holder): the
-        # job, torchrun and the SSH session that carries them.
-        for pid, _ in lab.processes(victim):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGSTOP)
-                stopped.append(pid)
-
-    when = fault_during_the_job(lab, victim, stop_everything)
+    when = fault_during_the_job(lab, victim, lambda: stopped.extend(lab.freeze(victim)))
     try:
         run, data = run_check(lab, tmp_path, "--only", "allreduce", "--timeout", "600")
         ended = time.monotonic()
     finally:
-        for pid in stopped:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGCONT)
+        lab.thaw(stopped)
     assert run.returncode == 1, run.stdout + run.stderr
     finding = silent_finding(data, victim)
     assert finding["summary"].startswith(f"{victim.address} went silent in the allreduce phase: no heartbeat")

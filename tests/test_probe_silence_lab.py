@@ -4,10 +4,7 @@ timeout; once it is back, nothing of the probe is left on it."""
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
-import signal
 import threading
 import time
 from collections.abc import Callable
@@ -84,22 +81,12 @@ def test_a_node_stopped_during_the_facts_probe_is_named_as_silent(make_lab: Make
     victim = lab.nodes[2]
     stopped: list[int] = []
 
-    def stop_everything() -> None:
-        # Every process of the node but the lab's own (sshd listener, namespace holder): the
-        # probe and the SSH session that carries it.
-        for pid, _ in lab.processes(victim):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGSTOP)
-                stopped.append(pid)
-
-    when = fault_during_the_probe(lab, victim, stop_everything)
+    when = fault_during_the_probe(lab, victim, lambda: stopped.extend(lab.freeze(victim)))
     try:
         run, data = run_check(lab, tmp_path, "--only", "environment", "--timeout", "600")
         ended = time.monotonic()
     finally:
-        for pid in stopped:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGCONT)
+        lab.thaw(stopped)
     assert run.returncode == 3, run.stdout + run.stderr
     assert_named_alone_as_silent(data, victim, lab)
     print(f"stopped during the facts probe: the run ended {ended - when['fault']:.1f} s after the fault")

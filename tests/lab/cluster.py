@@ -882,6 +882,25 @@ class LabCluster:
 
     # -- faults ------------------------------------------------------------------------------
 
+    def freeze(self, node: NodeRef) -> list[int]:
+        """Stops (SIGSTOP) every process of the node but the lab's own (sshd listener, namespace
+        holder): whatever preflight runs there and the SSH sessions that carry it. The node's
+        address still answers (the kernel's TCP goes on), as a hung host's does. Returns the
+        pids, for :meth:`thaw`."""
+        stopped = []
+        for pid, _ in self.processes(node):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
+                stopped.append(pid)
+        return stopped
+
+    @staticmethod
+    def thaw(pids: Sequence[int]) -> None:
+        """Lets the processes :meth:`freeze` stopped go on."""
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+
     def throttle(self, node: NodeRef, rate_mbit: float) -> None:
         """Limits the node's link, both directions, to rate_mbit."""
         target = self.node(node)
