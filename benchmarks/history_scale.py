@@ -11,7 +11,9 @@ again). Runs are 4 hours apart, so the default ``--since 30d`` of ``preflight hi
 of them. Then it times the three queries of ``preflight history`` (repeat offenders, flaky
 findings, trends; then with ``--pairs``), the write of one more run, and the report's ``history``
 key for that run (the same answers for its own nodes, the latest values of the trends it draws),
-through the same code a run uses, and prints the medians of ``--repeat`` tries. ``--store PATH``
+and the rule that names a GPU or node slower than its own past (beside the same rule reading the
+window's every value, as it did before it read each rate's last runs only), through the same code
+a run uses, and prints the medians of ``--repeat`` tries. ``--store PATH``
 keeps a filled SQLite store between runs of the benchmark (filling takes minutes).
 
 PostgreSQL: a server is started for the benchmark from Debian's ``postgresql`` package, as the
@@ -41,6 +43,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from preflight.history.annotate import PAST_RUNS, slower_than_own_past
 from preflight.history.queries import Filters, flaky, offenders, trends
 from preflight.history.record import (
     BUSBW,
@@ -152,6 +155,31 @@ def history_answer(store: Store, since: str, pairs: bool = False) -> int:
     return len(offenders(store, filters)) + len(flaky(store, filters)) + len(trends(store, filters))
 
 
+def own_past_over_the_window(store: Store, record: RunRecord, window_days: int) -> int:
+    """The own-past rule as it was before it read each rate's last runs only: every value of the
+    window, read for the run's nodes, and each series' median and spread; how many series."""
+    since = iso(
+        datetime.fromisoformat(record.started_at.replace("Z", "+00:00")) - timedelta(days=window_days)
+    )
+    nodes = sorted({rate.node for rate in record.rates})
+    series: dict[tuple[str, str, str], list[float]] = {}
+    for metric in (TFLOPS, BUSBW):
+        for start in range(0, len(nodes), 500):
+            chunk = nodes[start : start + 500]
+            marks = ", ".join("?" for _ in chunk)
+            rows = store.query(
+                f"SELECT node, part, value FROM rates WHERE metric = ? AND started_at >= ?"
+                f" AND started_at < ? AND node IN ({marks}) ORDER BY started_at",
+                [metric, since, record.started_at, *chunk],
+            )
+            for node, part, value in rows:
+                series.setdefault((metric, node, part), []).append(float(value))
+    for values in series.values():
+        typical = statistics.median(values)
+        statistics.median([abs(v - typical) for v in values])
+    return len(series)
+
+
 def timed(action: Callable[[], Any], repeat: int) -> float:
     times = []
     for _ in range(repeat):
@@ -223,6 +251,8 @@ def measure(backend: str, target: str, args: argparse.Namespace, kept: str | Non
         extra = iter(more)
         write_s = timed(lambda: save(store, next(extra)), args.repeat)
         key_s = timed(lambda: run_history(store, more[-1], 30), args.repeat)
+        own_s = timed(lambda: slower_than_own_past(more[-1], store, 30, 0.1), args.repeat)
+        window_s = timed(lambda: own_past_over_the_window(store, more[-1], 30), args.repeat)
     finally:
         store.close()
     parts = sum(len(p) for p in base.parts.values())
@@ -230,7 +260,9 @@ def measure(backend: str, target: str, args: argparse.Namespace, kept: str | Non
         f"{backend:10} {args.nodes} nodes x {GPUS} GPUs ({parts} parts a run) x {args.runs} runs "
         f"(filled in {filled:.0f} s): preflight history {query_s:.2f} s ({rows} rows; "
         f"--pairs {pairs_s:.2f} s, {with_pairs} rows), "
-        f"one run's write {write_s:.2f} s, its report's history key {key_s:.2f} s",
+        f"one run's write {write_s:.2f} s, its report's history key {key_s:.2f} s; "
+        f"the own-past rule {own_s:.2f} s (its last {PAST_RUNS} runs a rate), reading the window's"
+        f" every value as before {window_s:.2f} s: {window_s / max(own_s, 1e-6):.1f}x",
         flush=True,
     )
 

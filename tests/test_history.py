@@ -21,7 +21,7 @@ import pytest
 
 from preflight.cli import main
 from preflight.errors import ExitCode
-from preflight.history.annotate import SLOWER
+from preflight.history.annotate import PAST_RUNS, SLOWER
 from preflight.history.queries import Filters, flaky, latest_values, offenders, trends
 from preflight.history.record import RunInfo
 from preflight.history.schema import SCHEMA_VERSION
@@ -244,6 +244,31 @@ def test_a_few_runs_that_happened_to_agree_do_not_make_a_usual_dip_a_slowdown(ta
         _remember(target, _report(NOW - timedelta(days=9, hours=-day), _hosts(), [_compute(ranks)]))
     out = _remember(target, _report(NOW, _hosts(), [_compute(dip)]))
     assert len([r for r in out.results if r.details.get("item") == SLOWER]) == 6
+
+
+def test_a_rates_own_past_is_its_last_runs_so_a_lasting_change_becomes_its_normal(target: str) -> None:
+    """Its own past is a rate's last PAST_RUNS runs in the window, not all of them: every GPU steady
+    at 600 TFLOPS for 40 runs, then at 500 (after a driver change, say). Its 500s are named slower
+    than its own past while the 600s are most of its last 30 runs, and no longer once the 500s are
+    (read over the whole window, they would be named until they outnumbered the window's 40 runs at
+    600: 41 runs, 7 days at a run every 4 hours)."""
+
+    def run(at: datetime, rate: float) -> RunReport:
+        ranks = [(n, s, rate) for n, ss in SERIALS.items() for s in ss]
+        return _remember(target, _report(at, _hosts(), [_compute(ranks)]))
+
+    start = NOW - timedelta(days=20)
+    for number in range(40):
+        run(start + timedelta(hours=4 * number), 600.0 + number % 3)
+    named = []
+    for number in range(40, 60):
+        out = run(start + timedelta(hours=4 * number), 500.0)
+        named.append(len([r for r in out.results if r.details.get("item") == SLOWER]))
+    # The 41st to the 55th run find most of their last 30 at 600: all six GPUs named each time.
+    half = PAST_RUNS // 2
+    assert named[:half] == [6] * half
+    # From the 56th, 15 or more of the last 30 runs were at 500: its median has moved.
+    assert named[half:] == [0] * (20 - half)
 
 
 def test_two_runs_writing_at_once_both_land(target: str) -> None:

@@ -53,7 +53,9 @@ def test_it_prints_the_query_and_the_write_time(
         r"sqlite +5 nodes x 8 GPUs \(85 parts a run\) x 4 runs \(filled in \d+ s\): "
         r"preflight history \d+\.\d\d s \(\d+ rows; --pairs \d+\.\d\d s, \d+ rows\), "
         r"one run's write \d+\.\d\d s, "
-        r"its report's history key \d+\.\d\d s",
+        r"its report's history key \d+\.\d\d s; "
+        r"the own-past rule \d+\.\d\d s \(its last 30 runs a rate\), "
+        r"reading the window's every value as before \d+\.\d\d s: \d+\.\dx",
         line,
     ), line
 

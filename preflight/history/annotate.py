@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from preflight.history.queries import earlier_failures, median, series
+from preflight.history.queries import earlier_failures, median, recent_series
 from preflight.history.record import Finding, Rate, RunRecord, findings_of
 from preflight.history.settings import iso
 from preflight.history.spread import bound_sigmas
@@ -26,6 +26,11 @@ CHECK = "history"
 SLOWER = "slower_than_own_past"
 # The fewest earlier runs a median of one's own past is taken over.
 MIN_PAST_RUNS = 3
+# The most: a rate's own past is its last this many runs in the window. Enough for a steady
+# median and spread (a prediction bound of 4.7 sigmas; 4.1 for 180 runs), recent enough to follow
+# a part's own slow drift, and read by index seeks rather than by reading the window's every value
+# (a part judged at every run of a 30-day window has 180 of them at a run every 4 hours).
+PAST_RUNS = 30
 _UNITS = {"tflops": "TFLOPS", "busbw": "GB/s"}
 # A rate is below its own past only beyond that past's own spread: its earlier values' robust
 # standard deviation (1.4826 x their median absolute deviation) times a prediction bound for one
@@ -96,16 +101,17 @@ def slower_than_own_past(
     record: RunRecord, store: Store, window_days: int, margin: float
 ) -> list[CheckResult]:
     """A warning for each GPU whose compute rate, and each node whose bus bandwidth, is below the
-    median of its own earlier runs in the window by more than ``margin`` (0.1: 10 %) and beyond the
-    spread of those runs (:data:`MAD_TO_SIGMA`: a rate that moves that much run to run is not named
-    for moving)."""
+    median of its own earlier runs in the window (the last :data:`PAST_RUNS` of them) by more than
+    ``margin`` (0.1: 10 %) and beyond the spread of those runs (:data:`MAD_TO_SIGMA`: a rate that
+    moves that much run to run is not named for moving)."""
     since = iso(_started(record) - timedelta(days=window_days))
     found: list[CheckResult] = []
     for metric in ("tflops", "busbw"):
         now = [r for r in record.rates if r.metric == metric]
         if not now:
             continue
-        past = series(store, metric, [r.node for r in now], since, record.started_at)
+        keys = [(r.node, r.part) for r in now]
+        past = recent_series(store, metric, keys, since, record.started_at, PAST_RUNS)
         for rate in now:
             values = past.get((rate.node, rate.part), [])
             if len(values) < MIN_PAST_RUNS:

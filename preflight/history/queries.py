@@ -7,7 +7,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from preflight.history.record import BUSBW, PAIR_BUSBW, TFLOPS
 from preflight.history.store import Store
@@ -204,7 +204,10 @@ def _runs_checking(store: Store, nodes: Sequence[str], since: str) -> dict[str, 
     return {node: sorted(runs) for node, runs in found.items()}
 
 
-def _chunks(items: Sequence[str], size: int) -> Iterable[Sequence[str]]:
+_Item = TypeVar("_Item")
+
+
+def _chunks(items: Sequence[_Item], size: int) -> Iterable[Sequence[_Item]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
 
@@ -338,21 +341,38 @@ def _per_series(
             yield (metric, node, part), tuple(rest)
 
 
-def series(
-    store: Store, metric: str, nodes: Sequence[str], since: str, before: str
+def recent_series(
+    store: Store, metric: str, keys: Sequence[tuple[str, str]], since: str, before: str, last: int
 ) -> dict[tuple[str, str], list[float]]:
-    """(node, part) -> the values of ``metric`` for ``nodes`` in the runs from ``since`` to before
-    ``before``, oldest first."""
+    """(node, part) -> the last ``last`` values of ``metric`` of each of ``keys`` in the runs from
+    ``since`` to before ``before``, oldest first (a key without any is left out).
+
+    Each series is read by a seek into the rates' index (metric, node, part, started_at) that stops
+    after ``last`` rows, so the cost follows the parts asked about, not the window's every value:
+    at 1,000 nodes x 8 GPUs x 180 runs the window holds 1.6 million values. SQLite is asked once a
+    series (in process: no round trip); PostgreSQL once for 500 series, by a lateral join."""
     found: dict[tuple[str, str], list[float]] = {}
-    for chunk in _chunks(sorted(set(nodes)), 500):
-        marks = ", ".join("?" for _ in chunk)
+    wanted = sorted(set(keys))
+    if store.dialect == "postgresql":
+        for chunk in _chunks(wanted, 500):
+            rows = store.query(
+                "SELECT k.node, k.part, r.value FROM unnest(?::text[], ?::text[]) AS k(node, part)"
+                " CROSS JOIN LATERAL (SELECT value, started_at FROM rates WHERE metric = ?"
+                " AND node = k.node AND part = k.part AND started_at >= ? AND started_at < ?"
+                " ORDER BY started_at DESC LIMIT ?) AS r ORDER BY r.started_at",
+                [[node for node, _ in chunk], [part for _, part in chunk], metric, since, before, last],
+            )
+            for node, part, value in rows:
+                found.setdefault((node, part), []).append(float(value))
+        return found
+    for node, part in wanted:
         rows = store.query(
-            f"SELECT node, part, value FROM rates WHERE metric = ? AND started_at >= ? AND started_at < ?"
-            f" AND node IN ({marks}) ORDER BY started_at",
-            [metric, since, before, *chunk],
+            "SELECT value FROM rates WHERE metric = ? AND node = ? AND part = ? AND started_at >= ?"
+            " AND started_at < ? ORDER BY started_at DESC LIMIT ?",
+            [metric, node, part, since, before, last],
         )
-        for node, part, value in rows:
-            found.setdefault((node, part), []).append(float(value))
+        if rows:
+            found[(node, part)] = [float(value) for (value,) in reversed(rows)]
     return found
 
 
