@@ -27,7 +27,7 @@ from checks.job.node.host import _spawn_rank, rank_environment
 from checks.job.node.markers import PHASE_MARKER, RANK_MARKER, parse_result_line
 from checks.job.node.pair_tests import PairTests
 from checks.job.node.pattern import count_unlike, expected_sums, fill_periodic, pattern_values
-from checks.job.node.planning import bus_bandwidth, pair_size, plan_iterations, sweep_sizes
+from checks.job.node.planning import bus_bandwidth, cut_short_time, pair_size, plan_iterations, sweep_sizes
 from checks.job.node.sweep import sweep
 from checks.job.outcome import JOB_PHASES, JobOutcome, NodeOutcome
 from checks.job.pairs import plan_rounds
@@ -319,6 +319,16 @@ def test_iterations_fit_the_time_left_with_at_least_one_timed() -> None:
     assert plan_iterations(0.001, 10.0, 4, 20) == (4, 20)
     assert plan_iterations(1.0, 5.5, 4, 20) == (0, 4)  # one op kept for the correctness check
     assert plan_iterations(3.0, 2.0, 4, 20) == (0, 1)
+
+
+def test_a_stalled_probe_that_cut_a_pair_test_short_stays_in_its_time() -> None:
+    # A real lab run at 10% loss on one node: a re-test of its pair timed 1 op at 5.6 ms, all the
+    # 2 s budget left room for after its probe (so the probe took 0.4 s or more); the pair ran 30x
+    # slow over 20 ops elsewhere in the run. The probe stays in the mean: the pair is slow.
+    assert cut_short_time(0.0056, 1, 20, 0.5) == (0.5 + 0.0056) / 2
+    # A healthy pair: all 20 ops fit, or the probe was an op like the others.
+    assert cut_short_time(0.0056, 20, 20, 0.5) == 0.0056
+    assert cut_short_time(0.2, 8, 20, 0.25) == 0.2  # a slow fabric's ops: 8 fit, none stalled
 
 
 def test_a_pair_too_slow_for_its_message_gets_a_smaller_one() -> None:

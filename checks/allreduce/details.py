@@ -32,6 +32,8 @@ class PairTest(TypedDict):
     ranks: list[int]
     size_bytes: int
     iters: int
+    # Its probe op at the pair's message; in time_s's mean too when it stalled and cut the test short.
+    probe_s: NotRequired[float]
     time_s: float
     algbw_gbps: float
     busbw_gbps: float

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from checks.job.node.planning import (
     FLOAT32_BYTES,
     bus_bandwidth,
+    cut_short_time,
     pair_key,
     pair_size,
     plan_iterations,
@@ -92,10 +93,12 @@ class PairTests:
                 ranks = sorted(job.ranks_of_node.get(mine[0], []) + job.ranks_of_node.get(mine[1], []))
                 probe_local = job.time_ops(buffer, 1, group, aligned=True)  # allocate() agreed
                 probe, spent = job.agree_max([probe_local, time.perf_counter() - started], group)
-                _, timed = plan_iterations(probe, budget - spent, 0, max(1, int(settings["iters"])))
+                requested = max(1, int(settings["iters"]))
+                _, timed = plan_iterations(probe, budget - spent, 0, requested)
                 per_op_local = job.time_ops(buffer, timed, group, aligned=True)
                 local.append(
-                    {"size_bytes": size, "iters": timed, "time_s": per_op_local,
+                    {"size_bytes": size, "iters": timed, "probe_s": probe_local,
+                     "time_s": cut_short_time(per_op_local, timed, requested, probe_local),
                      "round": first_round + index, "nodes": list(mine), "ranks": ranks}
                 )  # fmt: skip
             del buffer
@@ -123,6 +126,7 @@ class PairTests:
                     "ranks": result["ranks"],
                     "size_bytes": result["size_bytes"],
                     "iters": result["iters"],
+                    "probe_s": result["probe_s"],
                     "time_s": result["time_s"],
                     "algbw_gbps": algbw,
                     "busbw_gbps": busbw,
