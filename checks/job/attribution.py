@@ -239,12 +239,13 @@ def _by_retransmits(
         return None
     share = {host: sum(count for pair, count in pairs.items() if host in pair) / total for host in samples}
     counted = _broadest([host for host, part in share.items() if part >= RETRANSMIT_SHARE], pairs)
-    by_rate = _by_loss_rate(list(samples), pairs, sent)
+    rates = _rates(pairs, sent)
+    by_rate = _by_loss_rate(list(samples), pairs, rates)
     # The count names the node that moved the most traffic as readily as the one that lost it; the
     # rate per MiB sent tells them apart, and where the two disagree the rate decides.
     if by_rate is not None and by_rate != counted:
         host, how = by_rate, "rate"
-    elif counted is not None and not _outlost(counted, pairs, sent):
+    elif counted is not None and not _outlost(counted, pairs, rates):
         host, how = counted, "count"
     else:
         return None
@@ -260,7 +261,6 @@ def _by_retransmits(
             f"({where}): it lost traffic"
         )
     else:
-        rates = _rates(pairs, sent)
         own = min(rate for pair, rate in rates.items() if host in pair)
         other = max((rate for pair, rate in rates.items() if host not in pair), default=0.0)
         evidence = (
@@ -326,10 +326,10 @@ def _rates(
 
 
 def _by_loss_rate(
-    hosts: Sequence[str], pairs: Mapping[frozenset[str], int], sent: Mapping[frozenset[str], int]
+    hosts: Sequence[str], pairs: Mapping[frozenset[str], int], rates: Mapping[frozenset[str], float]
 ) -> str | None:
-    """The one node whose every connection lost traffic at a rate far above every other pair's."""
-    rates = _rates(pairs, sent)
+    """The one node whose every connection lost traffic at a rate (:func:`_rates`) far above every
+    other pair's."""
     named = []
     for host in hosts:
         own = [rate for pair, rate in rates.items() if host in pair]
@@ -342,11 +342,10 @@ def _by_loss_rate(
     return named[0] if len(named) == 1 else None
 
 
-def _outlost(host: str, pairs: Mapping[frozenset[str], int], sent: Mapping[frozenset[str], int]) -> bool:
-    """Whether a connection without ``host`` lost more per MiB sent than every one of its own: the
-    count named a busy healthy node (in a real lab run at 25% loss on another node, the healthy
-    pair's 170 MiB had retransmitted 7 segments a MiB, the lossy node's pairs 105 and 250)."""
-    rates = _rates(pairs, sent)
+def _outlost(host: str, pairs: Mapping[frozenset[str], int], rates: Mapping[frozenset[str], float]) -> bool:
+    """Whether a connection without ``host`` lost more per MiB sent (:func:`_rates`) than every one
+    of its own: the count named a busy healthy node (in a real lab run at 25% loss on another node,
+    the healthy pair's 170 MiB had retransmitted 7 segments a MiB, the lossy node's pairs 105 and 250)."""
     own = [rate for pair, rate in rates.items() if host in pair]
     lost = [pair for pair in rates if host not in pair and pairs.get(pair, 0) >= MIN_PAIR_RETRANSMITS]
     others = [rates[pair] for pair in lost]

@@ -474,11 +474,12 @@ class _Silence:
                 if answered[name]:
                     self.heard[name] = time.monotonic()  # still there: it may be slow to start
         if not talking:
-            asked = [name for name in self._quiet(running) if name not in answered]
+            still_quiet = self._quiet(running)
+            asked = [name for name in still_quiet if name not in answered]
             if asked:
                 with cf.ThreadPoolExecutor(max_workers=min(ASK_AT_ONCE, len(asked))) as pool:
                     answered.update(zip(asked, pool.map(self.answers, asked), strict=True))
-            answering = [answered[name] for name in self._quiet(running) if name in answered]
+            answering = [answered[name] for name in still_quiet]
             self._listen(running)  # what the round trips brought in
             if not any(answering) and not any(self.answers(n) for n in self.heard if n not in running):
                 return {}  # no node answers: the controller's own link is down
