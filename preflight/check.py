@@ -20,6 +20,7 @@ from preflight.handback import Action
 from preflight.inventory import HostSpec
 from preflight.model import CheckResult, HostReport, RunReport
 from preflight.settings import NOT_QUICK, Cost, Profile, Settings
+from preflight.silence import SilenceWatch, keepalive_of
 from preflight.transport import RemoteProcess, Transport
 from preflight.view import Presentation
 
@@ -37,6 +38,9 @@ class HostSession:
     # The facts probe, staying as the host's script host when a check asked for warm imports
     # (Check.warm_imports): the first check to use it takes it (:meth:`take_host`).
     host: RemoteProcess | None = None
+    # Named silent in some phase: its connection is dropped at the end, not closed (what it runs
+    # cannot be ended from here, and asking would only wait).
+    silent: bool = False
 
     def take_host(self) -> RemoteProcess | None:
         """The staying facts probe, for one user: later callers get None."""
@@ -78,6 +82,12 @@ class CheckContext:
     def live_sessions(self) -> list[HostSession]:
         """Reachable hosts with an open transport, in inventory order."""
         return [s for s in self.sessions if s.report.reachable and s.transport is not None]
+
+    def silence_watch(self) -> SilenceWatch:
+        """A watch over the live hosts' silence (:mod:`preflight.silence`) for one phase that talks
+        to them; the caller closes it."""
+        transports = {s.spec.name: s.transport for s in self.live_sessions}
+        return SilenceWatch(transports, self.config.run.silence_s, keepalive_of(transports.get))
 
     def facts(self) -> Mapping[str, Mapping[str, Any]]:
         """Facts of every reachable host, by host name."""

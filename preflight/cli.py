@@ -452,8 +452,8 @@ def _check(args: argparse.Namespace) -> ExitCode:
         srun=srun,
         history=history,
     )
-    report = execute(request, progress)
-    _write_outputs(report, args, summary)
+    # The verdict is out (files written, summary printed) before the connections are closed.
+    report = execute(request, progress, publish=lambda done: _write_outputs(done, args, summary))
     if args.local and report.exit_code == ExitCode.INTERRUPTED:
         return ExitCode.HOSTS_UNCHECKED  # a prolog's status above 125 reads as a signal to Slurm
     return report.exit_code

@@ -2,9 +2,10 @@
 
 One bad host never aborts the run: each host ends as facts or as a ``HostError``, and
 hosts still busy when the run's deadline comes are named as timed out. The facts probe beats on
-stderr while it works (:mod:`preflight.node.beat`): a host that sends nothing for the run's
-``silence_s`` (its link cut, its processes stopped) is named as silent then, not when the probe's
-own timeout ends.
+stderr while it works (:mod:`preflight.node.beat`), and the run's silence watch
+(:mod:`preflight.silence`) names a host that stopped answering (its link cut, its processes
+stopped) within the run's ``silence_s``, not when the probe's own timeout ends; a host that is only
+slow answers its keepalives and is given the probe's whole timeout.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from preflight.probes import (
 )
 from preflight.progress import Progress
 from preflight.redact import redact
+from preflight.silence import LISTEN_S, NodeSilent, SilenceWatch, keepalive_of, listen, read_line
 from preflight.transport import GRACE_S, CommandResult, HostUnavailable, RemoteProcess, Transport
 
 TransportFactory = Callable[[HostSpec], Transport]
@@ -47,10 +49,8 @@ HOST_EXIT_S = 3.0
 SHELL_OUTPUT_KEPT = 2000
 # The probe's heartbeat lines, dropped from the stderr an error message quotes.
 _BEAT_LINE_RE = re.compile(rb"^" + re.escape(PROBE_BEAT.encode()) + rb"\n", re.MULTILINE)
-# Seconds between two looks at a probe's output while it is awaited.
-_LISTEN_S = 0.25
-# Seconds a silent host gets to answer an SSH keepalive: one that answers has its probe ended now.
-_ANSWER_S = 2.0
+# The phase a host silent in the facts probe is named in.
+DURING = "the facts probe"
 
 
 def facts_probe_args(job_env: Mapping[str, str], stay_imports: Sequence[str] = ()) -> tuple[str, ...]:
@@ -67,72 +67,40 @@ def facts_probe_args(job_env: Mapping[str, str], stay_imports: Sequence[str] = (
     return (json.dumps(options),)
 
 
-class _Listener:
-    """Whether a probe still talks: a host that sent nothing (not even a heartbeat) for
-    ``silence_s`` is silent, and named so with how long."""
-
-    def __init__(self, process: RemoteProcess, transport: Transport, silence_s: float) -> None:
-        self.process = process
-        self.transport = transport
-        self.silence_s = silence_s
-        self.received = process.received_bytes
-        self.heard = time.monotonic()
-
-    def check(self) -> None:
-        """Raise :class:`HostUnavailable` once the host has been silent too long; its probe is ended
-        where the host still answers (a host that does not is left to the transport's close)."""
-        now = time.monotonic()
-        if self.process.received_bytes != self.received:
-            self.received = self.process.received_bytes
-            self.heard = now
-            return
-        quiet_s = now - self.heard
-        if quiet_s < self.silence_s:
-            return
-        if self.transport.responsive(_ANSWER_S):
-            self.process.wait(Deadline.after(0))
-        raise HostUnavailable(HostError("timeout", f"silent for {quiet_s:.0f} s during the facts probe"))
-
-
 def _without_beats(result: CommandResult) -> CommandResult:
     return dataclasses.replace(result, stderr=_BEAT_LINE_RE.sub(b"", result.stderr))
 
 
-def _first_line(process: RemoteProcess, listener: _Listener, deadline: Deadline) -> bytes | None:
-    """The process's first stdout line; None at its end or the deadline; raises once it is silent."""
-    while True:
-        line = process.readline(Deadline.after(_LISTEN_S).sooner(deadline.remaining()))
-        if line is not None:
-            return line
-        if deadline.expired or process.deadline.expired or not process.running():
-            return None
-        listener.check()
-
-
 def _probe_once(
-    transport: Transport, *, python: str, args: tuple[str, ...], timeout_s: float, silence_s: float
+    transport: Transport,
+    watch: SilenceWatch,
+    name: str,
+    *,
+    python: str,
+    args: tuple[str, ...],
+    timeout_s: float,
 ) -> ScriptAnswer:
     """Run the facts probe to its end and return its answer (as ``run_node_script_answer`` does),
-    naming the host as soon as it is silent for ``silence_s``."""
+    naming the host as soon as the watch finds it silent."""
     marker = frame_marker()
     process = transport.start([python, "-", *args], timeout_s=timeout_s)
     with contextlib.suppress(OSError):  # one that ended without its input says why by its status
         process.write(framed(node_script(FACTS_SCRIPT), marker))
         process.close_stdin()
-    listener = _Listener(process, transport, silence_s)
-    while process.running(_LISTEN_S) and not process.deadline.expired:
-        listener.check()
+    while process.running(LISTEN_S) and not process.deadline.expired:
+        listen(watch, name, process, DURING)
     result = _without_beats(process.wait())
     return parse_script_output(result, python=python, timeout_s=timeout_s, frame=marker)
 
 
 def _staying_probe(
     transport: Transport,
+    watch: SilenceWatch,
+    name: str,
     *,
     python: str,
     args: tuple[str, ...],
     probe_timeout_s: float,
-    silence_s: float,
     deadline: Deadline,
 ) -> tuple[ScriptAnswer, RemoteProcess]:
     """Run the facts probe so that it stays: its answer, and the process, still running."""
@@ -140,8 +108,9 @@ def _staying_probe(
         transport, FACTS_SCRIPT, python=python, args=args, timeout_s=max(1.0, deadline.remaining())
     )
     frame = process.frame
-    listener = _Listener(process, transport, silence_s)
-    line = _first_line(process, listener, Deadline.after(probe_timeout_s).sooner(deadline.remaining()))
+    line = read_line(
+        watch, name, process, Deadline.after(probe_timeout_s).sooner(deadline.remaining()), DURING
+    )
     document: Any = None
     if line is not None:
         try:
@@ -179,10 +148,10 @@ def _unchecked(spec: HostSpec, error: HostError) -> HostReport:
 def _gather_one(
     session: HostSession,
     factory: TransportFactory,
+    watch: SilenceWatch,
     *,
     python: str,
     probe_timeout_s: float,
-    silence_s: float,
     deadline: Deadline,
     progress: Progress,
     args: tuple[str, ...] = (),
@@ -199,21 +168,24 @@ def _gather_one(
         if stay:
             answer, session.host = _staying_probe(
                 transport,
+                watch,
+                spec.name,
                 python=python,
                 args=args,
                 probe_timeout_s=probe_timeout_s,
-                silence_s=silence_s,
                 deadline=deadline,
             )
         else:
             answer = _probe_once(
                 transport,
+                watch,
+                spec.name,
                 python=python,
                 args=args,
                 timeout_s=deadline.cap(probe_timeout_s),
-                silence_s=silence_s,
             )
     except HostUnavailable as exc:
+        session.silent = isinstance(exc, NodeSilent)
         session.report = _unchecked(spec, exc.error)
         progress.host(spec.name, "error", error=exc.error.message)
         return
@@ -255,13 +227,15 @@ def gather(
 ) -> list[HostSession]:
     """Connect to every host and gather its facts (``args``: the probe's options, the same for
     every host); the sessions keep their open transports, and with ``stay`` the facts probe that
-    stayed as each host's script host. A host whose probe sends nothing for ``silence_s`` is
-    named as silent."""
+    stayed as each host's script host. A host that stops answering is named as silent after
+    ``silence_s`` (:mod:`preflight.silence`)."""
     sessions = [
         HostSession(spec, _unchecked(spec, HostError("timeout", "not reached before the run's deadline")))
         for spec in specs
     ]
     progress.hosts_started([s.spec.name for s in sessions])
+    by_name = {s.spec.name: s for s in sessions}
+    watch = SilenceWatch(by_name, silence_s, keepalive_of(lambda name: by_name[name].transport))
     pool = cf.ThreadPoolExecutor(max_workers=max(1, min(fanout, len(specs))), thread_name_prefix="host")
     try:
         futures = {
@@ -269,9 +243,9 @@ def gather(
                 _gather_one,
                 session,
                 factory,
+                watch,
                 python=python,
                 probe_timeout_s=probe_timeout_s,
-                silence_s=silence_s,
                 deadline=deadline,
                 progress=progress,
                 args=args,
@@ -305,6 +279,7 @@ def gather(
         close_all(sessions)
         raise
     finally:
+        watch.close()
         pool.shutdown(wait=False, cancel_futures=True)
     return sessions
 
@@ -320,7 +295,11 @@ def remove_host_tmpdir(transport: Transport | None, stderr: bytes) -> None:
 
 def _close(session: HostSession) -> None:
     """End what the host still runs and close its connection; a staying facts probe that was never
-    used is told to go (its stdin ends) and given a moment, then ended, its TMPDIR removed."""
+    used is told to go (its stdin ends) and given a moment, then ended, its TMPDIR removed. A host
+    named silent has its connection dropped: its processes end at their own deadline there."""
+    if session.silent and session.transport is not None:
+        session.transport.abandon()
+        return
     host = session.take_host()
     if host is not None and session.transport is not None:
         with contextlib.suppress(OSError, HostUnavailable):

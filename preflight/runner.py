@@ -1,14 +1,16 @@
 """One run, end to end: gather every host's facts, run the selected checks, build the report.
 
 The run's deadline bounds everything; Ctrl-C ends remote work, closes every connection
-and still returns a report of what was learned, marked interrupted.
+and still returns a report of what was learned, marked interrupted. The report is published (its
+files written, its verdict printed) before the connections are closed: ending what a lost node
+still runs can take seconds, and whoever waits on the verdict does not wait for that.
 """
 
 from __future__ import annotations
 
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -66,7 +68,13 @@ def _run_check(check: Check, ctx: CheckContext) -> list[CheckResult]:
         ]
 
 
-def execute(request: RunRequest, progress: Progress | None = None) -> RunReport:
+def execute(
+    request: RunRequest,
+    progress: Progress | None = None,
+    publish: Callable[[RunReport], None] | None = None,
+) -> RunReport:
+    """Run the request and return its report; ``publish`` is given the report before the run's
+    connections are closed (an interrupted run closes them first)."""
     progress = progress or NoProgress()
     started_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     started = time.monotonic()
@@ -123,9 +131,30 @@ def execute(request: RunRequest, progress: Progress | None = None) -> RunReport:
                     address=session.spec.address,
                     error=HostError("interrupted", "the run was interrupted before this host was checked"),
                 )
+        close_all(sessions)
+    except BaseException:
+        close_all(sessions)
+        raise
+    finally:
+        progress.close()
+    try:
+        report = _report(request, sessions, results, started_at, started, interrupted, timings)
+        if publish is not None:
+            publish(report)
     finally:
         close_all(sessions)
-        progress.close()
+    return report
+
+
+def _report(
+    request: RunRequest,
+    sessions: Sequence[HostSession],
+    results: list[CheckResult],
+    started_at: str,
+    started: float,
+    interrupted: bool,
+    timings: dict[str, float],
+) -> RunReport:
     hosts = [s.report for s in sessions]
     handback = hand_back(
         hosts,

@@ -1,8 +1,11 @@
-"""A host whose facts probe goes silent is named as silent after the run's silence_s, not after the
-probe's own timeout; a probe that keeps beating while it works is waited for."""
+"""A host that stops answering during the facts probe (no output, no answer to a keepalive) is named
+as silent after the run's silence_s, not after the probe's own timeout; a probe that says nothing
+while its host answers is slow, and is given its whole timeout; a probe that keeps beating while it
+works is waited for."""
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from pathlib import Path
@@ -15,6 +18,7 @@ from preflight.gather import close_all, facts_probe_args, gather
 from preflight.inventory import local_host
 from preflight.node.beat import PROBE_BEAT, start_beating, stop_beating
 from preflight.progress import NoProgress
+from preflight.silence import SILENT_AS
 from preflight.transport.local import LocalTransport
 
 
@@ -25,13 +29,22 @@ def _script(tmp_path: Path, body: str) -> str:
     return str(path)
 
 
-def _gather(python: str, *, stay: bool, silence_s: float) -> tuple[float, object]:
+class Unanswering(LocalTransport):
+    """This machine as a host whose connection answers no keepalive (a node frozen or cut off)."""
+
+    def responsive(self, timeout_s: float) -> bool:
+        return False
+
+
+def _gather(
+    python: str, *, stay: bool, silence_s: float, probe_timeout_s: float = 60, answers: bool = True
+) -> tuple[float, object]:
     started = time.monotonic()
     sessions = gather(
         [local_host()],
-        LocalTransport,
+        LocalTransport if answers else Unanswering,
         python=python,
-        probe_timeout_s=60,
+        probe_timeout_s=probe_timeout_s,
         fanout=1,
         deadline=Deadline.after(120),
         progress=NoProgress(),
@@ -47,14 +60,28 @@ def _gather(python: str, *, stay: bool, silence_s: float) -> tuple[float, object
 
 
 @pytest.mark.parametrize("stay", [True, False], ids=["staying", "once"])
-def test_a_silent_probe_is_named_after_silence_s_and_ended(tmp_path: Path, stay: bool) -> None:
-    # Reads its input, says nothing, and would run for 5 minutes.
+def test_a_host_that_answers_nothing_is_named_silent_after_silence_s(tmp_path: Path, stay: bool) -> None:
+    # Reads its input, says nothing, would run for 5 minutes, and its connection answers no keepalive.
     python = _script(tmp_path, "cat >/dev/null &\nexec sleep 300\n")
-    took, report = _gather(python, stay=stay, silence_s=1.5)
+    took, report = _gather(python, stay=stay, silence_s=4, answers=False)
     error = report.error  # type: ignore[attr-defined]
     assert error is not None and error.kind == "timeout", error
-    assert error.message == "silent for 2 s during the facts probe"  # the connect finding adds the host
-    assert 1.5 <= took < 10  # named within the 10 s silence is allowed, whatever the load
+    # the connect finding adds the host; at least ASK_S + ANSWER_S (5 s) pass before it is named
+    assert re.fullmatch(rf"silent for [45] s during the facts probe: {SILENT_AS}", error.message), error
+    assert 4 <= took < 10
+
+
+@pytest.mark.parametrize("stay", [True, False], ids=["staying", "once"])
+def test_a_quiet_probe_on_a_host_that_answers_is_given_its_timeout_and_ended(
+    tmp_path: Path, stay: bool
+) -> None:
+    # The same probe on a host that answers its keepalives: slow, not silent.
+    python = _script(tmp_path, "cat >/dev/null &\nexec sleep 300\n")
+    took, report = _gather(python, stay=stay, silence_s=1.5, probe_timeout_s=6)
+    error = report.error  # type: ignore[attr-defined]
+    assert error is not None and error.kind == "timeout", error
+    assert "silent" not in error.message
+    assert took >= 6
     deadline = time.monotonic() + 5
     while (left := _sleepers()) and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -1,7 +1,10 @@
-"""32 lab nodes: the check completes, every node is reached, and the one odd node is named.
+"""The lab at the sizes this machine holds: 32 nodes with torch and 48 without are each reached
+whole and the one odd node named; one of 16 nodes frozen during the facts probe is named alone; the
+whole check on 12 nodes passes with nothing named.
 
-All nodes share this machine's two cores, so the run is dominated by 32 nodes importing
-torch at once; the distributed job at this size is left to the benchmarks.
+All nodes share this machine's two cores with the controller, so every node is slow and the
+controller is starved: nothing here may be read as a node's silence. The distributed job past 12
+nodes is left to the benchmarks (benchmarks/scale.py).
 """
 
 from __future__ import annotations
@@ -10,12 +13,15 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from tests.lab import MakeLab, derive_env
 from tests.test_check_lab import assert_nothing_left_behind, check_argv, results, run_check
+from tests.test_faults_lab import errors_by_host
+from tests.test_probe_silence_lab import assert_named_alone_as_silent, fault_during_the_probe
 
 pytestmark = pytest.mark.lab
 
@@ -69,3 +75,39 @@ def test_a_controller_holding_a_thousand_files_still_reaches_and_checks_every_no
     assert all(h["reachable"] for h in data["hosts"])
     assert [r["status"] for r in results(data, "ddp")] == ["pass"]
     assert_nothing_left_behind(lab)
+
+
+def test_forty_eight_nodes_without_torch_are_each_reached_and_nothing_is_named(
+    make_lab: MakeLab, tmp_path: Path
+) -> None:
+    bare = derive_env(tmp_path / "bare", Path(sys.prefix), hide=["torch"])
+    lab = make_lab(48, node_envs=dict.fromkeys(range(1, 49), bare))
+    checks = "connect,versions,gpu_memory,environment,limits,names,clocks"
+    run, data = run_check(lab, tmp_path, "--only", checks, timeout_s=400)
+    assert errors_by_host(data) == {}
+    assert run.returncode == 0, [r for r in data["results"] if r["status"] not in ("pass", "skip")]
+
+
+def test_one_of_sixteen_nodes_frozen_during_the_facts_probe_is_named_alone(
+    make_lab: MakeLab, tmp_path: Path
+) -> None:
+    lab = make_lab(16)
+    victim = lab.nodes[9]
+    stopped: list[int] = []
+    when = fault_during_the_probe(lab, victim, lambda: stopped.extend(lab.freeze(victim)))
+    try:
+        run, data = run_check(lab, tmp_path, "--only", "connect,versions", timeout_s=300)
+        ended = time.monotonic()
+    finally:
+        lab.thaw(stopped)
+    assert run.returncode == 3, run.stdout[-3000:] + run.stderr[-3000:]
+    assert_named_alone_as_silent(data, victim, lab)
+    print(f"16 nodes, one frozen in the facts probe: the run ended {ended - when['fault']:.1f} s after")
+
+
+def test_the_whole_check_on_twelve_nodes_passes_with_nothing_named(make_lab: MakeLab, tmp_path: Path) -> None:
+    lab = make_lab(12)
+    run, data = run_check(lab, tmp_path, timeout_s=600)
+    named = [(r["check"], r["status"], r["summary"]) for r in data["results"] if r["hosts"]]
+    assert run.returncode == 0 and named == [], named
+    assert errors_by_host(data) == {}

@@ -55,12 +55,8 @@ COMPUTE_S = 10.0  # the compute phase's set-up and gather, on top of its burn
 INTRANODE_S = 15.0  # the all-reduce inside each node and the GPUs' copies
 # After the first node fails, the others get this long to fail (and say why) on their own.
 FAILURE_GRACE_S = 3.0
-# A node that sent nothing for the run's silence_s (its ranks beat every 2 s) is silent.
-# A node never heard from is silent only when it no longer answers an SSH keepalive within this
-# long either: a healthy one may still be importing torch before it starts its ranks.
-ANSWER_S = 2.0
-# Keepalives asked at once when no node was heard from lately (each waits up to ANSWER_S).
-ASK_AT_ONCE = 256
+# A node that stops answering (its ranks beat every 2 s; a quiet node is asked a keepalive) is
+# named by the run's silence watch (preflight.silence).
 # The watch loop looks at the nodes when one has news, at most every WATCH_MIN_S and at least
 # every WATCH_MAX_S.
 WATCH_MIN_S = 0.02
@@ -350,45 +346,45 @@ def _watch(
     first_failure: float | None = time.monotonic() if failures else None
     finished: dict[str, Any] = {}
     transports = {s.spec.name: s.transport for s in sessions}
-
-    def answers(name: str) -> bool:
-        transport = transports[name]
-        return transport is not None and transport.responsive(ANSWER_S)
-
-    listening = _Silence(running, ctx.config.run.silence_s, answers)
     silent: dict[str, tuple[float, str | None]] = {}
     named_at = 0.0
-    while running and not deadline.expired:
-        for name, process in list(running.items()):
-            if not process.running():
-                result = process.wait(Deadline.after(5))
-                finished[name] = result
-                del running[name]
-                if not result.ok and first_failure is None:
-                    first_failure = time.monotonic()
-        if first_failure is not None and time.monotonic() - first_failure > FAILURE_GRACE_S:
-            break
-        if not running:
-            break
-        silent = listening.silent(running)
-        if silent:
-            named_at = time.time()  # since when each was silent is told from this moment
-            break  # no grace: the silent node cannot say more, and the others only wait for it
-        # Wake on any node's news; not more often than WATCH_MIN_S, so that the heartbeats of a
-        # thousand nodes do not keep the controller busy.
-        woke = time.monotonic()
-        wait_for_any(running.values(), WATCH_MAX_S)
-        time.sleep(max(0.0, WATCH_MIN_S - (time.monotonic() - woke)))
+    with ctx.silence_watch() as watch:
+        while running and not deadline.expired:
+            for name, process in list(running.items()):
+                if not process.running():
+                    result = process.wait(Deadline.after(5))
+                    finished[name] = result
+                    del running[name]
+                    if not result.ok and first_failure is None:
+                        first_failure = time.monotonic()
+                else:
+                    watch.hear(name, process.received_bytes)
+            if first_failure is not None and time.monotonic() - first_failure > FAILURE_GRACE_S:
+                break
+            if not running:
+                break
+            quiet = watch.silent(running)
+            if quiet:
+                named_at = time.time()  # since when each was silent is told from this moment
+                silent = {n: (q, _last_phase(running[n].stderr_so_far)) for n, q in quiet.items()}
+                break  # no grace: the silent node cannot say more, and the others only wait for it
+            # Wake on any node's news; not more often than WATCH_MIN_S, so that the heartbeats of a
+            # thousand nodes do not keep the controller busy.
+            woke = time.monotonic()
+            wait_for_any(running.values(), WATCH_MAX_S)
+            time.sleep(max(0.0, WATCH_MIN_S - (time.monotonic() - woke)))
     timed_out = deadline.expired and not silent
-    # End what is still running, all at once: a lost node's kill may take a while to give up.
-
-    def is_lost(name: str) -> bool:
-        transport = transports[name]
-        return transport is None or not transport.responsive(3)
-
-    lost = {name for name, gone in zip(running, pool.map(is_lost, running), strict=True) if gone}
+    # End what is still running, all at once. A silent node cannot be asked to end its ranks: what it
+    # sent is kept, and its processes end at their own deadline on the node (the run's close tries
+    # again once the report is out).
+    lost = set(silent)
+    for session in sessions:
+        if session.spec.name in lost:
+            session.silent = True
+            finished[session.spec.name] = running[session.spec.name].so_far()
+    ending = {n: p for n, p in running.items() if n not in lost}
     for name, result in zip(
-        running, pool.map(lambda p: p.wait(Deadline.after(0)), running.values()), strict=True
+        ending, pool.map(lambda p: p.wait(Deadline.after(0)), ending.values()), strict=True
     ):
         finished[name] = result
 
@@ -421,74 +417,6 @@ def _watch(
             progress=read_progress(result.stderr.decode("utf-8", "replace")),
         )
     return outcomes
-
-
-class _Silence:
-    """Which nodes have stopped talking: every rank writes a heartbeat every few seconds, so a node
-    heard from once and then from no more for ``silence_s`` is cut off or stopped (a hang is named
-    in seconds, whatever the run's deadline). A node never heard beating while others beat is silent
-    after ``silence_s`` too, once it no longer ``answers`` on its connection: it never started its
-    ranks, or was cut as they joined.
-
-    When no running node was heard from lately (the others have ended, or the controller itself
-    was stalled), a quiet node is asked a keepalive first: the round trip brings in whatever it sent
-    before, and a node still quiet after it is silent, unless none of the nodes answers, the
-    controller's own link being down then."""
-
-    def __init__(
-        self, processes: Mapping[str, RemoteProcess], silence_s: float, answers: Callable[[str], bool]
-    ) -> None:
-        now = time.monotonic()
-        self.silence_s = silence_s
-        self.answers = answers
-        self.received = {name: p.received_bytes for name, p in processes.items()}
-        self.heard = dict.fromkeys(processes, now)
-        self.beating: set[str] = set()
-
-    def _listen(self, running: Mapping[str, RemoteProcess]) -> None:
-        now = time.monotonic()
-        for name, process in running.items():
-            received = process.received_bytes
-            if received != self.received[name]:
-                self.received[name] = received
-                self.heard[name] = now
-                if name not in self.beating and process.stderr_contains(BEAT_MARKER.encode()):
-                    self.beating.add(name)
-
-    def _quiet(self, running: Mapping[str, RemoteProcess]) -> list[str]:
-        now = time.monotonic()
-        return [name for name in running if now - self.heard[name] >= self.silence_s]
-
-    def silent(self, running: Mapping[str, RemoteProcess]) -> dict[str, tuple[float, str | None]]:
-        """Running nodes silent too long: name -> (seconds silent, the phase of its last heartbeat)."""
-        self._listen(running)
-        quiet = self._quiet(running)
-        if not quiet:
-            return {}
-        talking = any(time.monotonic() - self.heard[n] < self.silence_s / 2 for n in running)
-        answered: dict[str, bool] = {}
-        unheard = [n for n in quiet if n not in self.beating]
-        if unheard and self.beating & set(running):
-            for name in unheard:
-                answered[name] = self.answers(name)
-                if answered[name]:
-                    self.heard[name] = time.monotonic()  # still there: it may be slow to start
-        if not talking:
-            still_quiet = self._quiet(running)
-            asked = [name for name in still_quiet if name not in answered]
-            if asked:
-                with cf.ThreadPoolExecutor(max_workers=min(ASK_AT_ONCE, len(asked))) as pool:
-                    answered.update(zip(asked, pool.map(self.answers, asked), strict=True))
-            answering = [answered[name] for name in still_quiet]
-            self._listen(running)  # what the round trips brought in
-            if not any(answering) and not any(self.answers(n) for n in self.heard if n not in running):
-                return {}  # no node answers: the controller's own link is down
-        now = time.monotonic()
-        return {
-            name: (round(now - self.heard[name], 1), _last_phase(running[name].stderr_so_far))
-            for name in self._quiet(running)
-            if name in self.beating or self.beating & set(running) or not talking
-        }
 
 
 def _since(named_at: float, quiet_s: float | None) -> str | None:

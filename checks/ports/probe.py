@@ -15,12 +15,15 @@ from checks.ports.settings import PortsSection
 from preflight.check import CheckContext, HostSession, Probe
 from preflight.deadline import Deadline
 from preflight.probes import start_node_script
+from preflight.silence import NodeSilent, read_line
 from preflight.transport import HostUnavailable, RemoteProcess
 
 # The script each node runs: listen, probe its peers, report its route to the master.
 NODE_SCRIPT = "checks.ports.node"
 
 _READY_S = 20.0
+# The phase a node silent here is named in.
+DURING = "the ports probe"
 
 
 def master_of(ctx: CheckContext) -> tuple[str, str]:
@@ -49,6 +52,7 @@ def observe_ports(ctx: CheckContext) -> PortsObservation:
     budget = ctx.deadline.cap(_READY_S + 2 * settings.connect_timeout_s + 15)
     nodes: dict[str, NodeReport] = {}
     processes: dict[str, RemoteProcess] = {}
+    silent: set[str] = set()
 
     def start(session: HostSession) -> None:
         assert session.transport is not None
@@ -61,7 +65,13 @@ def observe_ports(ctx: CheckContext) -> PortsObservation:
             nodes[name] = {"error": str(exc)}
             return
         processes[name] = process
-        line = process.readline(ctx.deadline.sooner(_READY_S))
+        try:
+            line = read_line(watch, name, process, ctx.deadline.sooner(_READY_S), DURING)
+        except NodeSilent as exc:
+            nodes[name] = {"error": exc.error.message}
+            session.silent = True
+            silent.add(name)
+            return
         if line is None or not line.startswith(b"READY "):
             result = process.wait(Deadline.after(2))
             nodes[name] = {"error": f"the ports probe did not start: {result.stderr_tail(2) or 'no answer'}"}
@@ -88,7 +98,15 @@ def observe_ports(ctx: CheckContext) -> PortsObservation:
         except OSError as exc:
             nodes[name] = {**nodes[name], "error": str(exc)}
             return []
-        line = process.readline(ctx.deadline.sooner(2 * settings.connect_timeout_s + 10))
+        try:
+            line = read_line(
+                watch, name, process, ctx.deadline.sooner(2 * settings.connect_timeout_s + 10), DURING
+            )
+        except NodeSilent as exc:
+            nodes[name] = {**nodes[name], "error": exc.error.message}
+            session.silent = True
+            silent.add(name)
+            return []
         if line is None or not line.startswith(b"RESULT "):
             nodes[name] = {**nodes[name], "error": "the ports probe gave no result"}
             return []
@@ -106,7 +124,8 @@ def observe_ports(ctx: CheckContext) -> PortsObservation:
         ]
 
     probes: list[ProbeRecord] = []
-    with cf.ThreadPoolExecutor(max_workers=max(1, min(cfg.run.fanout, len(sessions)))) as pool:
+    workers = max(1, min(cfg.run.fanout, len(sessions)))
+    with ctx.silence_watch() as watch, cf.ThreadPoolExecutor(max_workers=workers) as pool:
         try:
             list(pool.map(start, sessions))
             ready = [s for s in sessions if s.spec.name in processes]
@@ -116,7 +135,9 @@ def observe_ports(ctx: CheckContext) -> PortsObservation:
             for process in processes.values():
                 with contextlib.suppress(OSError):
                     process.close_stdin()
-            list(pool.map(lambda p: p.wait(ctx.deadline.sooner(10)), processes.values()))
+            # A silent node's probe cannot be ended now: the run's close leaves it to its own deadline.
+            live = [p for name, p in processes.items() if name not in silent]
+            list(pool.map(lambda p: p.wait(ctx.deadline.sooner(10)), live))
     # Threads finish in any order: report in inventory order, so that runs compare line by line.
     order = {s.spec.name: i for i, s in enumerate(sessions)}
     nodes = {name: nodes[name] for name in sorted(nodes, key=order.__getitem__)}

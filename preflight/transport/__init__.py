@@ -221,6 +221,20 @@ class RemoteProcess(ABC):
             stderr_cut=self._stderr.cut,
         )
 
+    def so_far(self) -> CommandResult:
+        """What the process sent until now, without waiting for it or ending it: for a process on a
+        node that stopped answering, whose own deadline on the node ends it (no exit status)."""
+        _, stderr = split_pgid(self._stderr.data())
+        return CommandResult(
+            None,
+            self._stdout.data(),
+            stderr,
+            False,
+            time.monotonic() - self.started,
+            stdout_cut=self._stdout.cut,
+            stderr_cut=self._stderr.cut,
+        )
+
     def _release(self) -> None:  # noqa: B027 - most processes have nothing to free
         """Free the channel or pipes once the process is over."""
 
@@ -264,6 +278,11 @@ class Transport(ABC):
     @abstractmethod
     def close(self) -> None:
         """Release the connection and end whatever this transport still has running."""
+
+    def abandon(self) -> None:
+        """Release the connection of a host that stopped answering, without asking it to end what
+        it runs (each command's own deadline on the host ends it)."""
+        self.close()
 
     def __enter__(self) -> Transport:
         return self

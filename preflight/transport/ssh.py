@@ -24,6 +24,7 @@ import paramiko
 from preflight.deadline import Deadline
 from preflight.inventory import HostSpec, default_user, parse_jump
 from preflight.model import HostError
+from preflight.stall import controller_stalls
 from preflight.transport import (
     HostUnavailable,
     KeptOutput,
@@ -51,6 +52,10 @@ JUMP_HANDSHAKES = 8
 # silence is named after the run's silence_s, 10 s by default: these come well within it).
 KEEPALIVE_S = 3
 CONNECT_ATTEMPTS = 3
+# A handshake that timed out is tried again, up to STALLED_ATTEMPTS times, when the controller was
+# stalled for at least this share of it.
+STALL_SHARE = 0.25
+STALLED_ATTEMPTS = 3
 _POLL_S = 0.05
 
 
@@ -179,6 +184,16 @@ def _handshake_silence(exc: BaseException) -> bool:
     return isinstance(exc, paramiko.SSHException) and "no existing session" in str(exc).lower()
 
 
+def _silent(exc: BaseException) -> bool:
+    """The host said nothing in time: a timeout, no banner, a handshake or authentication left
+    unanswered (what a stalled controller also looks like from inside)."""
+    if isinstance(exc, TimeoutError | socket.timeout):
+        return True
+    if isinstance(exc, paramiko.AuthenticationException):
+        return "timeout" in str(exc).lower()
+    return _banner_silence(exc) or _handshake_silence(exc)
+
+
 def _retryable(exc: BaseException) -> bool:
     """Handshakes that sshd drops under load (MaxStartups) or that were reset are retried."""
     if isinstance(exc, ConnectionResetError | ConnectionRefusedError):
@@ -208,12 +223,14 @@ class SshTransport(Transport):
     def open(self, deadline: Deadline) -> None:
         timeout = deadline.cap(self.settings.connect_timeout_s)
         # Every attempt together within connect_timeout_s: a host silent in its handshake is named
-        # then, not after as many timeouts as attempts; a handshake dropped at once is retried.
+        # then, not after as many timeouts as attempts; a handshake dropped at once is retried. A
+        # handshake that timed out while the controller itself stood still (preflight.stall) is
+        # the controller's, not the host's: it is tried again with the time the stall took.
         connecting = Deadline.after(timeout).sooner(deadline.remaining())
         last: BaseException | None = None
-        for attempt in range(CONNECT_ATTEMPTS):
-            if connecting.expired:
-                break
+        attempt = excused = 0
+        while attempt < CONNECT_ATTEMPTS and not connecting.expired:
+            began = time.monotonic()
             try:
                 self._connect(connecting.remaining())
                 return
@@ -225,9 +242,15 @@ class SshTransport(Transport):
                 if not (last is not None and _banner_silence(last) and _handshake_silence(exc)):
                     last = exc
                 self._discard()
-                if not _retryable(exc) or attempt == CONNECT_ATTEMPTS - 1:
+                stalled = controller_stalls().stalled_s(began) >= STALL_SHARE * (time.monotonic() - began)
+                if _silent(exc) and stalled and excused < STALLED_ATTEMPTS and not deadline.expired:
+                    excused += 1
+                    connecting = Deadline.after(timeout).sooner(deadline.remaining())
+                    continue
+                attempt += 1
+                if not _retryable(exc) or attempt == CONNECT_ATTEMPTS:
                     break
-                time.sleep(min(connecting.remaining(), random.uniform(0.2, 0.6) * 2**attempt))
+                time.sleep(min(connecting.remaining(), random.uniform(0.2, 0.6) * 2 ** (attempt - 1)))
         if last is None:
             last = TimeoutError()
         raise HostUnavailable(_classify(last, self.spec, timeout)) from last
@@ -362,6 +385,9 @@ class SshTransport(Transport):
             pgids = list(self._pgids)
         for pgid in pgids:
             self._kill(pgid)
+        self._discard()
+
+    def abandon(self) -> None:
         self._discard()
 
 
