@@ -96,4 +96,3 @@ def test_a_controller_held_to_a_sliver_of_a_core_names_nobody(make_lab: MakeLab,
     assert errors_by_host(data) == {}, data["hosts"]
     assert code == 0, [r for r in data["results"] if r["status"] != "pass"]  # type: ignore[union-attr]
     assert all(r["status"] in ("pass", "skip") for r in results(data, "versions"))
-

@@ -752,6 +752,74 @@ def test_nvml_init_failure_is_a_reason() -> None:
     assert nv.calls == ["init"]
 
 
+# An idle H100 80GB HBM3 on driver 580.159.04 (tests/data/gpu_h100_580): nvidia-smi -q's "FB Memory
+# Usage" says Total 81559 MiB, Reserved 480 MiB, Used 0 MiB, Free 81079 MiB; NVML's version 1 said
+# used 480 MiB (facts_nvml.json), counting the driver's reservation as used.
+H100_580_TOTAL = 85520809984  # 81559 MiB
+H100_580_RESERVED = 480 * MIB
+H100_580_FREE = 85017493504  # 81079 MiB
+
+
+def h100_580_memory(*, driver_has_v2: bool = True) -> tuple[Any, list[Any]]:
+    """``nvmlDeviceGetMemoryInfo`` as the real pynvml has it (``version`` picks the call), with
+    the figures of that machine; and the versions it was asked for."""
+    asked: list[Any] = []
+
+    def memory_info(handle: dict[str, Any], version: Any = None) -> Any:
+        asked.append(version)
+        if not version:
+            used = H100_580_RESERVED
+            return SimpleNamespace(total=H100_580_TOTAL, free=H100_580_TOTAL - used, used=used)
+        if not driver_has_v2:
+            raise FakeNVMLError("Function Not Found")
+        return SimpleNamespace(
+            version=version, total=H100_580_TOTAL, reserved=H100_580_RESERVED, free=H100_580_FREE, used=0
+        )
+
+    return memory_info, asked
+
+
+def test_nvml_memory_is_asked_in_version_2_leaving_the_driver_reservation_out_of_used() -> None:
+    import pynvml
+
+    nv = fake_pynvml()
+    nv.nvmlMemory_v2 = pynvml.nvmlMemory_v2
+    nv.nvmlDeviceGetMemoryInfo, asked = h100_580_memory()
+    _, (hopper, _), problems = nvml.nvml_snapshot(nv)
+    assert asked == [pynvml.nvmlMemory_v2] * 2
+    memory = {key: hopper[f"memory_{key}_bytes"] for key in ("total", "used", "free")}
+    assert memory == {"total": H100_580_TOTAL, "used": 0, "free": H100_580_FREE}
+    # As the nvidia-smi path read the same GPU on the same machine.
+    (from_smi,) = json.loads((ROOT / "tests/data/gpu_h100_580/facts_smi.json").read_text())["facts"]["gpus"]
+    assert memory == {key: from_smi[f"memory_{key}_bytes"] for key in ("total", "used", "free")}
+    assert not [label for label in problems if label.endswith(".memory")]
+
+
+@pytest.mark.parametrize("why", ["pynvml_without_v2", "driver_without_v2", "pynvml_without_version_argument"])
+def test_nvml_memory_falls_back_to_version_1(why: str) -> None:
+    """An older pynvml (no ``nvmlMemory_v2``, or no ``version`` argument) or a driver without
+    ``nvmlDeviceGetMemoryInfo_v2``: version 1, as facts_nvml.json recorded it, and no problem."""
+    import pynvml
+
+    nv = fake_pynvml()
+    memory_info, asked = h100_580_memory(driver_has_v2=why != "driver_without_v2")
+    nv.nvmlDeviceGetMemoryInfo = memory_info
+    if why != "pynvml_without_v2":
+        nv.nvmlMemory_v2 = pynvml.nvmlMemory_v2
+    if why == "pynvml_without_version_argument":
+        nv.nvmlDeviceGetMemoryInfo = lambda handle: memory_info(handle)
+    _, (hopper, _), problems = nvml.nvml_snapshot(nv)
+    assert asked[-1] is None
+    assert (hopper["memory_total_bytes"], hopper["memory_used_bytes"], hopper["memory_free_bytes"]) == (
+        H100_580_TOTAL,
+        H100_580_RESERVED,
+        H100_580_FREE,
+    )
+    (recorded,) = json.loads((ROOT / "tests/data/gpu_h100_580/facts_nvml.json").read_text())["facts"]["gpus"]
+    assert hopper["memory_used_bytes"] == recorded["memory_used_bytes"] == 503316480
+    assert not [label for label in problems if label.endswith(".memory")]
+
+
 def test_gather_nvidia_through_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
     nv = fake_pynvml()
     monkeypatch.setitem(sys.modules, "pynvml", nv)

@@ -16,7 +16,8 @@ class Route(TypedDict, total=False):
     src: str | None
     local: bool
     mtu: int | None
-    error: str
+    error: str  # no route to the master: a failure
+    undetermined: str  # why the route could not be found (no `ip`, the kernel not asked): a note
 
 
 class NodeReport(TypedDict, total=False):

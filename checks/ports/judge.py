@@ -109,6 +109,9 @@ def judge_ports(obs: PortsObservation) -> list[CheckResult]:
         )
 
     findings.extend(_judge_routes(obs))
+    # Notes (a route that could not be determined) fail nothing: shown after the findings or the pass.
+    notes = [f for f in findings if f.is_note]
+    findings = [f for f in findings if not f.is_note]
     details = _matrix(obs)
     if not any(f.status in ("fail", "warn", "error") for f in findings):
         open_count = sum(1 for p in obs.probes if p["status"] == "open")
@@ -117,20 +120,28 @@ def judge_ports(obs: PortsObservation) -> list[CheckResult]:
         between = (
             f"between all {len(names)} nodes ({open_count} probes)" if len(names) > 1 else f"on {fold(names)}"
         )
-        return [_result("pass", f"port {ports}{eph} open {between}", [], **details)]
+        return [_result("pass", f"port {ports}{eph} open {between}", [], **details), *notes]
     first = findings[0]
     findings[0] = CheckResult(
         first.check, first.status, first.summary, first.hosts, {**first.details, **details}
     )
-    return findings
+    return [*findings, *notes]
 
 
 def _judge_routes(obs: PortsObservation) -> list[CheckResult]:
     findings: list[CheckResult] = []
     routes = {n: node["route"] for n, node in obs.nodes.items() if node.get("route")}
+    # A real "no route to the master" (or a master name that does not resolve) fails; a route the
+    # node could not determine (no `ip` command, and the kernel could not be asked) is a note.
     failed = {n: r["error"] for n, r in routes.items() if r.get("error")}
     for error, hosts in group_by_value(failed):
         findings.append(_result("fail", f"{fold(hosts)}: {error}", hosts, item="route"))
+    unknown = {
+        n: str(why) for n, r in routes.items() if not r.get("error") and (why := r.get("undetermined"))
+    }
+    for why, hosts in group_by_value(unknown):
+        details = {"item": "route", "undetermined": why}
+        findings.append(CheckResult.note(NAME, f"{fold(hosts)}: {why}", tuple(hosts), details))
     # Every node's interface toward the master, the master's own included: it reaches itself
     # over loopback, but reports the interface that holds its address (an older probe that
     # reported loopback is left out of the comparison).
