@@ -223,7 +223,7 @@ def gather(
     progress: Progress,
     args: tuple[str, ...] = (),
     stay: bool = False,
-    silence_s: float = 10.0,
+    silence_s: float = 8.0,
 ) -> list[HostSession]:
     """Connect to every host and gather its facts (``args``: the probe's options, the same for
     every host); the sessions keep their open transports, and with ``stay`` the facts probe that
