@@ -210,26 +210,20 @@ class RemoteProcess(ABC):
         self._release()
         if status == TIMEOUT_STATUS:
             timed_out = True
-        _, stderr = split_pgid(self._stderr.data())
-        return CommandResult(
-            None if timed_out and status is None else status,
-            self._stdout.data(),
-            stderr,
-            timed_out,
-            time.monotonic() - self.started,
-            stdout_cut=self._stdout.cut,
-            stderr_cut=self._stderr.cut,
-        )
+        return self._result(None if timed_out and status is None else status, timed_out)
 
     def so_far(self) -> CommandResult:
         """What the process sent until now, without waiting for it or ending it: for a process on a
         node that stopped answering, whose own deadline on the node ends it (no exit status)."""
+        return self._result(None, False)
+
+    def _result(self, status: int | None, timed_out: bool) -> CommandResult:
         _, stderr = split_pgid(self._stderr.data())
         return CommandResult(
-            None,
+            status,
             self._stdout.data(),
             stderr,
-            False,
+            timed_out,
             time.monotonic() - self.started,
             stdout_cut=self._stdout.cut,
             stderr_cut=self._stderr.cut,
