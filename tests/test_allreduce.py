@@ -480,3 +480,22 @@ def test_a_sweep_stalled_on_tiny_ops_fails_though_no_pair_was_confirmed_slow() -
     results = judge_allreduce(with_document(HEALTHY, _stopped_short(moving)), CONFIG, {})
     assert [r.status for r in results] == ["pass"]
     assert "budget stopped it short of" in results[0].summary
+
+
+def _last_sweep_wait(capture: str) -> float:
+    rows = json.loads((Path(__file__).parent / "data" / "pairs" / f"{capture}.json").read_text())["sweep"]
+    return float(rows[-1]["cpu_wait"])
+
+
+def test_a_sweep_whose_ranks_waited_for_a_cpu_is_not_a_stall_but_a_slow_network_sweep_is() -> None:
+    # The last sweep rows' CPU waits of two real lab runs: twelve nodes' ranks on two cores
+    # (1.37 s waited a second of the ops), and three nodes, one throttled to 40 Mbit/s (0.01).
+    stalled = {"size_bytes": 1024, "count": 256, "iters": 20, "warmup_iters": 5, "wrong": 0}
+    stalled.update(time_s=0.482, algbw_gbps=2.12e-06, busbw_gbps=2.83e-06)
+    crowded = {**stalled, "cpu_wait": _last_sweep_wait("lab_twelve_nodes_in_turn")}
+    result = only(judge_allreduce(with_document(HEALTHY, _stopped_short(crowded)), CONFIG, {}))
+    assert result.status == "pass"
+    assert "its ranks' threads waited 1.4 s for a CPU a second of its ops" in result.summary
+    throttled = {**stalled, "cpu_wait": _last_sweep_wait("lab_three_nodes_one_throttled")}
+    results = judge_allreduce(with_document(HEALTHY, _stopped_short(throttled)), CONFIG, {})
+    assert [r.details.get("item") for r in results if r.status == "fail"] == ["stalled_sweep"]

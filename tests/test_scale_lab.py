@@ -1,9 +1,11 @@
 """The lab at the sizes this machine holds: 32 nodes with torch and 48 without are each reached
-whole and the one odd node named; one of 16 nodes frozen during the facts probe is named alone.
+whole and the one odd node named; the whole check on 12 healthy nodes names nothing; one of 16
+nodes frozen during the facts probe is named alone.
 
 All nodes share this machine's two cores with the controller, so every node is slow and the
-controller is starved: nothing here may be read as a node's silence. The distributed job past 12
-nodes is left to the benchmarks (benchmarks/scale.py).
+controller is starved: nothing here may be read as a node's silence, and no measurement slowed by
+the other nodes' ranks as a node's fault. The distributed job past 12 nodes is left to the
+benchmarks (benchmarks/scale.py).
 """
 
 from __future__ import annotations
@@ -102,3 +104,16 @@ def test_one_of_sixteen_nodes_frozen_during_the_facts_probe_is_named_alone(
     assert run.returncode == 3, run.stdout[-3000:] + run.stderr[-3000:]
     assert_named_alone_as_silent(data, victim, lab)
     print(f"16 nodes, one frozen in the facts probe: the run ended {ended - when['fault']:.1f} s after")
+
+
+def test_the_whole_check_on_twelve_healthy_nodes_sharing_two_cores_names_nothing(
+    make_lab: MakeLab, tmp_path: Path
+) -> None:
+    lab = make_lab(12)
+    run, data = run_check(lab, tmp_path, timeout_s=400)
+    named = [(r["check"], r["summary"]) for r in data["results"] if r["status"] not in ("pass", "skip")]
+    assert run.returncode == 0 and named == [], named
+    (allreduce,) = results(data, "allreduce")
+    assert len([p for p in allreduce["details"]["pairs"] if not p["retest"]]) == 66
+    assert [r["status"] for r in results(data, "ddp")] == ["pass"]
+    assert_nothing_left_behind(lab)

@@ -22,6 +22,8 @@ class SweepRow(TypedDict):
     algbw_gbps: float
     busbw_gbps: float
     wrong: int  # elements that came back wrong
+    # The share of the timed ops its most held-back rank waited for a CPU (None: not readable).
+    cpu_wait: NotRequired[float | None]
 
 
 class PairTest(TypedDict):
@@ -38,6 +40,9 @@ class PairTest(TypedDict):
     algbw_gbps: float
     busbw_gbps: float
     retest: bool
+    alone: NotRequired[bool]  # a re-test run alone (CPU ranks re-test in turn)
+    # The share of the test its most held-back rank waited for a CPU (None: not readable).
+    cpu_wait: NotRequired[float | None]
     node_ranks: list[int]  # the job's node ranks, as the script gave them in "nodes"
 
 

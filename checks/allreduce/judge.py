@@ -74,7 +74,11 @@ def _sweep_results(
         # Not a finding by itself: a slow network is judged by the floor and by the pairs.
         top = binary_size(int(section.get("sweep_max_bytes") or largest["size_bytes"]))
         budget = float(section.get("sweep_budget_s") or config.section(AllreduceSection).sweep_budget_s)
-        headline += f" (the sweep's {budget:g} s budget stopped it short of {top})"
+        headline += f" (the sweep's {budget:g} s budget stopped it short of {top}"
+        if _contended(largest):
+            waited = float(largest["cpu_wait"])
+            headline += f"; its ranks' threads waited {waited:.1f} s for a CPU a second of its ops"
+        headline += ")"
     return results, headline
 
 
@@ -84,6 +88,19 @@ def _sweep_results(
 STALLED_OP_S = 0.1
 STALLED_SHARE = 0.01
 STALLED_BYTES = 1 << 20
+
+
+# A sweep row whose ranks' threads waited for a CPU this long a second of its ops (summed over
+# threads) measured the nodes' load: ranks that cannot run make every op late, a stalled link
+# leaves them blocked on their sockets instead.
+CONTENDED_SHARE = 0.25
+
+
+def _contended(row: Mapping[str, Any]) -> bool:
+    """Whether a sweep row's ranks waited for a CPU CONTENDED_SHARE of its ops or more: ranks that
+    cannot run (nodes sharing cores, another load) make every op late, a stalled link does not."""
+    wait = row.get("cpu_wait")
+    return wait is not None and float(wait) >= CONTENDED_SHARE
 
 
 def stalled_sweep(
@@ -102,7 +119,7 @@ def stalled_sweep(
         crawling = busbw < STALLED_SHARE * typical_gbps
     else:
         crawling = int(last.get("size_bytes") or 0) <= STALLED_BYTES
-    if op_s < STALLED_OP_S or not crawling:
+    if op_s < STALLED_OP_S or not crawling or _contended(last):
         return []
     top = binary_size(int(section.get("sweep_max_bytes") or last["size_bytes"]))
     size = binary_size(int(last["size_bytes"]))

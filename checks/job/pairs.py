@@ -298,10 +298,14 @@ class _Evidence:
     def of(cls, records: Sequence[Mapping[str, Any]]) -> _Evidence:
         first = first_busbw(records)
         retests: dict[Pair, list[float]] = {}
+        typical = typical_busbw(first)
         for record in records:
             if record.get("retest"):
                 a, b = record["nodes"]
-                retests.setdefault(pair_key(int(a), int(b)), []).append(float(record["busbw_gbps"]))
+                # Alone (CPU ranks in turn), a pair outruns the first wave's shared rounds: it counts
+                # as the typical pair at most.
+                busbw = min(float(record["busbw_gbps"]), typical if record.get("alone") else float("inf"))
+                retests.setdefault(pair_key(int(a), int(b)), []).append(busbw)
         measured: dict[Pair, list[float]] = {pair: [busbw] for pair, busbw in first.items()}
         for pair, values in retests.items():
             measured.setdefault(pair, []).extend(values)
@@ -313,7 +317,7 @@ class _Evidence:
             for busbw in values:
                 seen.setdefault(a, []).append((b, busbw, True))
                 seen.setdefault(b, []).append((a, busbw, True))
-        return cls(first, retests, measured, seen, typical_busbw(first))
+        return cls(first, retests, measured, seen, typical)
 
     def ratio(self, busbw: float) -> float:
         return busbw / self.typical if self.typical > 0 else 0.0

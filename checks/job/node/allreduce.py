@@ -18,6 +18,15 @@ if TYPE_CHECKING:
     JsonDict = dict[str, Any]
 
 
+# The re-tests of a CPU job run in turn for as long as this many rounds' budgets, of the nine the
+# launcher allows for re-tests (checks.job.launch): the rest, and the side tests, in rounds.
+IN_TURN_ROUNDS = 5
+
+
+def _next_round(pairs: list[JsonDict]) -> int:
+    return max((int(p["round"]) for p in pairs), default=-1) + 1
+
+
 def run(job: Job) -> JsonDict:
     """The sweep's rows and every pair measurement, first tests and re-tests."""
     settings = job.settings("allreduce")
@@ -33,11 +42,14 @@ def run(job: Job) -> JsonDict:
         pairs = tests.run(rounds, settings, 0, retest=False)
         # Every rank has the same measurements, so every rank plans the same re-tests.
         plan = retest_plan(first_busbw(pairs), slow_ratio, quiet_ratio)
+        # GPUs re-test in rounds, beside busy peers as in the first wave; CPU ranks in turn, for a
+        # share of the re-tests' budget (see PairTests.run).
+        in_turn_s = 0.0 if job.cuda else IN_TURN_ROUNDS * (float(settings["pair_budget_s"]) + 1)
         if plan:
-            pairs += tests.run(plan, settings, len(rounds), retest=True)
+            pairs += tests.run(plan, settings, _next_round(pairs), retest=True, in_turn_s=in_turn_s)
             sides = side_plan(pairs, slow_ratio, quiet_ratio)
             if sides:
-                pairs += tests.run(sides, settings, len(rounds) + len(plan), retest=True)
+                pairs += tests.run(sides, settings, _next_round(pairs), retest=True)
             plan += sides
         result["pairs_duration_s"] = time.perf_counter() - pair_start
         result["retest_rounds"] = [[list(p) for p in r] for r in plan]

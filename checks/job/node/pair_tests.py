@@ -9,10 +9,12 @@ import time
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from checks.job.node.cpu_wait import CpuWait
 from checks.job.node.planning import (
     FLOAT32_BYTES,
     bus_bandwidth,
     cut_short_time,
+    pack_rounds,
     pair_key,
     pair_size,
     plan_iterations,
@@ -60,21 +62,36 @@ class PairTests:
         settings: Settings,
         first_round: int,
         retest: bool,
+        in_turn_s: float = 0.0,
     ) -> list[JsonDict]:
         """Run rounds of pair tests (the pairs of a round at once, all at one message size that the
         whole world agrees on, so that pairs compare like with like); every rank returns every
-        measurement. A pair's budget counts its communicator's start-up."""
+        measurement. A pair's budget counts its communicator's start-up.
+
+        With ``in_turn_s``, each pair runs alone, in the rounds' order, for up to that many seconds;
+        the pairs left then run in rounds again. CPU ranks that share cores (several per node, or
+        nodes on one machine) slow each other by the scheduler's luck: a pair slow alone is slow
+        on its own."""
         job = self.job
         plan = [[pair_key(int(a), int(b)) for a, b in pairs] for pairs in rounds]
         for pairs in plan:
             for pair in pairs:
                 self.group(pair)
+        alone = in_turn_s > 0
+        if alone:
+            plan = [[pair] for pairs in plan for pair in pairs]
         torch = job.torch
         target = max(FLOAT32_BYTES, int(settings["pair_bytes"]) // FLOAT32_BYTES * FLOAT32_BYTES)
         budget = float(settings["pair_budget_s"])
         probe_bytes = min(target, PAIR_PROBE_BYTES)
         local: list[JsonDict] = []
-        for index, pairs in enumerate(plan):
+        began = time.perf_counter()
+        index = 0
+        while index < len(plan):
+            if in_turn_s > 0 and job.agree_max([time.perf_counter() - began])[0] > in_turn_s:
+                plan = plan[:index] + pack_rounds(pair for pairs in plan[index:] for pair in pairs)
+                in_turn_s, alone = 0.0, False
+            pairs = plan[index]
             mine = next((p for p in pairs if job.node_rank in p), None)
             group = self.groups[mine] if mine is not None else None
             started = time.perf_counter()
@@ -95,16 +112,20 @@ class PairTests:
                 probe, spent = job.agree_max([probe_local, time.perf_counter() - started], group)
                 requested = max(1, int(settings["iters"]))
                 _, timed = plan_iterations(probe, budget - spent, 0, requested)
+                waiting = CpuWait()
                 per_op_local = job.time_ops(buffer, timed, group, aligned=True)
                 local.append(
                     {"size_bytes": size, "iters": timed, "probe_s": probe_local,
                      "time_s": cut_short_time(per_op_local, timed, requested, probe_local),
+                     "cpu_wait": waiting.share(per_op_local * timed), "alone": len(pairs) == 1 and alone,
                      "round": first_round + index, "nodes": list(mine), "ranks": ranks}
                 )  # fmt: skip
             del buffer
             # Rounds must not overlap: a pair still running would slow the next round's pairs.
             job.barrier()
+            index += 1
         by_pair: dict[tuple[int, int, int], JsonDict] = {}
+        waits: dict[tuple[int, int, int], list[float]] = {}
         for rank_results in job.gather(local):
             for result in rank_results:
                 key = (int(result["round"]), int(result["nodes"][0]), int(result["nodes"][1]))
@@ -113,6 +134,8 @@ class PairTests:
                 # (nccl-tests averages over ranks by default, -a 1; -a 3 takes the maximum, as here.)
                 if known is None or result["time_s"] > known["time_s"]:
                     by_pair[key] = result
+                if result.get("cpu_wait") is not None:
+                    waits.setdefault(key, []).append(float(result["cpu_wait"]))
         measurements: list[JsonDict] = []
         for key in sorted(by_pair):
             result = by_pair[key]
@@ -131,6 +154,9 @@ class PairTests:
                     "algbw_gbps": algbw,
                     "busbw_gbps": busbw,
                     "retest": retest,
+                    "alone": bool(result.get("alone")),
+                    # The share of the test its most held-back rank waited for a CPU.
+                    "cpu_wait": max(waits[key]) if key in waits else None,
                 }
             )
         return measurements

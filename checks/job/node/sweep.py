@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from checks.job.node.cpu_wait import CpuWait
 from checks.job.node.pattern import PATTERN_PERIOD, count_unlike, expected_sums, fill_periodic, pattern_values
 from checks.job.node.planning import FLOAT32_BYTES, bus_bandwidth, plan_iterations, sweep_sizes
 
@@ -58,11 +59,14 @@ def sweep(job: Job, settings: Settings) -> JsonDict:
         warm, timed = plan_iterations(probe, remaining, 0 if rows else max(0, warmup - 1), iters)
         for _ in range(warm):
             job.dist.all_reduce(buffer, group=job.group)
+        waiting = CpuWait()
         per_op_local = job.time_ops(buffer, timed, aligned=warm == 0)
+        wait_local = waiting.share(per_op_local * timed)
         del buffer
-        per_op, elapsed, wrong = job.agree_max(
-            [per_op_local, time.perf_counter() - start, float(wrong_local)]
-        )
+        per_op, elapsed, wrong, wait = job.agree_max(
+            [per_op_local, time.perf_counter() - start, float(wrong_local),
+             -1.0 if wait_local is None else wait_local]
+        )  # fmt: skip
         last_per_op = per_op
         algbw, busbw = bus_bandwidth(size, per_op, job.world)
         rows.append(
@@ -75,6 +79,8 @@ def sweep(job: Job, settings: Settings) -> JsonDict:
                 "algbw_gbps": algbw,
                 "busbw_gbps": busbw,
                 "wrong": int(wrong),
+                # The share of the timed ops the most held-back rank waited for a CPU.
+                "cpu_wait": wait if wait >= 0 else None,
             }
         )
     return {
