@@ -89,6 +89,7 @@ class IbPort:
     fw_ver: str | None = None
     node_desc: str | None = None
     node_guid: str | None = None  # the card's GUID, its stable identity: "946d:ae03:00cd:e72c"
+    virtual: bool | None = None  # an SR-IOV virtual function (None: not read)
 
     @property
     def rate_gbps(self) -> float | None:
@@ -316,6 +317,7 @@ class NodeFacts:
                 fw_ver=_str(d.get("fw_ver")),
                 node_desc=_str(d.get("node_desc")),
                 node_guid=_str(d.get("node_guid")),
+                virtual=d.get("virtual") if isinstance(d.get("virtual"), bool) else None,
             )
             for d in _records(_map(self.raw.get("net")).get("ib_devices"))
         ]

@@ -151,3 +151,83 @@ def test_the_same_port_on_another_kind_of_card_is_not_compared() -> None:
     results = judge_ib_ports({"gpu1": node(rails), "gpu2": node(compute)})
     assert found(results) == [("fail", "ib_port_down", ("gpu1",))]
     assert "ACTIVE on this node's other 6 Ethernet, MT4129 ports" in results[0].summary
+
+
+# A port cabled but not active: its physical link is up, its state is not ACTIVE.
+VF_DOWN_LINK_UP = IB / "ibstat.vf.down.linkup.network-operator.249.txt"
+# ``rdma link`` read three times on one VM: DOWN/POLLING, DOWN/LINK_UP, ACTIVE/LINK_UP.
+RDMA_LINK_READS = IB / "rdma_link.down.linkup.rccl.1423.txt"
+CABLED_NOT_ACTIVE = "cabled but not ACTIVE"
+
+
+def from_rdma_link(line: str) -> dict[str, Any]:
+    """One ``rdma link`` line as the probe's record: ``mlx5_7/1 ... state DOWN physical_state
+    LINK_UP`` is port 1 of mlx5_7, DOWN, LinkUp (the names sysfs and ``ibstat`` give)."""
+    words = line.split()
+    device, _, port = words[1].partition("/")
+    fields = dict(zip(words[2::2], words[3::2], strict=True))
+    phys = {"LINK_UP": "LinkUp", "POLLING": "Polling", "DISABLED": "Disabled"}[fields["physical_state"]]
+    return {"name": device, "port": int(port), "state": fields["state"], "phys_state": phys, "counters": {}}
+
+
+def test_a_spare_virtual_function_down_on_its_up_link_is_a_note_unless_its_like_ports_run() -> None:
+    """An SR-IOV function (a ConnectX-6 VF, CA type MT4124) whose port is DOWN on its physical
+    function's up link: a host's spare VF is unused, not a fault; the same function ACTIVE on
+    another node names it."""
+    vf = node(from_ibstat(VF_DOWN_LINK_UP.read_text()))
+    (note,) = judge_ib_ports({"pod1": vf})
+    assert note.is_note and note.details["item"] == "ib_port_unused"
+    (note,) = judge_ib_ports({"pod1": vf, "pod2": vf})
+    assert note.is_note and note.details["item"] == "ib_port_unused"
+    active = node([{**d, "state": "ACTIVE"} for d in from_ibstat(VF_DOWN_LINK_UP.read_text())])
+    assert found(judge_ib_ports({"pod1": vf, "pod2": active})) == [("fail", "ib_port_down", ("pod1",))]
+    # Read on the node as a physical function (no physfn link), the same port fails alone.
+    physical = node([{**d, "virtual": False} for d in from_ibstat(VF_DOWN_LINK_UP.read_text())])
+    (fault,) = judge_ib_ports({"node1": physical})
+    assert (
+        fault.summary
+        == f"node1: mlx5_7 port 1 is DOWN with its physical link up (LinkUp): {CABLED_NOT_ACTIVE}"
+    )
+
+
+def test_each_read_of_a_flapping_port_is_judged_by_its_state() -> None:
+    polling, cabled, active = (
+        node([from_rdma_link(line)]) for line in RDMA_LINK_READS.read_text().splitlines()
+    )
+    # Down and Polling, alone: not cabled, taken as unused (a note).
+    (note,) = judge_ib_ports({"vm": polling})
+    assert note.is_note and note.details["item"] == "ib_port_unused"
+    assert found(judge_ib_ports({"vm": cabled})) == [("fail", "ib_port_down", ("vm",))]
+    assert judge_ib_ports({"vm": active}) == []
+    # Against the same port ACTIVE on another node, it is named with that node as before.
+    (fault,) = judge_ib_ports({"vm1": cabled, "vm2": active})
+    assert fault.summary == "vm1: mlx5_7 port 1 is DOWN (physical state LinkUp), ACTIVE on vm2"
+
+
+def test_ports_waiting_for_a_subnet_manager_fail_where_they_outnumber_their_active_like_ports(
+    tmp_path: Path,
+) -> None:
+    """The sysfs form the kernel writes for a port INIT with its link up, on three of four nodes:
+    up on one node only, the port used to be taken as one the site does not use."""
+    init = {"mlx5_4": {"state": "2: INIT", "phys_state": "5: LinkUp"}}
+    nodes = {f"gpu{i}": tree_node(tmp_path, f"gpu{i}", init if i > 1 else None) for i in range(1, 5)}
+    results = judge_ib_ports(nodes)
+    assert found(results) == [("fail", "ib_port_down", (f"gpu{i}",)) for i in range(2, 5)]
+    assert (
+        results[0].summary
+        == f"gpu2: mlx5_4 port 1 is INIT with its physical link up (LinkUp): {CABLED_NOT_ACTIVE}"
+    )
+    # INIT on every node: no node to compare with, and still a fault of each.
+    everywhere = {f"gpu{i}": tree_node(tmp_path, f"all{i}", init) for i in range(1, 3)}
+    assert found(judge_ib_ports(everywhere)) == [
+        ("fail", "ib_port_down", ("gpu1",)),
+        ("fail", "ib_port_down", ("gpu2",)),
+    ]
+
+
+def test_a_port_down_and_polling_on_every_node_stays_a_note(tmp_path: Path) -> None:
+    down = {"mlx5_4": {"state": "1: DOWN", "phys_state": "2: Polling"}}
+    nodes = {f"gpu{i}": tree_node(tmp_path, f"gpu{i}", down) for i in range(1, 4)}
+    (note,) = judge_ib_ports(nodes)
+    assert note.is_note
+    assert [p["port"] for p in note.details["ports"]] == ["mlx5_4 port 1"]

@@ -16,8 +16,9 @@ EXPECTED: dict[str, dict[str, Any]] = {
     "ib_roce_2.19.3_two_nodes.log": {
         "version": "2.19.3+cuda12.3",
         "network": "IB",
-        # "Using network IB" with no connection line: the network between nodes is not shown.
-        "inter_node": None,
+        # "Using network IB" on two hosts, no connection line (the log was cut before them): the
+        # network between the nodes is the one NCCL named.
+        "inter_node": "NET/IB",
         "link_layers": ("RoCE",),
         "ib_devices": (NetDevice(0, "mlx5_10", 1, "RoCE"), NetDevice(1, "mlx5_11", 1, "RoCE")),
         "channels": {},
@@ -106,7 +107,8 @@ EXPECTED: dict[str, dict[str, Any]] = {
     },
     "ibext_sharp_hpcx_network_lines.log": {
         "network": "IBext",
-        "inter_node": None,
+        # Two hosts, the HPC-X plug-in with SHARP loaded, no connection line: IBext between nodes.
+        "inter_node": "NET/IBext",
         "ib_devices": (
             NetDevice(0, "mlx5_0", 1, "IB"),
             NetDevice(1, "mlx5_1", 1, "IB"),
@@ -215,6 +217,38 @@ def test_the_announced_network_alone_says_nothing_about_the_network_between_node
     )
     transport = parse_nccl_log(log)
     assert transport.network == "Socket" and transport.inter_node is None and not transport.uses_socket
+
+
+def test_a_named_network_on_several_hosts_is_the_network_between_them() -> None:
+    """The start-up lines of ranks on two hosts, cut before any connection line (NVIDIA/nccl-tests
+    issue #185): the network NCCL named is the network between the nodes; the lines of one host
+    alone say nothing of a network between nodes."""
+    log = (NCCL / "ib_roce_2.19.3_two_nodes.log").read_text(encoding="utf-8")
+    transport = parse_nccl_log(log)
+    assert transport.hosts == ("dgxh100-4", "dgxh100-3")
+    assert transport.inter_node == "NET/IB" and not transport.uses_socket
+    one_host = "\n".join(line for line in log.splitlines() if "dgxh100-3" not in line)
+    alone = parse_nccl_log(one_host)
+    assert alone.network == "IB" and alone.inter_node is None
+    # The same lines naming the socket network (built from the capture): a fall-back to read.
+    socket = parse_nccl_log(log.replace("Using network IB", "Using network Socket"))
+    assert socket.inter_node == "NET/Socket" and socket.uses_socket
+    socket_alone = parse_nccl_log(one_host.replace("Using network IB", "Using network Socket"))
+    assert socket_alone.inter_node is None and not socket_alone.uses_socket
+
+
+def test_ibext_with_collnet_connections_stays_ibext() -> None:
+    """The HPC-X plug-in's ``Using network IBext`` (NVIDIA/nccl issue #1357) before the CollNet
+    connection over its SHARP plug-in (NVIDIA/nccl issue #1219): point-to-point traffic between the
+    nodes runs over IBext, SHARP carries the collectives alone."""
+    network = (NCCL / "ibext_sharp_hpcx_network_lines.log").read_text(encoding="utf-8").splitlines()[0]
+    collnet = (NCCL / "collnet_sharp_gdrdma_warn.log").read_text(encoding="utf-8")
+    transport = parse_nccl_log(network + "\n" + collnet)
+    assert transport.channels == {"COLLNET/SHARP": 1}
+    assert transport.inter_node == "NET/IBext" and transport.gdrdma and not transport.uses_socket
+    assert transport.rdma_channels == {"COLLNET/SHARP": 1}
+    # Without the network line, the CollNet plug-in is all the log shows.
+    assert parse_nccl_log(collnet).inter_node == "COLLNET/SHARP"
 
 
 @pytest.mark.parametrize(

@@ -480,6 +480,9 @@ def test_ib_devices_from_sysfs(tmp_path: Path) -> None:
     _write(down / "state", "1: DOWN\n")
     _write(down / "rate", "10 Gb/sec (4X SDR)\n")
     _write(down / "link_layer", "Ethernet\n")
+    # mlx5_1 is an SR-IOV virtual function: its PCI device links to its physical function.
+    (tmp_path / "mlx5_1" / "device").mkdir()
+    (tmp_path / "mlx5_1" / "device" / "physfn").symlink_to(tmp_path / "mlx5_0")
     assert net.ib_devices(str(tmp_path)) == [
         {
             "name": "mlx5_0",
@@ -493,6 +496,7 @@ def test_ib_devices_from_sysfs(tmp_path: Path) -> None:
             "width": "4X",
             "hca_type": "MT4129",
             "fw_ver": "28.41.1000",
+            "virtual": False,
         },
         {
             "name": "mlx5_1",
@@ -504,6 +508,7 @@ def test_ib_devices_from_sysfs(tmp_path: Path) -> None:
             "counters": {},
             "pcie": None,
             "width": "4X",
+            "virtual": True,
         },
     ]
     assert net.ib_devices(str(tmp_path / "missing")) == []

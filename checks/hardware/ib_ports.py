@@ -5,7 +5,11 @@ on the other nodes, and a port no other node has with the ports of its own node 
 same kind of card. The kind of a card is its link layer, chip (``hca_type``) and board
 (``board_id``). A port down, INIT or Polling, or at a lower rate or width, where its like ports
 are ACTIVE is a fault of its node; a port down on every node that has it is a fact of the site,
-said once in a note. Pure: ports in, findings out.
+said once in a note. A port whose physical link is up but which is not ACTIVE (INIT, ARMED, or DOWN
+while ``LinkUp``: cabled, and waiting for a subnet manager, or a virtual function not brought up)
+is a fault of its node whatever its like ports do: a cable that was plugged in was meant to carry
+traffic. A virtual function DOWN on its physical function's up link is a spare of its host, judged
+as any port down. Pure: ports in, findings out.
 """
 
 from __future__ import annotations
@@ -48,6 +52,25 @@ def is_up(port: IbPort) -> bool:
     return port.state == ACTIVE_IB and port.phys_state in (None, LINK_UP)
 
 
+# mlx5 virtual functions by chip (``hca_type``, the PCI device id in decimal): ConnectX-4, -4 Lx,
+# -5, -5 Ex and -6 VFs, and the mlx5 family VF of ConnectX-6 Dx and later (pci.ids 1014 ... 101e).
+VF_HCA_TYPES = frozenset({"MT4114", "MT4116", "MT4118", "MT4120", "MT4122", "MT4124", "MT4126"})
+
+
+def is_virtual(port: IbPort) -> bool:
+    """An SR-IOV virtual function: as the node read it (``device/physfn``), else by its chip."""
+    return port.virtual if port.virtual is not None else port.hca_type in VF_HCA_TYPES
+
+
+def is_cabled_not_active(port: IbPort) -> bool:
+    """The physical link is up and the port's state is known and not ACTIVE; a virtual function
+    DOWN on its physical function's link is one not given to anything yet (a host's spare VFs),
+    judged as any port that is down."""
+    if port.phys_state != LINK_UP or port.state is None or port.state == ACTIVE_IB:
+        return False
+    return not (port.state == "DOWN" and is_virtual(port))
+
+
 @dataclass(frozen=True)
 class Usual:
     """How the like ports that are up run: the most common rate and width (the faster on a tie),
@@ -73,10 +96,11 @@ def usual(up: Sequence[IbPort], where: str) -> Usual:
 
 @dataclass(frozen=True)
 class Fault:
-    """One port of one node that is down or slower than its like ports."""
+    """One port of one node that is down or slower than its like ports; a port cabled but not
+    active is one on its own (no ``usual``) where no like port is up to compare it with."""
 
     port: IbPort
-    usual: Usual
+    usual: Usual | None
 
     @property
     def down(self) -> bool:
@@ -84,6 +108,8 @@ class Fault:
 
     def text(self) -> str:
         p = self.port
+        if self.usual is None:
+            return f"{port_label(p)} is {p.state} with its physical link up (LinkUp): cabled but not ACTIVE"
         if self.down:
             return (
                 f"{port_label(p)} is {p.state or 'in no known state'} "
@@ -102,7 +128,9 @@ def _across_nodes(
     for key, members in groups.items():
         up = {h: p for h, p in members.items() if is_up(p)}
         if not up:
-            unused[key] = list(members)
+            idle = [h for h, p in members.items() if not is_cabled_not_active(p)]
+            if idle:
+                unused[key] = idle
             continue
         if len(up) * 2 < len(members):
             continue  # up on a few nodes only: a port most of the site does not use
@@ -130,7 +158,8 @@ def _within_node(
         like = [p for p in ports if kind_of(p) == kind and p is not port]
         up = [p for p in like if is_up(p)]
         if not is_up(port) and not up:
-            unused[(port.device, port.port, kind)] = [host]
+            if not is_cabled_not_active(port):
+                unused[(port.device, port.port, kind)] = [host]
             continue
         up_here = len(up) + (1 if is_up(port) else 0)
         if not up or up_here * 2 <= len(like) + 1:
@@ -154,9 +183,18 @@ def _unused_note(unused: Mapping[Key, Sequence[str]]) -> CheckResult:
     return CheckResult.note(NAME, summary, (), details)
 
 
+def _cabled_not_active(nodes: Mapping[str, NodeFacts], faults: dict[str, list[Fault]]) -> None:
+    """Ports cabled but not active that their like ports did not already name: faults on their own."""
+    for host, node in nodes.items():
+        named = {id(f.port) for f in faults.get(host, [])}
+        for port in node.ib_ports:
+            if is_cabled_not_active(port) and id(port) not in named:
+                faults.setdefault(host, []).append(Fault(port, None))
+
+
 def judge_ib_ports(nodes: Mapping[str, NodeFacts]) -> list[CheckResult]:
-    """Per node, one fail for its ports down and one for its ports slower than their like ports;
-    one note for the ports down everywhere."""
+    """Per node, one fail for its ports down (and cabled but not active) and one for its ports
+    slower than their like ports; one note for the ports down everywhere."""
     groups: dict[Key, dict[str, IbPort]] = {}
     for host, node in nodes.items():
         for port in node.ib_ports:
@@ -167,6 +205,7 @@ def judge_ib_ports(nodes: Mapping[str, NodeFacts]) -> list[CheckResult]:
     for host, node in nodes.items():
         alone = [p for p in node.ib_ports if len(groups[(p.device, p.port, kind_of(p))]) == 1]
         _within_node(host, alone, node.ib_ports, faults, unused)
+    _cabled_not_active(nodes, faults)
     results: list[CheckResult] = []
     for host in nodes:
         found = faults.get(host, [])

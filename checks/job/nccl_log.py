@@ -4,8 +4,13 @@ network, devices and link layers, each channel's transport, GPUDirect RDMA, vers
 The evidence of a transport between nodes is a connection line: ``Channel 00/0 : 0[0] -> 8[0] [send]
 via NET/IB/0/GDRDMA`` (NCCL 2.8 and later, ``Channel 00 :`` before 2.12), ``Ring 00 : 6 -> 2 [receive]
 via NET/IB/0`` (2.3-2.7) or ``CollNet 05/0 : 5 [receive] via COLLNET/SHARP/5/GDRDMA`` (``Coll 00 :`` in
-2.6-2.8). ``Using network IB`` only names the network NCCL would use: a log of one node says it and
-then connects its GPUs over P2P or SHM alone, so it says nothing about the network between nodes.
+2.6-2.8). ``Using network IB`` names the network NCCL would use: a log of one node says it and
+then connects its GPUs over P2P or SHM alone, so there it says nothing about the network between
+nodes. A log of ranks on several hosts (or one with CollNet connections, which only run between
+nodes) that names a network and has no point-to-point connection line (a log cut short, or one
+with ``NCCL_DEBUG_SUBSYS=INIT`` alone) crossed the network it names: ``Using network IBext`` with
+CollNet lines over ``COLLNET/SHARP`` is IBext between nodes, SHARP being the plug-in of the
+collectives alone.
 """
 
 from __future__ import annotations
@@ -90,13 +95,18 @@ class NcclTransport:
     @property
     def inter_node(self) -> str | None:
         """The network transport between nodes: ``NET/IB``, ``NET/Socket``, ``NET/<plugin>`` (the most
-        used), ``COLLNET/<plugin>`` where only CollNet connections crossed it; None where no connection
-        line crossed the network, whatever network NCCL said it would use."""
+        used connection line); else ``NET/<network>`` where NCCL named its network and the log shows
+        ranks on several hosts or CollNet connections; else ``COLLNET/<plugin>`` where only CollNet
+        connections crossed it; None where nothing shows a connection between nodes (the log of one
+        host that names a network and connects inside the host alone)."""
         net = self.net_channels
         point_to_point = {name: count for name, count in net.items() if name.startswith("NET/")}
-        chosen = point_to_point or net
-        if chosen:
-            return max(sorted(chosen), key=lambda name: chosen[name])
+        if point_to_point:
+            return max(sorted(point_to_point), key=lambda name: point_to_point[name])
+        if self.network and (len(self.hosts) > 1 or net):
+            return f"NET/{self.network}"
+        if net:
+            return max(sorted(net), key=lambda name: net[name])
         return None
 
     @property
@@ -107,8 +117,9 @@ class NcclTransport:
 
     @property
     def uses_socket(self) -> bool:
-        """Some traffic between nodes went over plain TCP sockets (a connection line says so)."""
-        return "NET/Socket" in self.net_channels
+        """Some traffic between nodes went over plain TCP sockets: a connection line says so, or
+        the network between nodes is the socket network NCCL named."""
+        return "NET/Socket" in self.net_channels or self.inter_node == "NET/Socket"
 
     def to_dict(self) -> dict[str, Any]:
         return {

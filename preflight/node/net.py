@@ -197,7 +197,8 @@ def ib_devices(ib_root: str = SYS_CLASS_INFINIBAND) -> list[JsonDict]:
     """InfiniBand/RoCE ports from sysfs (an empty list where there are none): each port's state,
     physical state, rate (and the width its rate line names), link layer and counters, with the
     files of its device that say which card it is on and its ``node_guid`` (the card's stable
-    identity, ``946d:ae03:00cd:e72c``); files that are missing are left out."""
+    identity, ``946d:ae03:00cd:e72c``) and whether it is a virtual function (``virtual``); files that
+    are missing are left out."""
     devices: list[JsonDict] = []
     if not os.path.isdir(ib_root):
         return devices
@@ -209,6 +210,8 @@ def ib_devices(ib_root: str = SYS_CLASS_INFINIBAND) -> list[JsonDict]:
         guid = (read_text(os.path.join(ib_root, device, "node_guid")) or "").strip()
         if guid:
             card["node_guid"] = guid.lower()
+        # An SR-IOV virtual function links to its physical function.
+        card["virtual"] = os.path.exists(os.path.join(ib_root, device, "device", "physfn"))
         ports = sorted(
             os.listdir(ports_dir), key=lambda p: (not p.isdigit(), int(p) if p.isdigit() else 0, p)
         )
