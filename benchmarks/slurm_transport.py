@@ -6,16 +6,26 @@ once inside ``salloc`` (srun steps), and prints each phase's seconds and the sru
 those two runs; then ``srun -w node1 preflight check --local`` once.
 
     sudo .venv/bin/python benchmarks/slurm_transport.py --nodes 3
+
+With ``--sizes``, what a node costs each engine: at each size, one run over SSH and one through
+srun, side by side (``--only`` the checks, connect,versions,ports by default); the controller's
+CPU (preflight and every process it waited for: the srun steps), slurmctld's CPU, and the wall
+time; then each fitted as a + b*n over the sizes, and the model at 100, 300 and 1,000 nodes.
+
+    sudo .venv/bin/python benchmarks/slurm_transport.py --sizes 4,8,16
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,12 +47,91 @@ def _report(run: subprocess.CompletedProcess[str], path: Path) -> dict[str, Any]
     return data
 
 
+def _timed(
+    argv: Sequence[str], env: Mapping[str, str] | None, ctld: int | None
+) -> tuple[float, float, float]:
+    """(controller CPU, slurmctld CPU, wall) seconds of one ``preflight check``, which must pass."""
+    ctld_before = _process_cpu_s(ctld)
+    started = time.monotonic()
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+    output = process.stdout.read() if process.stdout else b""
+    _, status, usage = os.wait4(process.pid, 0)
+    wall = time.monotonic() - started
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"the check did not pass: {output.decode(errors='replace')[-3000:]}")
+    return usage.ru_utime + usage.ru_stime, _process_cpu_s(ctld) - ctld_before, wall
+
+
+def _process_cpu_s(pid: int | None) -> float:
+    if pid is None:
+        return 0.0
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _fit(sizes: Sequence[int], values: Sequence[float]) -> tuple[float, float]:
+    """(a, b) of the least-squares line a + b*n."""
+    slope, intercept = statistics.linear_regression(sizes, values)
+    return intercept, slope
+
+
+def scaling(sizes: Sequence[int], only: str) -> None:
+    """Each engine's cost at each size, and the fitted model."""
+    rows: dict[str, list[tuple[float, float, float]]] = {"ssh": [], "srun": []}
+    for n in sizes:
+        with (
+            LabCluster(n, env=Path(sys.prefix)) as lab,
+            SlurmLab(lab) as slurm,
+            tempfile.TemporaryDirectory() as tmp,
+        ):
+            hosts = lab.hosts_file(Path(tmp) / "hosts.txt")
+            ctld = _ctld_pid()
+            rows["ssh"].append(
+                _timed(check_argv(lab, hosts, Path(tmp) / "ssh.json", "-q", "--only", only), None, ctld)
+            )
+            argv = ["salloc", f"--nodes={n}", "--", PREFLIGHT, "check", "--python", NODE_PYTHON, "-q",
+                    "--only", only]  # fmt: skip
+            rows["srun"].append(_timed(argv, slurm.environ(), ctld))
+        for engine in rows:
+            cpu, ctld_cpu, wall = rows[engine][-1]
+            print(
+                f"{n:>5} nodes {engine:>5}: controller CPU {cpu:6.2f} s, "
+                f"slurmctld {ctld_cpu:5.2f} s, wall {wall:6.2f} s",
+                flush=True,
+            )
+    print(f"\nfitted a + b*n over {', '.join(map(str, sizes))} nodes (--only {only}); seconds")
+    print(
+        f"{'engine':<7}{'CPU a node':>12}{'slurmctld a node':>18}{'wall a node':>13}"
+        f"{'CPU at 100':>12}{'at 300':>9}{'at 1,000':>10}"
+    )
+    for engine, measured in rows.items():
+        own = _fit(sizes, [m[0] for m in measured])
+        ctlds = _fit(sizes, [m[1] for m in measured])
+        walls = _fit(sizes, [m[2] for m in measured])
+        at = [own[0] + own[1] * n + ctlds[0] + ctlds[1] * n for n in (100, 300, 1000)]
+        print(f"{engine:<7}{own[1] * 1000:>10.1f}ms{ctlds[1] * 1000:>16.1f}ms{walls[1]:>12.2f}s"
+              f"{at[0]:>12.1f}{at[1]:>9.1f}{at[2]:>10.1f}")  # fmt: skip
+    ssh_cpu = _fit(sizes, [m[0] + m[1] for m in rows["ssh"]])[1]
+    srun_cpu = _fit(sizes, [m[0] + m[1] for m in rows["srun"]])[1]
+    print(f"srun/ssh, CPU a node (controller and slurmctld): {srun_cpu / ssh_cpu:.2f}")
+
+
+def _ctld_pid() -> int | None:
+    found = subprocess.run(["pgrep", "-x", "slurmctld"], capture_output=True, text=True).stdout.split()
+    return int(found[0]) if found else None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--nodes", type=int, default=3)
+    parser.add_argument("--sizes", help="node counts, comma-separated: the per-node cost of each engine")
+    parser.add_argument("--only", default="connect,versions,ports")
     args = parser.parse_args()
+    if args.sizes:
+        scaling([int(n) for n in args.sizes.split(",")], args.only)
+        return
     with LabCluster(args.nodes, env=Path(sys.prefix)) as lab, SlurmLab(lab) as slurm:
         with tempfile.TemporaryDirectory() as tmp:
             ssh_report = Path(tmp) / "ssh.json"
