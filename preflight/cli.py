@@ -439,7 +439,12 @@ def _check(args: argparse.Namespace) -> ExitCode:
     progress = None if args.quiet or args.local else LiveProgress(progress_console, expected_s=expected_s)
     history = HistoryRequest(
         history_command.section_of(config.section(HistorySection), args),
-        RunInfo(inventory=_inventory_name(args), profile=profile, local=bool(args.local)),
+        RunInfo(
+            inventory=_inventory_name(args),
+            profile=profile,
+            local=bool(args.local),
+            report=str(Path(args.json).resolve()) if args.json and args.json != "-" else "",
+        ),
     )
     request = RunRequest(
         hosts=hosts,

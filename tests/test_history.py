@@ -46,7 +46,9 @@ def _facts(serials: list[str]) -> dict[str, Any]:
 
 
 def _host(name: str, serials: list[str]) -> HostReport:
-    return HostReport(name=name, address=name, hostname=name, reachable=True, facts=_facts(serials))
+    """A node reached as ``name`` that calls itself ``name``."""
+    facts = {**_facts(serials), "hostname": name}
+    return HostReport(name=name, address=name, hostname=name, reachable=True, facts=facts)
 
 
 def _compute(ranks: list[tuple[str, str, float]], slow: tuple[str, ...] = ()) -> CheckResult:
@@ -408,8 +410,7 @@ def test_a_store_of_the_first_schema_is_migrated_and_keeps_its_runs(
 ) -> None:
     ranks = [(n, s, 600.0) for n, ss in SERIALS.items() for s in ss]
     with monkeypatch.context() as old:
-        old.setattr("preflight.history.store.SCHEMA_VERSION", 1)
-        old.setattr("preflight.history.session.save", _save_before_version_3)
+        _as_before_version_4(old, 1)
         _remember(target, _report(NOW - timedelta(days=1), _hosts(), [_compute(ranks)]))
         store = open_store(target)
         assert store.schema_version() == 1
@@ -429,8 +430,7 @@ def test_a_store_of_the_second_schema_keeps_each_runs_parts(
 ) -> None:
     # Two runs of version 2, each with its own rows of parts; node1's GPU 0 swapped between them.
     with monkeypatch.context() as old:
-        old.setattr("preflight.history.store.SCHEMA_VERSION", 2)
-        old.setattr("preflight.history.session.save", _save_before_version_3)
+        _as_before_version_4(old, 2)
         _remember(target, _report(NOW - timedelta(days=2), _hosts(), []))
         swapped = [_host("node1", ["S9-0", "S1-1"]), *_hosts()[1:]]
         _remember(target, _report(NOW - timedelta(days=1), swapped, []))
@@ -447,6 +447,14 @@ def test_a_store_of_the_second_schema_keeps_each_runs_parts(
     assert [row for row in seen if row[0] < iso(NOW)] == before
     first = iso(NOW - timedelta(days=2))
     assert [row[1:] for row in seen if row[0] == iso(NOW)] == [row[1:] for row in before if row[0] == first]
+
+
+def _as_before_version_4(patch: pytest.MonkeyPatch, version: int) -> None:
+    """A run writes as a preflight of schema ``version`` did: nodes by the names that reached them."""
+    patch.setattr("preflight.history.store.SCHEMA_VERSION", version)
+    patch.setattr("preflight.history.session.save", _save_before_version_3)
+    patch.setattr("preflight.history.session._known_identities", lambda store, record: {})
+    patch.setattr("preflight.history.session.adopt_legacy_names", lambda store, reached: [])
 
 
 def _save_before_version_3(store: Any, record: Any) -> int:

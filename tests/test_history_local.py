@@ -64,7 +64,7 @@ def _ib_tree(tmp_path: Path) -> Path:
 
 
 def _node(tree: Path, serials: list[str] = SERIALS) -> HostReport:
-    facts = _facts(serials)
+    facts = {**_facts(serials), "hostname": "node1"}
     facts["net"] = {"interfaces": [], "ib_devices": net.ib_devices(str(tree))}
     return HostReport(name="node1", address="node1", hostname="node1", reachable=True, facts=facts)
 

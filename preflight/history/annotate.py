@@ -55,7 +55,7 @@ def with_repeats(
 ) -> list[CheckResult]:
     """``results`` with each problem that happened before marked: ``details["history"]`` (the
     times, the window, the earlier failures) and a suffix to its summary."""
-    rows = {id(r): findings_of(r, record.parts) for r in results}
+    rows = {id(r): findings_of(r, record.parts, record.keys) for r in results}
     keys = [f.key for found in rows.values() for f in found]
     parts = [f.part for found in rows.values() for f in found if f.part]
     if not keys:
@@ -69,7 +69,7 @@ def with_repeats(
             marked.append(result)
             continue
         times = len({at for _, _, at in before}) + 1
-        nodes = list(dict.fromkeys([*(node for node, _, _ in before), *result.hosts]))
+        nodes = list(dict.fromkeys([*(node for node, _, _ in before), *map(record.key, result.hosts)]))
         where = ", then ".join(nodes)
         note = f"{ordinal(times)} time in {window_days} days: on {where}"
         details: dict[str, Any] = {
@@ -128,7 +128,8 @@ def _slower(rate: Rate, typical: float, runs: int, record: RunRecord, window_day
     unit = _UNITS[rate.metric]
     below = 1 - rate.value / typical
     slot = next((p.slot for p in record.parts.get(rate.node, ()) if p.part == rate.part), None)
-    what = f"{rate.node} GPU {slot} ({rate.part})" if rate.part else f"{rate.node}"
+    name = record.names.get(rate.node, rate.node)
+    what = f"{name} GPU {slot} ({rate.part})" if rate.part else name
     measure = "compute rate" if rate.metric == "tflops" else "bus bandwidth"
     summary = (
         f"{what}: {measure} {rate.value:.1f} {unit}, {below:.0%} below its own median of "
@@ -143,4 +144,4 @@ def _slower(rate: Rate, typical: float, runs: int, record: RunRecord, window_day
         "median": typical,
         "runs": runs,
     }
-    return CheckResult(CHECK, "warn", summary, (rate.node,), details)
+    return CheckResult(CHECK, "warn", summary, (name,), details)

@@ -4,8 +4,9 @@ The last full run is the latest run without ``--local`` that reached the node. I
 compared slot by slot (a GPU missing, or another serial in the slot: swapped), its versions
 (driver, CUDA, cuDNN, NCCL, torch, Python: those both runs report), its HCA ports (a port gone,
 or at another rate). Each change is a warning under ``history``; a part that is new to the node
-is a note. It reads two small sets of rows by the node's name, on the store's indexes, and needs
-no network beyond the store itself.
+is a note. It reads two small sets of rows by the node's identity (:mod:`preflight.identity`: the
+prolog and a full run that reached the node by another name find the same rows), on the store's
+indexes, and needs no network beyond the store itself.
 """
 
 from __future__ import annotations
@@ -38,10 +39,11 @@ class LastFullRun:
 
 
 def last_full_run(store: Store, node: str, before: str) -> LastFullRun | None:
-    """The latest run before ``before``, not ``--local``, that reached ``node``; None if none did."""
+    """The latest run up to ``before`` (this run is not written yet: one that started in the same
+    second counts), not ``--local``, that reached ``node``; None if none did."""
     found = store.query(
         "SELECT r.id, r.started_at, n.stack_versions FROM nodes n JOIN runs r ON r.id = n.run_id"
-        " WHERE n.node = ? AND n.reachable = 1 AND r.local = 0 AND r.started_at < ?"
+        " WHERE n.node = ? AND n.reachable = 1 AND r.local = 0 AND r.started_at <= ?"
         " ORDER BY r.started_at DESC, r.id DESC LIMIT 1",
         (node, before),
     )
@@ -64,10 +66,10 @@ def compare_with_last_full_run(record: RunRecord, store: Store) -> list[CheckRes
     for host in record.hosts:
         if not host.reachable:
             continue
-        last = last_full_run(store, host.name, record.started_at)
+        last = last_full_run(store, record.key(host.name), record.started_at)
         if last is None:
             continue
-        now = record.parts.get(host.name, [])
+        now = record.parts.get(record.key(host.name), [])
         found.extend(_gpus(host.name, now, last))
         found.extend(_versions(host.name, versions_of(host), last))
         found.extend(_hcas(host.name, now, last))
@@ -135,14 +137,14 @@ def _match_hcas(
 ) -> tuple[list[tuple[Part, Part]], list[Part], list[Part]]:
     """The HCA ports of both runs paired by identity (node GUID and port), then, where one run
     knew no GUID for a port (its identity is ``node:device/port``), by device and port; the
-    ports of the full run left unpaired, and this run's."""
+    ports of the full run left unpaired, and this run's. ``node``: as the messages name it."""
     before = {p.part: p for p in last.parts if p.kind == "hca"}
     after = {p.part: p for p in now if p.kind == "hca"}
     pairs = [(before.pop(key), after.pop(key)) for key in sorted(set(before) & set(after))]
     slots = {p.slot: p for p in after.values()}
     for key, old in sorted(before.items()):
         new = slots.get(old.slot)
-        if new is not None and f"{node}:" in (old.part[: len(node) + 1], new.part[: len(node) + 1]):
+        if new is not None and (old.part.endswith(f":{old.slot}") or new.part.endswith(f":{new.slot}")):
             pairs.append((before.pop(key), after.pop(new.part)))
             del slots[old.slot]
     return pairs, sorted(before.values(), key=lambda p: p.slot), sorted(after.values(), key=lambda p: p.slot)

@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 from preflight.history.record import BUSBW, PAIR_BUSBW, TFLOPS
 from preflight.history.store import Store
+from preflight.identity import short_hostname
 
 FAILED = "('fail', 'error')"
 
@@ -396,3 +397,66 @@ def earlier_failures(
             )
             found.extend((str(k), str(n), p, str(c), str(s)) for k, n, p, c, s in rows)
     return sorted(set(found), key=lambda row: row[4])
+
+
+@dataclass(frozen=True)
+class KeptRun:
+    """A run as ``preflight history --runs`` lists it. ``report``: where its JSON report was
+    written (None: not written, or by a preflight before schema version 4)."""
+
+    id: int
+    started_at: str
+    inventory: str
+    profile: str
+    verdict: str
+    local: bool
+    nodes_checked: int
+    nodes_failed: int
+    tool_version: str
+    report: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def runs_kept(store: Store, since: str, node: str = "") -> list[KeptRun]:
+    """The runs since ``since``, newest first (those that reached ``node`` only, where given: a
+    node's identity); each with the nodes it checked (reached) and the nodes a failure or an error
+    named."""
+    where, params = "r.started_at >= ?", [since]
+    if node:
+        where += " AND EXISTS (SELECT 1 FROM nodes m WHERE m.run_id = r.id AND m.node = ?)"
+        params.append(node)
+    rows = store.query(
+        "SELECT r.id, r.started_at, r.inventory, r.profile, r.verdict, r.local,"
+        " (SELECT COUNT(*) FROM nodes n WHERE n.run_id = r.id AND n.reachable = 1),"
+        " (SELECT COUNT(DISTINCT f.node) FROM findings f WHERE f.run_id = r.id"
+        f" AND f.status IN {FAILED} AND f.node <> '*'),"
+        f" r.tool_version, r.report_path FROM runs r WHERE {where} ORDER BY r.started_at DESC, r.id DESC",
+        params,
+    )
+    return [
+        KeptRun(int(i), str(at), str(inv), str(prof), str(v), bool(loc), int(c), int(f), str(tv), rp)
+        for i, at, inv, prof, v, loc, c, f, tv, rp in rows
+    ]
+
+
+def resolve_node(store: Store, name: str) -> str:
+    """The identity of the node ``name`` names: an identity the store keeps, else the node the
+    latest run that reached a node by that name found, else the node a name kept before identities
+    was joined to; else ``name`` itself."""
+    if not name or store.query("SELECT 1 FROM nodes WHERE node = ? LIMIT 1", (name,)):
+        return name
+    found = store.query("SELECT node FROM nodes WHERE reached_as = ? ORDER BY run_id DESC LIMIT 1", (name,))
+    if not found:
+        found = store.query("SELECT node FROM legacy_names WHERE name = ?", (name,))
+    if not found and store.query("SELECT 1 FROM nodes WHERE node = ? LIMIT 1", (short_hostname(name),)):
+        return short_hostname(name)
+    return str(found[0][0]) if found else name
+
+
+def legacy_names(store: Store) -> list[dict[str, str]]:
+    """The names kept before node identities (schema version 4), each with the node it now belongs
+    to and how (joined, or left as it is and why)."""
+    rows = store.query("SELECT name, node, how FROM legacy_names ORDER BY name")
+    return [{"name": str(n), "node": str(node), "how": str(how)} for n, node, how in rows]

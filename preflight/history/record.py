@@ -2,6 +2,8 @@
 identity, each finding under a stable key, each GPU's compute rate, each node's bus bandwidth and
 each tested pair's bus bandwidth.
 
+A node is kept under its identity (:mod:`preflight.identity`: what the node is, read on the node),
+with the name that reached it in this run beside it; every row below names the node by its identity.
 A finding's key is ``check/entity/cause``: the check, the node it names (or the whole run, ``*``,
 for a finding that names none) and its ``details.item`` (``details.cause`` for ``connect``). The
 part a finding is about is found where the finding names it: a slow GPU's serial in the compute
@@ -16,6 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from preflight.identity import Clash, Identity, identities
 from preflight.model import CheckResult, HostReport, RunReport
 
 # The statuses kept as findings: the problems (a pass, and so a note, is not kept).
@@ -30,6 +33,7 @@ class RunInfo:
     inventory: str
     profile: str
     local: bool
+    report: str = ""  # where the run's JSON report was written (an absolute path), if it was
 
 
 @dataclass(frozen=True)
@@ -67,25 +71,27 @@ def versions_of(host: HostReport) -> dict[str, str]:
     return {k: v for k, v in found.items() if v}
 
 
-def parts_of(host: HostReport) -> list[Part]:
+def parts_of(host: HostReport, node: str | None = None) -> list[Part]:
     """The node's GPUs, HCA ports and NICs, each by its stable identity where the facts carry one:
-    a GPU's serial (UUID), an HCA port's node GUID and port number, a NIC's MAC."""
+    a GPU's serial (UUID), an HCA port's node GUID and port number, a NIC's MAC; else by the node
+    (``node``: its identity, the host's name by default) and where the part sits."""
+    node = node or host.name
     parts: list[Part] = []
     for gpu in host.node.gpus or []:
         pci = gpu.raw.get("pci_bus_id")
-        identity = gpu.serial or gpu.uuid or (f"{host.name}:{pci}" if pci else None)
+        identity = gpu.serial or gpu.uuid or (f"{node}:{pci}" if pci else None)
         if identity is None:
             continue
         slot = str(gpu.index) if gpu.index is not None else ""
-        parts.append(Part(host.name, "gpu", identity, slot, gpu.uuid, str(pci) if pci else None))
+        parts.append(Part(node, "gpu", identity, slot, gpu.uuid, str(pci) if pci else None))
     for port in host.node.ib_ports:
         slot = f"{port.device}/{port.port}"
-        identity = f"{port.node_guid}/{port.port}" if port.node_guid else f"{host.name}:{slot}"
-        parts.append(Part(host.name, "hca", identity, slot, rate=port.rate))
+        identity = f"{port.node_guid}/{port.port}" if port.node_guid else f"{node}:{slot}"
+        parts.append(Part(node, "hca", identity, slot, rate=port.rate))
     for interface in host.node.interfaces:
         # A NIC is a PCI device with a hardware address; virtual interfaces (bridges, veth) are no part.
         if interface.pcie is not None and interface.mac and interface.mac.strip("0:"):
-            parts.append(Part(host.name, "nic", interface.mac, interface.name))
+            parts.append(Part(node, "nic", interface.mac, interface.name))
     return parts
 
 
@@ -105,14 +111,17 @@ def finding_key(check: str, entity: str, cause: str) -> str:
     return f"{check}/{entity}/{cause}"
 
 
-def findings_of(result: CheckResult, parts: Mapping[str, Sequence[Part]]) -> list[Finding]:
-    """One row per node the finding names (one for the whole run when it names none); notes and
-    passes are not kept."""
+def findings_of(
+    result: CheckResult, parts: Mapping[str, Sequence[Part]], keys: Mapping[str, str] | None = None
+) -> list[Finding]:
+    """One row per node the finding names (one for the whole run when it names none), under the
+    node's identity (``keys``: name that reached it -> identity); notes and passes are not kept."""
     if result.status not in KEPT_STATUSES:
         return []
     cause = cause_of(result)
-    nodes = result.hosts or (WHOLE_RUN,)
-    named = _named_parts(result, parts)
+    keys = keys or {}
+    nodes = tuple(keys.get(host, host) for host in result.hosts) or (WHOLE_RUN,)
+    named = _named_parts(result, parts, keys)
     return [
         Finding(
             key=finding_key(result.check, node, cause),
@@ -128,8 +137,10 @@ def findings_of(result: CheckResult, parts: Mapping[str, Sequence[Part]]) -> lis
     ]
 
 
-def _named_parts(result: CheckResult, parts: Mapping[str, Sequence[Part]]) -> dict[str, str]:
-    """Node -> the one part of that node the finding is about, where it names exactly one."""
+def _named_parts(
+    result: CheckResult, parts: Mapping[str, Sequence[Part]], keys: Mapping[str, str]
+) -> dict[str, str]:
+    """Node (identity) -> the one part of that node the finding is about, where it names exactly one."""
     named: dict[str, str] = {}
     ranks = result.details.get("ranks")
     ratio = result.details.get("slow_ratio")
@@ -138,10 +149,11 @@ def _named_parts(result: CheckResult, parts: Mapping[str, Sequence[Part]]) -> di
         for rank in _records(ranks):
             host, serial, own = rank.get("host"), rank.get("gpu_serial"), rank.get("ratio")
             if host in result.hosts and serial and isinstance(own, int | float) and own < ratio:
-                slow.setdefault(str(host), set()).add(str(serial))
+                slow.setdefault(keys.get(str(host), str(host)), set()).add(str(serial))
         return {host: next(iter(s)) for host, s in slow.items() if len(s) == 1}
     text = json.dumps({k: v for k, v in result.details.items() if k != "ranks"}) + " " + result.summary
-    for node in result.hosts:
+    for host in result.hosts:
+        node = keys.get(host, host)
         found = {
             p.part
             for p in parts.get(node, ())
@@ -170,27 +182,34 @@ class Rate:
     value: float
 
 
-def rates_of(results: Iterable[CheckResult], parts: Mapping[str, Sequence[Part]]) -> list[Rate]:
+def rates_of(
+    results: Iterable[CheckResult], parts: Mapping[str, Sequence[Part]], keys: Mapping[str, str] | None = None
+) -> list[Rate]:
     """Each GPU's compute rate (TFLOPS) from a burn's ranks, each node's bus bandwidth (GB/s): the
-    median of the first pair tests it took part in, and each tested pair's bus bandwidth."""
+    median of the first pair tests it took part in, and each tested pair's bus bandwidth; nodes by
+    their identities (``keys``: name that reached it -> identity)."""
+    keys = keys or {}
     rates: list[Rate] = []
     for result in results:
         # Read by the shape of the details: a burn's ranks with their rates, pair tests with busbw.
-        rates.extend(_compute_rates(result, parts))
-        rates.extend(_busbw_rates(result))
-        rates.extend(_pair_rates(result))
+        rates.extend(_compute_rates(result, parts, keys))
+        rates.extend(_busbw_rates(result, keys))
+        rates.extend(_pair_rates(result, keys))
     return rates
 
 
-def _compute_rates(result: CheckResult, parts: Mapping[str, Sequence[Part]]) -> list[Rate]:
+def _compute_rates(
+    result: CheckResult, parts: Mapping[str, Sequence[Part]], keys: Mapping[str, str]
+) -> list[Rate]:
     rates = []
     for rank in _records(result.details.get("ranks")):
         host, flops = rank.get("host"), rank.get("flops_per_s")
         if not isinstance(host, str) or not isinstance(flops, int | float):
             continue
-        part = rank.get("gpu_serial") or _gpu_at(parts.get(host, ()), rank.get("gpu_index"))
+        node = keys.get(host, host)
+        part = rank.get("gpu_serial") or _gpu_at(parts.get(node, ()), rank.get("gpu_index"))
         if part:
-            rates.append(Rate(TFLOPS, host, str(part), float(flops) / 1e12))
+            rates.append(Rate(TFLOPS, node, str(part), float(flops) / 1e12))
     return rates
 
 
@@ -200,18 +219,32 @@ def _gpu_at(parts: Sequence[Part], index: Any) -> str | None:
     return next((p.part for p in parts if p.kind == "gpu" and p.slot == str(index)), None)
 
 
-def _busbw_rates(result: CheckResult) -> list[Rate]:
+def _busbw_rates(result: CheckResult, keys: Mapping[str, str]) -> list[Rate]:
     per_node: dict[str, list[float]] = {}
     for test in _records(result.details.get("pairs")):
         busbw = test.get("busbw_gbps")
         if test.get("retest") or not isinstance(busbw, int | float):
             continue
         for node in test.get("nodes") or []:
-            per_node.setdefault(str(node), []).append(float(busbw))
+            per_node.setdefault(keys.get(str(node), str(node)), []).append(float(busbw))
+    if not per_node:
+        return [Rate(BUSBW, node, "", busbw) for node, busbw in _two_node_sweep(result, keys).items()]
     return [Rate(BUSBW, node, "", _median(values)) for node, values in per_node.items()]
 
 
-def _pair_rates(result: CheckResult) -> list[Rate]:
+def _two_node_sweep(result: CheckResult, keys: Mapping[str, str]) -> dict[str, float]:
+    """Two nodes are one pair, which the sweep measures whole: its largest size, when it reached
+    it, is each node's bus bandwidth (a pair test of theirs in a larger run is the same traffic)."""
+    nodes, rows = result.details.get("nodes"), _records(result.details.get("sweep"))
+    if not isinstance(nodes, list) or len(nodes) != 2 or not rows or not result.details.get("sweep_complete"):
+        return {}
+    busbw = rows[-1].get("busbw_gbps")
+    if not isinstance(busbw, int | float) or busbw <= 0:
+        return {}
+    return {keys.get(str(node), str(node)): float(busbw) for node in nodes}
+
+
+def _pair_rates(result: CheckResult, keys: Mapping[str, str]) -> list[Rate]:
     """Each pair's fastest test in the run, its first test or a re-test: a busy fabric or busy
     machines only ever slow a test down (the judge, too, takes a pair's best test for its floor
     and its nodes' ratios), so a control pair re-tested in a slowed wave, or a pair slow once by
@@ -221,7 +254,7 @@ def _pair_rates(result: CheckResult) -> list[Rate]:
         busbw, nodes = test.get("busbw_gbps"), test.get("nodes")
         if not isinstance(busbw, int | float) or not isinstance(nodes, list) or len(nodes) != 2:
             continue
-        first, second = sorted(str(node) for node in nodes)
+        first, second = sorted(keys.get(str(node), str(node)) for node in nodes)
         if first != second:
             best[(first, second)] = max(float(busbw), best.get((first, second), float(busbw)))
     return [Rate(PAIR_BUSBW, first, second, value) for (first, second), value in sorted(best.items())]
@@ -242,14 +275,36 @@ class RunRecord:
     verdict: str
     tool_version: str
     hosts: tuple[HostReport, ...]
-    parts: dict[str, list[Part]]
+    parts: dict[str, list[Part]]  # by node identity
     findings: list[Finding]
     rates: list[Rate]
+    identities: dict[str, Identity]  # by the name that reached the node
+    clashes: tuple[Clash, ...] = ()
+
+    @property
+    def keys(self) -> dict[str, str]:
+        """Name that reached a node -> its identity."""
+        return {name: identity.key for name, identity in self.identities.items()}
+
+    @property
+    def names(self) -> dict[str, str]:
+        """Identity -> the name that reached the node in this run (what the report calls it)."""
+        return {identity.key: name for name, identity in self.identities.items()}
+
+    def key(self, host: str) -> str:
+        identity = self.identities.get(host)
+        return identity.key if identity else host
 
 
-def record_of(report: RunReport, info: RunInfo) -> RunRecord:
-    parts = {h.name: parts_of(h) for h in report.hosts if h.reachable}
-    findings = [f for r in report.results for f in findings_of(r, parts)]
+def record_of(report: RunReport, info: RunInfo, known: Mapping[str, Identity] | None = None) -> RunRecord:
+    """The run as rows, each node under its identity: decided from its facts
+    (:func:`preflight.identity.identities`), or ``known``'s where given (the store's, for a node
+    not reached this time)."""
+    found, clashes = identities({h.name: h.facts if h.reachable else None for h in report.hosts})
+    found.update(known or {})
+    keys = {name: identity.key for name, identity in found.items()}
+    parts = {keys[h.name]: parts_of(h, keys[h.name]) for h in report.hosts if h.reachable}
+    findings = [f for r in report.results for f in findings_of(r, parts, keys)]
     return RunRecord(
         started_at=report.started_at,
         info=info,
@@ -258,5 +313,7 @@ def record_of(report: RunReport, info: RunInfo) -> RunRecord:
         hosts=report.hosts,
         parts=parts,
         findings=findings,
-        rates=rates_of(report.results, parts),
+        rates=rates_of(report.results, parts, keys),
+        identities=found,
+        clashes=tuple(clashes),
     )

@@ -50,7 +50,7 @@ def run_history(
     slower than their own past (drawn first)."""
     started = datetime.fromisoformat(record.started_at.replace("Z", "+00:00"))
     since = iso(started - timedelta(days=window_days))
-    nodes = [h.name for h in record.hosts]
+    nodes = [record.key(h.name) for h in record.hosts]
     parts = [p.part for found in record.parts.values() for p in found]
     now = {(r.metric, r.node, r.part): r.value for r in record.rates}
     pairs = [(r.node, r.part) for r in record.rates if r.metric == PAIR_BUSBW]
@@ -80,11 +80,40 @@ def run_history(
                     "now": t.now,
                 }
             )
+    named = _in_this_runs_names(record)
     return {
         "store": store.target,
         "since": since,
         "window_days": window_days,
-        "offenders": [o.to_dict() for o in offenders],
-        "flaky": [f.to_dict() for f in flaky_of(store, since, nodes)],
-        "trends": trends,
+        "identities": [
+            {"name": name, "node": i.key, "source": i.source}
+            for name, i in sorted(record.identities.items())
+            if i.differs
+        ],
+        "offenders": [named(o.to_dict()) for o in offenders],
+        "flaky": [named(f.to_dict()) for f in flaky_of(store, since, nodes)],
+        "trends": [named(t) for t in trends],
     }
+
+
+def _in_this_runs_names(record: RunRecord) -> Any:
+    """A function that gives a row of the key with this run's nodes named as the report names them
+    (the names that reached them); the store keeps them by identity, and ``identities`` says which
+    is which where the two differ."""
+    names = record.names
+
+    def named(row: dict[str, Any]) -> dict[str, Any]:
+        row = dict(row)
+        if "node" in row:
+            row["node"] = names.get(row["node"], row["node"])
+        if row.get("metric") == PAIR_BUSBW:
+            row["part"] = names.get(row["part"], row["part"])
+        if row.get("by") == "node":
+            row["name"] = names.get(row["name"], row["name"])
+        elif row.get("by") == "part":
+            row["others"] = [names.get(n, n) for n in row["others"]]
+        if "failures" in row:
+            row["failures"] = [{**f, "node": names.get(f["node"], f["node"])} for f in row["failures"]]
+        return row
+
+    return named

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # The one statement that differs: an integer key the database numbers itself.
 SERIAL_KEY = {
@@ -116,8 +116,27 @@ _V3 = (
     "CREATE INDEX nodes_parts ON nodes (parts_digest)",
 )
 
+# Version 4: a node is kept under its identity (preflight.identity: what the node is), with the
+# name that reached it in each run (``reached_as``), its host name and how its identity was decided
+# (``identity_source``). A run records where its JSON report was written. The rows of earlier
+# versions are kept under the names that reached the nodes (``identity_source`` "legacy"); the
+# names that are one node are then joined where the parts kept show it (:mod:`.joins`, run in the
+# same transaction), and ``legacy_names`` says, for every name, what became of it.
+_V4 = (
+    "ALTER TABLE nodes ADD COLUMN reached_as TEXT",
+    "ALTER TABLE nodes ADD COLUMN hostname TEXT",
+    "ALTER TABLE nodes ADD COLUMN identity_source TEXT",
+    "UPDATE nodes SET reached_as = node, identity_source = 'legacy'",
+    "CREATE INDEX nodes_reached ON nodes (reached_as, run_id)",
+    "ALTER TABLE runs ADD COLUMN report_path TEXT",
+    "CREATE INDEX findings_run ON findings (run_id)",
+    "CREATE TABLE legacy_names (name TEXT PRIMARY KEY, node TEXT NOT NULL, how TEXT NOT NULL)",
+)
+
 # MIGRATIONS[v - 1]: the statements that make version v from version v - 1 (v1 from nothing).
-MIGRATIONS: tuple[Sequence[str], ...] = (_V1, _V2, _V3)
+MIGRATIONS: tuple[Sequence[str], ...] = (_V1, _V2, _V3, _V4)
+# The versions whose migration ends with a step in Python (:mod:`.joins`), by version.
+JOIN_NAMES_AT = 4
 
 
 class SchemaTooNew(Exception):

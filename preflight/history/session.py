@@ -11,13 +11,17 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from preflight.history.annotate import CHECK, slower_than_own_past, with_repeats
+from preflight.history.joins import adopt_legacy_names
 from preflight.history.local import compare_with_last_full_run
-from preflight.history.record import RunInfo, record_of
+from preflight.history.record import RunInfo, RunRecord, record_of
 from preflight.history.report_section import run_history
 from preflight.history.settings import HistorySection, parse_keep, store_target
 from preflight.history.store import HistoryError, Store, open_store
 from preflight.history.write import forget_before, save
+from preflight.identity import INVENTORY, Identity
 from preflight.model import CheckResult, RunReport
+
+IDENTITY_CLASH = "identity_clash"
 
 
 @dataclass(frozen=True)
@@ -46,7 +50,15 @@ def remember(report: RunReport, request: HistoryRequest) -> RunReport:
 def _remember(report: RunReport, request: HistoryRequest, store: Store) -> RunReport:
     section = request.section
     record = record_of(report, request.info)
+    record = record_of(report, request.info, _known_identities(store, record))
+    adopt_legacy_names(store, record.keys)
     results = with_repeats(report.results, record, store, section.window_days)
+    results += [
+        CheckResult(
+            CHECK, "warn", c.summary, c.names, {"item": IDENTITY_CLASH, "identity": c.key, "source": c.source}
+        )
+        for c in record.clashes
+    ]
     results += slower_than_own_past(record, store, section.window_days, section.slower_margin)
     if request.info.local:
         results += compare_with_last_full_run(record, store)
@@ -58,6 +70,26 @@ def _remember(report: RunReport, request: HistoryRequest, store: Store) -> RunRe
         return dataclasses.replace(report, history=run_history(store, record, section.window_days, results))
     except HistoryError as exc:  # the run is written; only the report's section is missing
         return _with_warning(report, exc, "the report has no history section")
+
+
+def _known_identities(store: Store, record: RunRecord) -> dict[str, Identity]:
+    """The nodes this run knows only by the name that reached them (not reached, so no facts):
+    the identity the latest run that reached them by that name found, where no other node of this
+    run has it."""
+    taken = {i.key for i in record.identities.values() if i.source != INVENTORY}
+    known: dict[str, Identity] = {}
+    for name, identity in record.identities.items():
+        if identity.source != INVENTORY or any(name in c.names for c in record.clashes):
+            continue
+        found = store.query(
+            "SELECT node, identity_source FROM nodes WHERE reached_as = ? AND identity_source <> ?"
+            " ORDER BY run_id DESC LIMIT 1",
+            (name, INVENTORY),
+        )
+        if found and found[0][0] not in taken:
+            known[name] = Identity(str(found[0][0]), str(found[0][1]), name)
+            taken.add(str(found[0][0]))
+    return known
 
 
 def _with_warning(

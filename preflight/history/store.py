@@ -10,13 +10,15 @@ line that says why; a run turns it into a warning, ``preflight history`` into an
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, Protocol
 
 from preflight.errors import PreflightError
-from preflight.history.schema import META, SCHEMA_VERSION, SchemaTooNew, statements
+from preflight.history.joins import join_legacy_names
+from preflight.history.schema import JOIN_NAMES_AT, META, SCHEMA_VERSION, SchemaTooNew, statements
 
 BUSY_TIMEOUT_S = 10.0
 SCHEMA_LOCK = 0x70726566  # PostgreSQL's advisory lock key for migrations
@@ -128,6 +130,8 @@ class Store:
                     continue
                 for statement in statements(version, self.dialect):
                     self.execute(statement)
+                if version == JOIN_NAMES_AT:
+                    join_legacy_names(self)
                 self.execute("DELETE FROM meta WHERE key = 'schema_version'")
                 self.execute("INSERT INTO meta (key, value) VALUES ('schema_version', ?)", (str(version),))
 
@@ -167,12 +171,27 @@ def _connect_sqlite(target: str, *, create: bool) -> Store:
         path.parent.mkdir(parents=True, exist_ok=True)
         connection = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
         connection.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-        connection.execute("PRAGMA journal_mode = WAL")
+        _write_ahead(connection)
         connection.execute("PRAGMA foreign_keys = ON")
         connection.execute("PRAGMA synchronous = NORMAL")
     except (OSError, sqlite3.Error) as exc:
         raise HistoryError(f"history store {target}: cannot open: {_reason(exc)}") from exc
     return _SqliteStore(connection, "sqlite", target)
+
+
+def _write_ahead(connection: sqlite3.Connection) -> None:
+    """Put the file in WAL mode. SQLite answers "database is locked" at once, without waiting out
+    the busy timeout, while another writer is creating the same new file: tried again until the
+    timeout."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    while True:
+        try:
+            connection.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
 
 
 class _SqliteStore(Store):

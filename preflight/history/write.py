@@ -22,8 +22,8 @@ def save(store: Store, record: RunRecord) -> int:
     with store.transaction():
         _write_part_sets(store, digests, record.parts)
         run_id = store.insert_returning_id(
-            "INSERT INTO runs (started_at, inventory, profile, verdict, tool_version, local, hosts)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
+            "INSERT INTO runs (started_at, inventory, profile, verdict, tool_version, local, hosts,"
+            " report_path) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
             (
                 record.started_at,
                 record.info.inventory,
@@ -32,18 +32,31 @@ def save(store: Store, record: RunRecord) -> int:
                 record.tool_version,
                 int(record.info.local),
                 len(record.hosts),
+                record.info.report or None,
             ),
         )
         store.insert_many(
             "nodes",
-            ("run_id", "node", "reachable", "stack_versions", "parts_digest"),
+            (
+                "run_id",
+                "node",
+                "reachable",
+                "stack_versions",
+                "parts_digest",
+                "reached_as",
+                "hostname",
+                "identity_source",
+            ),
             [
                 (
                     run_id,
-                    h.name,
+                    record.key(h.name),
                     int(h.reachable),
                     json.dumps(versions_of(h), sort_keys=True),
-                    digests.get(h.name),
+                    digests.get(record.key(h.name)),
+                    h.name,
+                    h.node.hostname if h.reachable else None,
+                    record.identities[h.name].source if h.name in record.identities else None,
                 )
                 for h in record.hosts
             ],

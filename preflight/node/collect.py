@@ -23,6 +23,7 @@ def _gatherers() -> list[tuple[tuple[str, ...], Callable[[Sink], None]]]:
     """Every gatherer, in the order they run, with the facts it gives (``skip`` names the first)."""
     return [
         (("hostname",), system.gather_hostname),
+        (("identity",), system.gather_identity),
         (("os",), system.gather_os),
         (("cpu",), system.gather_cpu),
         (("memory",), system.gather_memory),

@@ -1,10 +1,11 @@
-"""The node's system facts: host name, OS, CPU, memory, kernel settings, resource limits, shared
-memory, and whether a time service keeps the clock synchronised.
+"""The node's system facts: host name, what identifies the machine, OS, CPU, memory, kernel
+settings, resource limits, shared memory, and whether a time service keeps the clock synchronised.
 """
 
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import os
 import re
 import resource
@@ -62,6 +63,34 @@ def parse_cpuinfo_model(text: str) -> str | None:
 
 def gather_hostname(sink: Sink) -> None:
     sink.facts["hostname"] = socket.gethostname()
+
+
+MACHINE_ID_FILES = ("/etc/machine-id", "/var/lib/dbus/machine-id")
+DMI = "/sys/class/dmi/id/"
+
+
+def machine_id_digest(text: str | None) -> str | None:
+    """The machine ID as a digest: the ID itself is meant to stay on the machine (machine-id(5)),
+    and a digest under preflight's own name identifies the machine as well."""
+    value = (text or "").strip().lower()
+    if not value or value == "uninitialized":
+        return None
+    return hashlib.sha256(("preflight:" + value).encode()).hexdigest()[:32]
+
+
+def gather_identity(sink: Sink) -> None:
+    """What identifies the machine, where this user may read it: the machine ID (as a digest) and
+    the DMI product and board serials (readable by root only on most systems). The controller
+    decides the node's identity from these and the host name (:mod:`preflight.identity`)."""
+    found: JsonDict = {"machine_id": None}
+    for path in MACHINE_ID_FILES:
+        found["machine_id"] = machine_id_digest(read_text(path))
+        if found["machine_id"]:
+            break
+    for name in ("product_serial", "board_serial"):
+        text = read_text(DMI + name)
+        found[name] = (text or "").strip() or None
+    sink.facts["identity"] = found
 
 
 def gather_os(sink: Sink) -> None:
