@@ -11,8 +11,10 @@ its slower node's rate, capped by its link, times noise. Prints a Markdown table
     .venv/bin/python benchmarks/culprit_simulation.py --grid --trials 40
 
 ``--grid`` runs the grid of conditions a real fabric has (GRID_NOISE x GRID_FACTORS x GRID_SLOW_NODES x
-GRID_NODES, 2 slow links, 200 trials per cell unless --trials says otherwise, seed 3) and prints it as
-one Markdown table.
+GRID_NODES, 2 slow links; and GRID_NOISE x GRID_FACTORS on GRID_SMALL_NODES, one slow node; 200 trials
+per cell unless --trials says otherwise, seed 3) and prints it as one Markdown table. On a small
+cluster where a pair read slow, every pair is tested again (``repeat_plan``) and
+``name_stragglers`` judges the repeats, as the job and the judge do.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from typing import Any, Literal
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from checks.job.node.planning import repeat_plan
 from checks.job.pairs import (
     QUIET_SLOW_RATIO,
     SPREAD_SIGMAS,
@@ -43,6 +46,7 @@ from checks.job.pairs import (
     side_plan,
 )
 from checks.job.settings import AllreduceSection
+from checks.job.stragglers import explained_by_stragglers, stragglers_among
 
 DEFAULT_NODES = (64, 256, 1024, 4096)
 DEFAULT_SEED = 1
@@ -262,7 +266,15 @@ def run_trial(
         sides = side_plan(records, slow_ratio, quiet_ratio)
         records += measure(cluster, sides, len(first_wave) + len(retests), True, faults, rng)
         retests = retests + sides
+    # A small cluster where a pair read slow: every pair again (the job's repeat_plan).
+    repeats = repeat_plan(first_busbw(records))
+    next_round = len(first_wave) + len(retests)
+    records += [{**r, "repeat": True} for r in measure(cluster, repeats, next_round, True, faults, rng)]
+    retests = retests + repeats
     culprits = name_culprits(records, n_nodes, slow_ratio, quiet_ratio=quiet_ratio)
+    found = stragglers_among(records, culprits)
+    culprits = explained_by_stragglers(culprits, found)
+    stragglers = [s.nodes for s in found]
     planned = {p for pairs in first_wave for p in pairs}
     return Trial(
         seed=seed,
@@ -273,8 +285,10 @@ def run_trial(
         slow_links=frozenset(cluster.slow_links),
         links_tested=len(planned & set(cluster.slow_links)),
         retests=tuple(p for pairs in retests for p in pairs),
-        named_nodes=frozenset(s.node for s in culprits.slow_nodes),
-        named_links=frozenset(link.nodes for link in culprits.slow_links),
+        named_nodes=frozenset(s.node for s in culprits.slow_nodes)
+        | {s[0] for s in stragglers if len(s) == 1},
+        named_links=frozenset(link.nodes for link in culprits.slow_links)
+        | {s for s in stragglers if len(s) == 2},
         cut_groups=frozenset(cluster.cut_groups),
         named_groups=frozenset(_group_named(g.sides, cluster.cut_groups) for g in culprits.slow_groups),
     )
@@ -354,6 +368,8 @@ GRID_NOISE = (0.05, 0.10, 0.15, 0.30)
 GRID_FACTORS = (0.6, 0.7, 0.8, 0.9)
 GRID_SLOW_NODES = (2, 8)
 GRID_NODES = (64, 256)
+# Small clusters (the fine-tuning runs of two to four machines): one slow node, no slow link.
+GRID_SMALL_NODES = (2, 3, 4)
 GRID_TRIALS = 200
 GRID_SEED = 3
 # Recall is asked for where a slow node's slowdown is more than this many times the noise.
@@ -401,21 +417,32 @@ def grid_faults(base: Faults) -> list[Faults]:
     ]
 
 
+def small_grid_faults(base: Faults) -> list[Faults]:
+    """The small clusters' conditions: one slow node at each noise and slow factor, no slow link."""
+    return [
+        replace(base, noise=noise, slow_node_factor=factor, slow_nodes=1, slow_links=0)
+        for noise in GRID_NOISE
+        for factor in GRID_FACTORS
+    ]
+
+
 def print_grid(args: argparse.Namespace, base: Faults) -> None:
     """The grid as one Markdown table, a row per condition and cluster size."""
     trials_per_cell = args.trials or GRID_TRIALS
-    nodes = args.nodes if args.nodes != list(DEFAULT_NODES) else list(GRID_NODES)
+    default = args.nodes == list(DEFAULT_NODES)
+    nodes = list(GRID_NODES) if default else [n for n in args.nodes if n not in GRID_SMALL_NODES]
+    small = list(GRID_SMALL_NODES) if default else [n for n in args.nodes if n in GRID_SMALL_NODES]
+    cells = [(f, n) for f in grid_faults(base) for n in nodes]
+    cells += [(f, n) for f in small_grid_faults(base) for n in small]
     print(GRID_HEADER.format(round_s=args.round_s))
-    for faults in grid_faults(base):
-        for n_nodes in nodes:
-            trials = simulate(
-                n_nodes, trials_per_cell, faults, args.slow_ratio, args.seed, args.quiet_slow_ratio
-            )
-            print(grid_row(n_nodes, faults, trials, args.round_s), flush=True)
+    for faults, n_nodes in cells:
+        trials = simulate(n_nodes, trials_per_cell, faults, args.slow_ratio, args.seed, args.quiet_slow_ratio)
+        print(grid_row(n_nodes, faults, trials, args.round_s), flush=True)
     print(
         f"\n{trials_per_cell} trials per row, seed {args.seed}; {base.slow_links} slow links at "
         f"{base.slow_link_factor:g}x on any pair; each measurement is a healthy "
-        f"{base.healthy_gbps:g} GB/s times a uniform factor within ± the row's noise. Slow nodes "
+        f"{base.healthy_gbps:g} GB/s times a uniform factor within ± the row's noise; on "
+        f"{', '.join(map(str, GRID_SMALL_NODES))} nodes one slow node and no slow link. Slow nodes "
         "named: share of those injected; precision: share of the "
         "named culprits (nodes, links, groups) that were injected; false culprits/run: healthy nodes, "
         "links and groups named, per run."

@@ -17,7 +17,8 @@ from checks.storage import node as storage_node
 from checks.storage.present import storage_blocks
 from checks.storage.probe import peers_to_look_at
 from checks.storage.settings import StorageSection
-from preflight.model import RunReport
+from preflight.handback import hand_back
+from preflight.model import HostReport, RunReport
 
 DATA = Path(__file__).parent / "data" / "facts"
 SCRIPT = Path(storage_node.__file__)
@@ -159,6 +160,25 @@ def test_a_missing_and_a_stale_copy_are_each_named_with_what_differs(tmp_path: P
         "newest file 2023-11-11 22:13:20 UTC, older than 2023-11-14 22:13:20 UTC"
         in by_item["differs"].summary
     )
+
+
+def test_copies_with_no_majority_name_every_side_and_none_is_handed_back_as_good(tmp_path: Path) -> None:
+    # Missing on node2; node1 and node3 hold copies that differ: nothing says which one is right.
+    changed = dict(SHARDS)
+    changed["meta.json"] = b"[]"
+    copies = {
+        "node1": make_copy(tmp_path / "1", SHARDS),
+        "node2": None,
+        "node3": make_copy(tmp_path / "3", changed),
+    }
+    findings = judge_storage(observation(copies), StorageSection(data=("/data/set",)))
+    (differs,) = [r for r in findings if r.details["item"] == "differs"]
+    assert differs.summary.startswith("the copies of /data/set differ and no copy is on most nodes")
+    assert sorted(differs.hosts) == ["node1", "node3"]
+    hosts = [HostReport(name, name, reachable=True) for name in copies]
+    handback = hand_back(hosts, findings, {"storage": "fix_config"}, unreached_check="connect")
+    assert handback.good == ()
+    assert sorted(b.name for b in handback.bad) == ["node1", "node2", "node3"]
 
 
 def test_changed_content_of_the_same_size_is_found_by_the_sample(tmp_path: Path) -> None:

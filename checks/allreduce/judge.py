@@ -14,14 +14,16 @@ from checks.allreduce.nccl_runtime import loaded_nccl_results, loaded_versions
 from checks.hardware.counters import growth_results
 from checks.job.attribution import attribute_stall, with_loss_cause
 from checks.job.nccl_log import NcclTransport, parse_nccl_log
+from checks.job.node.planning import REPEATS
 from checks.job.outcome import JobOutcome, node_names
 from checks.job.pairs import Culprits, SlowGroup, name_culprits
 from checks.job.phase import read_phase
 from checks.job.settings import AllreduceSection
+from checks.job.stragglers import Straggler, explained_by_stragglers, stragglers_among
 from preflight.config import Config
 from preflight.model import CheckResult
 from preflight.nodeset import fold, group_by_value
-from preflight.status import by_severity
+from preflight.status import Status, by_severity
 from preflight.units import binary_size, gbps, ratio
 
 # A summary names this many pairs before "and N more" (details have them all).
@@ -361,6 +363,39 @@ def transport_text(transport: NcclTransport) -> str:
     return ", ".join(parts)
 
 
+def _straggler_results(
+    stragglers: Sequence[Straggler], names: Sequence[str], slow_ratio: float
+) -> list[CheckResult]:
+    """A small cluster's stragglers (checks.job.stragglers): a warn, or a fail under the slow ratio,
+    with both measurements and the run's own noise."""
+    results: list[CheckResult] = []
+    for straggler in stragglers:
+        hosts = tuple(_name(names, n) for n in straggler.nodes)
+        what = (
+            f"{hosts[0]} is slow with every partner"
+            if len(hosts) == 1
+            else f"the link {'-'.join(hosts)} is slow"
+        )
+        others = "the pairs without it" if len(hosts) == 1 else "the other pairs"
+        summary = (
+            f"{what}: {ratio(straggler.ratio)} {others} ({gbps(straggler.busbw_gbps)} vs "
+            f"{gbps(straggler.healthy_gbps)} GB/s busbw over {straggler.tests} and {straggler.healthy_tests} "
+            f"tests; each pair tested {REPEATS + 1} times, its own noise ±{gbps(straggler.noise_gbps)} GB/s)"
+        )
+        details = {
+            "item": "straggler" if len(hosts) == 1 else "straggler_link",
+            "busbw_gbps": straggler.busbw_gbps,
+            "healthy_gbps": straggler.healthy_gbps,
+            "ratio": straggler.ratio,
+            "noise_gbps": straggler.noise_gbps,
+            "tests": straggler.tests,
+            "healthy_tests": straggler.healthy_tests,
+        }
+        status: Status = "fail" if straggler.ratio < slow_ratio else "warn"
+        results.append(CheckResult(NAME, status, summary, hosts, details))
+    return results
+
+
 # --------------------------------------------------------------------------- the judge
 
 
@@ -394,12 +429,15 @@ def judge_allreduce(
         cfg = config.section(AllreduceSection)
         floor = cfg.min_pair_busbw_gbps
         culprits = name_culprits(pairs, n_nodes, cfg.slow_ratio, floor, cfg.quiet_slow_ratio)
+        stragglers = stragglers_among(pairs, culprits)
+        culprits = explained_by_stragglers(culprits, stragglers)
         switches = {
             name: switch
             for name in names
             if (switch := config.switch_of.get(name) or config.switch_of.get(_hostname(node_facts, name)))
         }
         pair_findings, notes = _pair_results(culprits, names, config, switches)
+        pair_findings += _straggler_results(stragglers, names, cfg.slow_ratio)
         results.extend(with_loss_cause(r, outcome, PHASE) for r in pair_findings)
         ratios = list(culprits.node_ratio.values()) or [0.0]
         first = [p for p in pairs if not p.get("retest")]
@@ -409,6 +447,9 @@ def judge_allreduce(
         )
     if not any(r.status == "fail" and r.hosts for r in results):
         results.extend(stalled_sweep(section, outcome, culprits.typical_busbw_gbps if culprits else None))
+    if n_nodes == 2 and headline:
+        # One pair: no rule here can say which side is slow; the history compares it with its past.
+        headline += "; two nodes are one pair, so which of them is slow cannot be told from this run alone"
 
     transport_findings, transport_headline = _transport_results(
         transports, outcome, config, node_facts, n_nodes, gpu

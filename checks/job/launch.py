@@ -26,6 +26,7 @@ from checks.job.nccl_log import parse_nccl_log
 from checks.job.node.compute import RETEST_SHARE
 from checks.job.node.counters import read_samples, without_samples
 from checks.job.node.markers import BEAT_MARKER, marked_lines, parse_result_line
+from checks.job.node.planning import REPEATS, SMALL_PAIRS
 from checks.job.outcome import JOB_PHASES, JobNotRun, JobOutcome, NodeOutcome
 from checks.job.pairs import pairs_tested, plan_mode, plan_rounds
 from checks.job.settings import AllreduceSection, ComputeSection, DdpSection
@@ -167,6 +168,9 @@ def _budget_s(args: Mapping[str, Any]) -> float:
         # two good nodes, the suspects with each other) and up to four testing the nodes that still
         # look slow with each other (side_plan), every pair within its budget.
         budget += allreduce["sweep_budget_s"] * 1.5 + (rounds + 9) * (allreduce["pair_budget_s"] + 1)
+        if sum(len(pairs) for pairs in allreduce["rounds"]) <= SMALL_PAIRS:
+            # A small cluster repeats its pairs when one read slow (repeat_plan).
+            budget += REPEATS * rounds * (allreduce["pair_budget_s"] + 1)
     if "ddp" in args["phases"]:
         budget += DDP_S
     if "compute" in args["phases"]:

@@ -300,7 +300,7 @@ class _Evidence:
         retests: dict[Pair, list[float]] = {}
         typical = typical_busbw(first)
         for record in records:
-            if record.get("retest"):
+            if record.get("retest") and not record.get("repeat"):  # repeats: checks.job.stragglers
                 a, b = record["nodes"]
                 # Alone (CPU ranks in turn), a pair outruns the first wave's shared rounds: it counts
                 # as the typical pair at most.

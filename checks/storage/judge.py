@@ -289,7 +289,8 @@ def judge_data(path: str, obs: StorageObservation) -> list[CheckResult]:
                 **details,
                 "reference": describe(good) if good else None,
             }
-            findings.append(_result("fail", summary, hosts, differs))
+            # With no copy on most nodes no side can be cleared: every node with a copy is named.
+            findings.append(_result("fail", summary, hosts if good is not None else odd, differs))
             if good is None:
                 break
     else:

@@ -1,6 +1,7 @@
 """The all-reduce phase: the sweep over the whole world, then the pair tests between nodes, the
-re-tests every rank plans alike from the first wave (``planning.retest_plan``), and the tests of
-the nodes that still look slow with each other (``planning.side_plan``).
+re-tests every rank plans alike from the first wave (``planning.retest_plan``), the tests of the
+nodes that still look slow with each other (``planning.side_plan``), and on a small cluster where
+a pair read slow, every pair again (``planning.repeat_plan``).
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from checks.job.node.pair_tests import PairTests
-from checks.job.node.planning import first_busbw, retest_plan, side_plan
+from checks.job.node.planning import first_busbw, repeat_plan, retest_plan, side_plan
 from checks.job.node.sweep import sweep
 
 if TYPE_CHECKING:
@@ -51,6 +52,12 @@ def run(job: Job) -> JsonDict:
             if sides:
                 pairs += tests.run(sides, settings, _next_round(pairs), retest=True)
             plan += sides
+        repeats = repeat_plan(first_busbw(pairs))
+        if repeats:
+            pairs += [
+                {**p, "repeat": True} for p in tests.run(repeats, settings, _next_round(pairs), retest=True)
+            ]
+            plan += repeats
         result["pairs_duration_s"] = time.perf_counter() - pair_start
         result["retest_rounds"] = [[list(p) for p in r] for r in plan]
         if "pair_seed" in settings:

@@ -385,6 +385,26 @@ def side_plan(
     return pack_rounds(tests)
 
 
+# Small clusters: with at most SMALL_PAIRS pairs there are too few to measure the noise across
+# them. When a pair there reads STRAGGLER_RATIO of the typical pair or slower, the first wave's
+# pairs run REPEATS more times, in rounds as the first wave ran them: each pair's repeats measure
+# the run's own noise, and a node slow with every partner beyond it is told (checks.job.stragglers).
+SMALL_PAIRS = 10
+STRAGGLER_RATIO = 0.8
+REPEATS = 2
+
+
+def repeat_plan(busbw_by_pair: Mapping[Pair, float]) -> list[list[Pair]]:
+    """Rounds repeating every pair of a small cluster REPEATS times when one read slow; deterministic."""
+    typical = typical_busbw(busbw_by_pair)
+    if not busbw_by_pair or len(busbw_by_pair) > SMALL_PAIRS or typical <= 0:
+        return []
+    if all(busbw >= STRAGGLER_RATIO * typical for busbw in busbw_by_pair.values()):
+        return []
+    rounds = pack_rounds(sorted(busbw_by_pair))
+    return [list(pairs) for _ in range(REPEATS) for pairs in rounds]
+
+
 def first_busbw(measurements: Iterable[Mapping[str, Any]]) -> dict[Pair, float]:
     """busbw of each pair's first test (re-tests left out)."""
     found: dict[Pair, float] = {}
