@@ -1,5 +1,6 @@
 """The kernel log as nodes really print it: XID lines and GPUs fallen off the bus under dmesg,
-dmesg --ctime and journal prefixes, judged by NVIDIA's XID catalogue (captures in
+dmesg --ctime and journal prefixes, judged by NVIDIA's XID catalogue, and NVSwitch SXID lines judged
+by the severity they print or NVIDIA's Fabric Manager User Guide (captures in
 tests/data/hardware/kernel_log, see its SOURCES.md)."""
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import pytest
 
 from checks.hardware.judge import judge_hardware
 from checks.hardware.kernel_log import RECUR_PROCESSES, xid_findings
+from checks.hardware.sxid import kind_of
 from checks.hardware.xid import CATALOGUE, CATALOGUE_URL, action_of
 from preflight.config import Config
 from preflight.facts import NodeFacts
@@ -187,3 +189,114 @@ def test_the_journal_is_read_where_dmesg_is_refused(monkeypatch: pytest.MonkeyPa
         "readable": False,
         "reason": "/usr/bin/dmesg refused; /usr/bin/journalctl refused",
     }
+
+
+def switch_node(name: str) -> NodeFacts:
+    """A node with four NVSwitches whose kernel log is the capture ``name``, read as the node does."""
+    text = (LOGS / name).read_text()
+    xid = {
+        "readable": True,
+        "source": "dmesg",
+        "events": hardware.parse_xid_lines(text),
+        "sxid_events": hardware.parse_sxid_lines(text),
+    }
+    return NodeFacts({"gpus": [], "hardware": {"nvswitches": 4, "fabric_manager_running": True, "xid": xid}})
+
+
+def test_sxid_lines_are_read_with_their_switch_link_and_severity_and_companion_lines_fold_in() -> None:
+    text = (LOGS / "dmesg_sxid20034_xid79.txt").read_text()
+    # The XID lines of the same log read as before.
+    assert [(e["pci"], e["xid"]) for e in hardware.parse_xid_lines(text)] == [("0000:91:00", 79)]
+    assert [
+        (e["switch"], e["pci"], e["sxid"], e["severity"], e["link"]) for e in hardware.parse_sxid_lines(text)
+    ] == [
+        ("nvswitch1", "0000:06:00.0", 20034, "Fatal", 48),
+        ("nvswitch0", "0000:05:00.0", 20034, "Fatal", 63),
+        ("nvswitch2", "0000:07:00.0", 20034, "Fatal", 37),
+        ("nvswitch0", "0000:05:00.0", 20034, "Fatal", 62),
+    ]
+    assert hardware.parse_sxid_lines(text)[0]["detail"] == "LTSSM Fault Up"
+    # The "Data {...}" and "Severity 0 Engine instance" lines of each report are left out.
+    switch = hardware.parse_sxid_lines((LOGS / "dmesg_sxid22013_h100.txt").read_text())
+    assert [(e["sxid"], e["severity"], e["link"]) for e in switch] == [
+        (22013, "Non-fatal", n) for n in (44, 45, 46)
+    ]
+    # A log that kept only a report's Data line (dmesg --decode --time-format=iso) keeps it.
+    (data,) = hardware.parse_sxid_lines((LOGS / "dmesg_iso_sxid12028_data.txt").read_text())
+    assert (data["switch"], data["pci"], data["sxid"], data["severity"], data["link"]) == (
+        "nvswitch1",
+        "0000:84:00.0",
+        12028,
+        None,
+        None,
+    )
+    assert data["detail"].startswith("Data {0x000001c0")
+
+
+def test_a_fatal_sxid_fails_its_node_naming_the_switches_and_links() -> None:
+    results = judge_hardware({"gpu1": switch_node("dmesg_sxid20034_xid79.txt"), "gpu2": node([])}, Config())
+    xid, sxid = results
+    assert (xid.status, xid.details["item"], xid.details["xids"]) == ("fail", "xid", [79])
+    assert (sxid.status, sxid.hosts, sxid.details["item"], sxid.details["sxids"]) == (
+        "fail",
+        ("gpu1",),
+        "sxid",
+        [20034],
+    )
+    assert sxid.summary.startswith(
+        "gpu1: NVSwitch SXID 20034 (LTSSM fault up: the link went down from active), Fatal, on "
+        "nvswitch1 (0000:06:00.0) link 48, nvswitch0 (0000:05:00.0) links 62, 63, "
+        "nvswitch2 (0000:07:00.0) link 37 in the kernel log: drain the node and reset its GPUs and NVSwitches"
+    )
+    assert [(e["switch"], e["links"], e["severity"], e["kind"]) for e in sxid.details["events"]] == [
+        ("nvswitch1", [48], "Fatal", "fatal"),
+        ("nvswitch0", [62, 63], "Fatal", "fatal"),
+        ("nvswitch2", [37], "Fatal", "fatal"),
+    ]
+
+
+def test_a_non_fatal_sxid_the_guide_says_has_no_impact_is_a_note_and_the_node_passes() -> None:
+    assert kind_of(22013) == "info"
+    result, note = judge_hardware({"gpu1": switch_node("dmesg_sxid22013_h100.txt")}, Config())
+    assert result.status == "pass"
+    assert note.is_note and note.details["item"] == "sxid"
+    assert note.summary == (
+        "gpu1: NVSwitch SXID 22013 (Minion link DLREQ interrupt, which can be safely ignored), Non-fatal, "
+        "on nvswitch3 (0000:04:00.0) links 44, 45, 46 in the kernel log: recorded for information; "
+        "nothing for the node to fix"
+    )
+
+
+def test_an_sxid_without_a_severity_on_its_line_takes_the_guides_class() -> None:
+    """12028 is non-fatal in the guide (its NVLink traffic stalls): a warning, not a failure."""
+    (result,) = judge_hardware({"gpu1": switch_node("dmesg_iso_sxid12028_data.txt")}, Config())
+    assert (result.status, result.details["item"], result.details["sxids"]) == ("warn", "sxid", [12028])
+    assert (
+        "SXID 12028 (egress non-posted PRIV error: the GPU's NVLink traffic stalls), non-fatal by the guide, "
+        in (result.summary)
+    )
+    assert "on nvswitch1 (0000:84:00.0) in the kernel log" in result.summary
+    assert result.details["events"][0]["kind"] == "non_fatal"
+
+
+def test_a_log_with_xids_and_no_sxids_is_judged_as_without_the_sxid_reader() -> None:
+    for name in sorted(p.name for p in LOGS.glob("*.txt") if "sxid" not in p.name):
+        text = (LOGS / name).read_text()
+        assert hardware.parse_sxid_lines(text) == [], name
+        events = hardware.parse_xid_lines(text)
+        before = judge_hardware({"gpu1": node(events)}, Config())
+        with_reader = node(events)
+        with_reader.hardware["xid"]["sxid_events"] = []
+        after = judge_hardware({"gpu1": with_reader}, Config())
+        assert [(r.status, r.summary, r.details) for r in after] == [
+            (r.status, r.summary, r.details) for r in before
+        ]
+
+
+def test_the_node_reports_sxid_lines_beside_the_xid_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = (LOGS / "dmesg_sxid20034_xid79.txt").read_text()
+    monkeypatch.setattr(hardware.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(hardware, "run_command", lambda argv, timeout=0: text)
+    facts = hardware.hardware_facts()["xid"]
+    assert (facts["source"], [e["xid"] for e in facts["events"]]) == ("dmesg", [79])
+    assert [e["link"] for e in facts["sxid_events"]] == [48, 63, 37, 62]

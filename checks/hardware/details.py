@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import NotRequired, Required, TypedDict
 
+from checks.hardware.sxid import Kind, Severity
 from checks.hardware.xid import Action
 
 
@@ -92,6 +93,29 @@ class Xid(NodeFinding):
     xids: Required[list[int]]
     action: Required[Action | None]
     events: NotRequired[list[XidEvent]]
+
+
+class SxidEvent(TypedDict):
+    """One SXID on one NVSwitch: the switch ("nvswitch1") and its PCI address, the links its lines
+    name, how many lines, the worst severity they print (None where none does) and the class
+    NVIDIA's Fabric Manager User Guide gives it (None where preflight's table does not list it)."""
+
+    sxid: int
+    switch: str
+    pci: str
+    links: list[int]
+    lines: int
+    severity: Severity | None
+    kind: Kind | None
+
+
+class Sxid(NodeFinding):
+    """NVSwitch SXID errors in the node's kernel log (``item`` ``sxid``): a fail for a fatal one, a
+    warning for a non-fatal one that needs action or one the table does not list, a note (``note``
+    true) for those with no impact."""
+
+    sxids: Required[list[int]]
+    events: Required[list[SxidEvent]]
 
 
 class IbPortRate(NodeFinding):

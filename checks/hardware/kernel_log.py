@@ -11,6 +11,13 @@ information (IGNORE: 45, 63, 92 ...). An application XID recurs when one GPU log
 fault) in its own process, so the same XID from several processes points at the GPU, as the
 catalogue's investigatory workflow for 13 and 31 does when the error repeats across applications.
 The last XID 154 of a GPU is its recovery action now: one back to 0x0 (None) is a note.
+
+The SXID lines of the node's NVSwitches are judged beside them (checks/hardware/sxid.py), folded by
+SXID and NVSwitch with the links they name. The severity a line prints decides first: "Fatal"
+fails the node, "Correctable" is a note, "Non-fatal" warns unless NVIDIA's Fabric Manager User
+Guide says the SXID has no impact (a note). An SXID whose lines print no severity takes its class
+from the guide: fatal and always fatal fail, non-fatal warns, no impact is a note; one the table
+does not list warns, with where to look.
 """
 
 from __future__ import annotations
@@ -21,7 +28,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from checks.hardware.details import Xid, XidEvent
+from checks.hardware import sxid as sxids
+from checks.hardware.details import Sxid, SxidEvent, Xid, XidEvent
 from checks.hardware.xid import ACTION_TEXT, CATALOGUE_URL, Action, action_of, name_of
 from preflight.facts import NodeFacts
 from preflight.model import CheckResult
@@ -152,6 +160,138 @@ def _finding(host: str, status: Status | None, items: Sequence[Seen], seen: Sequ
     )
 
 
+# Worst first: the severity an SXID line prints.
+SEVERITY_ORDER: tuple[sxids.Severity, ...] = ("Fatal", "Non-fatal", "Correctable")
+SXID_ADVICE: dict[str, str] = {
+    "always_fatal": "the whole NVLink fabric is down: drain the node and reboot it",
+    "fail": "drain the node and reset its GPUs and NVSwitches (or reboot it); if the SXID comes back on "
+    "the same link, have the NVSwitch tray, the GPU baseboard and the link inspected",
+    "warn": f"look the SXID up in NVIDIA's Fabric Manager User Guide ({sxids.GUIDE_URL}, appendix D); "
+    "reset the GPUs and NVSwitches if NVLink traffic stalls",
+    "note": "recorded for information",
+}
+
+
+@dataclass(frozen=True)
+class SeenSxid:
+    """One SXID on one NVSwitch: the links its lines name, how many lines, the worst severity they
+    print and the class NVIDIA's guide gives it."""
+
+    sxid: int
+    switch: str
+    pci: str
+    links: tuple[int, ...]
+    lines: int
+    severity: sxids.Severity | None
+    kind: sxids.Kind | None
+
+    @property
+    def status(self) -> Status | None:
+        """fail, warn, or None for a note."""
+        if self.severity == "Fatal":
+            return "fail"
+        if self.severity == "Correctable":
+            return None
+        if self.severity is None and self.kind in ("fatal", "always_fatal"):
+            return "fail"
+        return None if self.kind == "info" else "warn"
+
+    @property
+    def what(self) -> str:
+        """The SXID, what the guide calls it and the severity its lines print ("SXID 20034 (LTSSM
+        fault up: ...), Fatal,") or, where none prints one, the guide's class."""
+        name = sxids.name_of(self.sxid) or "not in preflight's table of the guide"
+        if self.severity:
+            return f"SXID {self.sxid} ({name}), {self.severity},"
+        if self.kind:
+            return f"SXID {self.sxid} ({name}), {sxids.KIND_TEXT[self.kind]} by the guide,"
+        return f"SXID {self.sxid} ({name})"
+
+    @property
+    def where(self) -> str:
+        """The NVSwitch, its PCI address and the links its lines name: "nvswitch0 (0000:05:00.0)
+        links 62, 63"."""
+        if not self.links:
+            return f"{self.switch} ({self.pci})"
+        links = ", ".join(str(n) for n in self.links)
+        return f"{self.switch} ({self.pci}) link{'s' if len(self.links) > 1 else ''} {links}"
+
+
+def _sxid_labels(items: Sequence[SeenSxid]) -> str:
+    """The SXIDs, each with the NVSwitches and links it was logged on, in the order first logged."""
+    places: dict[str, list[str]] = {}
+    for item in items:
+        places.setdefault(item.what, []).append(item.where)
+    return "; ".join(f"{what} on {', '.join(where)}" for what, where in places.items())
+
+
+def _seen_sxids(events: Sequence[Mapping[str, Any]]) -> list[SeenSxid]:
+    """The node's SXID events folded by (SXID, NVSwitch), in the order first logged."""
+    folded: dict[tuple[int, str, str], list[Mapping[str, Any]]] = {}
+    for event in events:
+        folded.setdefault((int(event["sxid"]), str(event.get("switch")), str(event.get("pci"))), []).append(
+            event
+        )
+    seen: list[SeenSxid] = []
+    for (sxid, switch, pci), lines in folded.items():
+        printed = {e.get("severity") for e in lines}
+        links = sorted({e["link"] for e in lines if isinstance(e.get("link"), int)})
+        seen.append(
+            SeenSxid(
+                sxid=sxid,
+                switch=switch,
+                pci=pci,
+                links=tuple(links),
+                lines=len(lines),
+                severity=next((s for s in SEVERITY_ORDER if s in printed), None),
+                kind=sxids.kind_of(sxid),
+            )
+        )
+    return seen
+
+
+def _sxid_finding(host: str, status: Status | None, items: Sequence[SeenSxid]) -> CheckResult:
+    shown = _sxid_labels(items)
+    events: list[SxidEvent] = [
+        {
+            "sxid": s.sxid,
+            "switch": s.switch,
+            "pci": s.pci,
+            "links": list(s.links),
+            "lines": s.lines,
+            "severity": s.severity,
+            "kind": s.kind,
+        }
+        for s in items
+    ]
+    details: Sxid = {"item": "sxid", "node": host, "sxids": sorted({s.sxid for s in items}), "events": events}
+    if status is None:
+        summary = (
+            f"{host}: NVSwitch {shown} in the kernel log: {SXID_ADVICE['note']}; nothing for the node to fix"
+        )
+        return CheckResult.note(NAME, summary, (host,), details)
+    fabric_down = any(s.kind == "always_fatal" and s.status == "fail" for s in items)
+    advice = SXID_ADVICE["always_fatal" if fabric_down else status]
+    return CheckResult(
+        NAME, status, f"{host}: NVSwitch {shown} in the kernel log: {advice}", (host,), details
+    )
+
+
+def sxid_findings(host: str, events: Sequence[Mapping[str, Any]]) -> tuple[list[CheckResult], bool]:
+    """The findings for one node's SXID events (a fail or warn for what needs action, a note for
+    the rest), and whether any needs action."""
+    seen = _seen_sxids([e for e in events if isinstance(e, Mapping) and isinstance(e.get("sxid"), int)])
+    acting = [s for s in seen if s.status is not None]
+    quiet = [s for s in seen if s.status is None]
+    results: list[CheckResult] = []
+    if acting:
+        status: Status = "fail" if any(s.status == "fail" for s in acting) else "warn"
+        results.append(_sxid_finding(host, status, acting))
+    if quiet:
+        results.append(_sxid_finding(host, None, quiet))
+    return results, bool(acting)
+
+
 def xid_findings(
     nodes: Mapping[str, NodeFacts], ignore: Sequence[int]
 ) -> tuple[list[CheckResult], dict[str, str], list[str]]:
@@ -182,6 +322,8 @@ def xid_findings(
             results.append(_finding(host, status, acting, seen))
         if quiet:
             results.append(_finding(host, None, quiet, seen))
-            if not acting:
-                noted.append(host)
+        switch_results, switch_acting = sxid_findings(host, xid.get("sxid_events") or [])
+        results += switch_results
+        if (quiet or switch_results) and not acting and not switch_acting:
+            noted.append(host)
     return results, unreadable, noted

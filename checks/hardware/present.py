@@ -1,6 +1,6 @@
 """How ``hardware`` presents itself: one row per node (GPUs and their PCIe links, GPUs slowing
-themselves down, InfiniBand ports active, XID lines in the kernel log or why it was not read), and
-what to do about each kind of finding.
+themselves down, InfiniBand ports active, XID and SXID lines in the kernel log or why it was not
+read), and what to do about each kind of finding.
 """
 
 from __future__ import annotations
@@ -29,7 +29,11 @@ def _row(host: HostReport) -> list[TCell]:
         xid_text = f"not readable ({plain(xid.get('reason') or '')})"
     else:
         events = xid.get("events") or []
-        xid_text = f"{len(events)} XID line{'s' if len(events) != 1 else ''}" if events else "none"
+        switch_events = xid.get("sxid_events") or []
+        seen = [f"{len(events)} XID line{'s' if len(events) != 1 else ''}"] if events else []
+        if switch_events:
+            seen.append(f"{len(switch_events)} SXID line{'s' if len(switch_events) != 1 else ''}")
+        xid_text = ", ".join(seen) or "none"
     return [
         TCell(plain(host.name), "mono"),
         TCell(str(len(gpus)), "num"),
@@ -87,6 +91,9 @@ ADVICE = {
     "version must match the driver's. nvidia-smi -q shows each GPU's Fabric State; restart the fabric "
     "manager, and reset or reboot the node if the GPUs stay unregistered.",
     "xid": "Follow the action given for the XID; ignore known noise with [hardware] ignore_xids.",
+    "sxid": "An NVSwitch reported an error on its NVLinks: after a fatal SXID reset the GPUs and NVSwitches "
+    "(or reboot the node) before the job; if it recurs on the same link, have the NVSwitch tray and "
+    "that link inspected. NVIDIA's Fabric Manager User Guide (appendix D) lists each SXID.",
     "gpu_power_limit": "Restore the power limit with the command given (nvidia-smi -pl, as root); "
     "nvidia-smi -q -d POWER shows the current, requested and default limits. A lower limit slows "
     "that GPU, and a synchronous job runs at the pace of its slowest GPU.",

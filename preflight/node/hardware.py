@@ -1,5 +1,5 @@
 """Hardware health beside the GPUs: NVSwitches, whether the fabric manager runs, and the XID errors
-of the kernel log.
+of the kernel log, with the SXID errors its NVSwitches reported.
 """
 
 from __future__ import annotations
@@ -38,6 +38,16 @@ _FALLEN_SENTENCE = re.compile(
     r"(?:\(PCI ID: [0-9A-Fa-f:]+\)\s+)?(?:installed in this system\s+)?has\s+fallen off the bus"
 )
 FALLEN_OFF_BUS_XID = 79
+# An NVSwitch's SXID line, as the NVSwitch driver prints it ("nvidia-%s: SXid (PCI:...): %05d, "):
+# "nvidia-nvswitch1: SXid (PCI:0000:06:00.0): 20034, Fatal, Link 48 LTSSM Fault Up", "Non-fatal"
+# or "Correctable" in place of "Fatal". Companion lines of the same report carry no severity:
+# "..., 20034, Severity 1 Engine instance 60 Sub-engine instance 00", "..., 20034, Data {0x...}".
+_SXID_RE = re.compile(
+    r"nvidia-(?P<switch>\w+): SXid \((?:PCI:)?(?P<pci>[0-9A-Fa-f:.]+)\): (?P<sxid>\d+), ?(?P<detail>.*)$"
+)
+_SXID_SEVERITY = re.compile(
+    r"^(?P<severity>Fatal|Non-fatal|Correctable),\s*(?:Link (?P<link>\d+)\s*)?(?P<what>.*)$"
+)
 
 
 def pci_key(address: str) -> str:
@@ -91,6 +101,30 @@ def parse_xid_lines(text: str) -> list[JsonDict]:
     return events
 
 
+def parse_sxid_lines(text: str) -> list[JsonDict]:
+    """Every SXID line of a kernel log that says its severity: the NVSwitch ("nvswitch1"), its PCI
+    address, the SXID, "Fatal", "Non-fatal" or "Correctable", the link (None where the line names
+    none) and the rest. A line without a severity (the "Data {...}" and "Severity N Engine
+    instance" lines) is kept, with severity None, only where no line of the same SXID on the same
+    NVSwitch says it."""
+    events: list[JsonDict] = []
+    for line in text.splitlines():
+        found = _SXID_RE.search(line)
+        if not found:
+            continue
+        detail = found.group("detail").strip()
+        graded = _SXID_SEVERITY.match(detail)
+        link = graded.group("link") if graded else None
+        events.append(
+            {"switch": found.group("switch"), "pci": found.group("pci").lower(),
+             "sxid": int(found.group("sxid")), "severity": graded.group("severity") if graded else None,
+             "link": int(link) if link is not None else None,
+             "detail": (graded.group("what") if graded else detail).strip()[:200]}
+        )  # fmt: skip
+    graded_keys = {(e["pci"], e["sxid"]) for e in events if e["severity"]}
+    return [e for e in events if e["severity"] or (e["pci"], e["sxid"]) not in graded_keys]
+
+
 def _running_comm(name: str) -> bool:
     for pid in os.listdir("/proc"):
         if pid.isdigit() and (read_text(os.path.join("/proc", pid, "comm")) or "").strip() == name:
@@ -117,8 +151,8 @@ def _kernel_log() -> tuple[str | None, str]:
 
 
 def hardware_facts() -> JsonDict:
-    """NVSwitches and whether the fabric manager runs; XID lines from the kernel log (and which
-    command read it), or why it could not be read (which is not the same as none)."""
+    """NVSwitches and whether the fabric manager runs; XID and SXID lines from the kernel log (and
+    which command read it), or why it could not be read (which is not the same as none)."""
     facts: JsonDict = {}
     nvswitches = sorted(os.listdir(PROC_NVSWITCH)) if os.path.isdir(PROC_NVSWITCH) else []
     facts["nvswitches"] = len(nvswitches)
@@ -127,7 +161,12 @@ def hardware_facts() -> JsonDict:
     if text is None:
         facts["xid"] = {"readable": False, "reason": source[:200]}
         return facts
-    facts["xid"] = {"readable": True, "source": source, "events": parse_xid_lines(text)[-200:]}
+    facts["xid"] = {
+        "readable": True,
+        "source": source,
+        "events": parse_xid_lines(text)[-200:],
+        "sxid_events": parse_sxid_lines(text)[-200:],
+    }
     return facts
 
 
