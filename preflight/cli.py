@@ -22,6 +22,7 @@ from types import FrameType
 from rich.console import Console
 
 from preflight import __version__
+from preflight.check import Check
 from preflight.config import Config, RunSection, with_overrides
 from preflight.config_file import load_config
 from preflight.errors import ExitCode, PreflightError, UsageError
@@ -367,11 +368,8 @@ def _check_lists(args: argparse.Namespace) -> None:
             raise UsageError(f"--{option}: no check named (a comma list of check names; see preflight list)")
 
 
-def _check(args: argparse.Namespace) -> ExitCode:
-    from reports.terminal import LiveProgress
-
-    _check_lists(args)
-    _check_outputs(args)
+def _run_config(args: argparse.Namespace) -> tuple[Config, Profile]:
+    """The run's configuration: the file, the command line over it, the profile, the topology."""
     config = with_overrides(
         load_config(args.config),
         {
@@ -387,31 +385,50 @@ def _check(args: argparse.Namespace) -> ExitCode:
     config = _with_options(config, args)
     profile: Profile = args.profile or "standard"
     config = apply_profile(config, profile)
-    only = args.only or checks_of(profile)
     topology = args.topology or (Path(config.run.topology) if config.run.topology else None)
     if topology is not None:
         config = dataclasses.replace(config, switch_of=load_topology(topology))
-    baseline = None
-    if args.baseline is not None:
-        from reports.json_report import load
+    return config, profile
 
-        baseline = load(args.baseline)
-    checks = select_checks(only, args.skip, has_baseline=baseline is not None)
+
+def _selected(args: argparse.Namespace, profile: Profile, has_baseline: bool) -> list[Check]:
+    """The checks to run: the profile's or --only's, less --skip; with --local, those of one node."""
+    checks = select_checks(args.only or checks_of(profile), args.skip, has_baseline=has_baseline)
     if args.local:
         between = [c.name for c in checks if not c.node_local and c.name in (args.only or ())]
         if between:
             raise UsageError(f"--local: {', '.join(between)} runs between nodes, not on one node")
         checks = [c for c in checks if c.node_local]
-    srun: SrunSettings | None = None
+    return checks
+
+
+def _reached_how(args: argparse.Namespace) -> tuple[list[HostSpec], dict[str, HostSpec], SrunSettings | None]:
+    """The nodes and how they are reached: the allocation's through srun, or the hosts file's (or
+    this machine) with their jump hosts."""
     if args.slurm or (in_allocation() and args.hosts is None and not args.local):
         if args.hosts is not None or args.local:
             raise UsageError("--slurm checks the allocation's nodes: give no hosts file or --local")
         srun, hosts = allocation_inventory(nodes=args.nodes)
         if shutil.which(srun.srun) is None:
             raise UsageError(f"{srun.srun} not found on PATH: give a hosts file to check the nodes over SSH")
-        jumps: dict[str, HostSpec] = {}
-    else:
-        hosts, jumps = _inventory(args)
+        return list(hosts), {}, srun
+    hosts, jumps = _inventory(args)
+    return list(hosts), jumps, None
+
+
+def _check(args: argparse.Namespace) -> ExitCode:
+    from reports.terminal import LiveProgress
+
+    _check_lists(args)
+    _check_outputs(args)
+    config, profile = _run_config(args)
+    baseline = None
+    if args.baseline is not None:
+        from reports.json_report import load
+
+        baseline = load(args.baseline)
+    checks = _selected(args, profile, baseline is not None)
+    hosts, jumps, srun = _reached_how(args)
     if srun is None and args.hosts is None and not args.nodes and not args.local:
         config = _with_own_python(config, args)
     if args.min_nodes is not None and not 1 <= args.min_nodes <= len(hosts):

@@ -259,8 +259,8 @@ class NodeFacts:
 
     @cached_property
     def env(self) -> Mapping[str, str]:
-        """The variables NCCL, torch, CUDA and gloo read (``NCCL_*``, ``CUDA_*``...), as the node's
-        SSH session has them (secret values masked on the node)."""
+        """The variables NCCL, torch, CUDA and gloo read (``NCCL_*``, ``CUDA_*``...), as the session
+        the node is reached in (SSH or srun) has them (secret values masked on the node)."""
         found = self.raw.get("env")
         return {str(k): str(v) for k, v in found.items()} if isinstance(found, Mapping) else {}
 

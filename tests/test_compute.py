@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from checks.compute import judge_compute
-from checks.compute.attribution import ITEM, refer_to_compute, slow_at_compute
 from checks.compute.present import PRESENTATION, evidence
+from checks.compute.root_cause import ITEM, refer_to_compute, slow_at_compute
 from checks.job.node.compute import burn, retest_plan
 from checks.job.node.nvml import reason_names, summarise_samples
 from checks.job.settings import ComputeSection

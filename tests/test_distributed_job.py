@@ -20,18 +20,18 @@ from typing import Any
 
 import pytest
 
-from checks.job import launch
-from checks.job.attribution import read_progress, stalled_node
+from checks.job import launch, phases
 from checks.job.node.harness import Job, MissingSetting, StoppedByPeer, wait_for_master
-from checks.job.node.host import _spawn_rank, rank_environment
 from checks.job.node.markers import PHASE_MARKER, RANK_MARKER, parse_result_line
 from checks.job.node.pair_tests import PairTests
 from checks.job.node.pattern import count_unlike, expected_sums, fill_periodic, pattern_values
 from checks.job.node.planning import bus_bandwidth, cut_short_time, pair_size, plan_iterations, sweep_sizes
+from checks.job.node.ranks_host import _spawn_rank, rank_environment
 from checks.job.node.sweep import sweep
 from checks.job.outcome import JOB_PHASES, JobOutcome, NodeOutcome
 from checks.job.pairs import plan_rounds
 from checks.job.settings import AllreduceSection, ComputeSection
+from checks.job.stalled_node import read_progress, stalled_node
 from preflight.check import CheckContext
 from preflight.config import Config
 from preflight.deadline import Deadline
@@ -219,7 +219,7 @@ def test_one_node_burns_and_measures_its_inside_path_with_the_launchers_settings
     assert all(r["dtype"] == "fp32" and r["flops_per_s"] > 0 for r in compute["ranks"])
     intranode = document["intranode"]
     assert intranode["skipped"] is None and len(intranode["ranks"]) == 3
-    assert all(r["size_bytes"] == launch.INTRANODE_BYTES and r["busbw_gbps"] > 0 for r in intranode["ranks"])
+    assert all(r["size_bytes"] == phases.INTRANODE_BYTES and r["busbw_gbps"] > 0 for r in intranode["ranks"])
 
 
 # --------------------------------------------------------------------------- three nodes on localhost

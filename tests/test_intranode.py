@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from checks.compute.attribution import ITEM, refer_to_compute
+from checks.compute.root_cause import ITEM, refer_to_compute
 from checks.intranode import judge_intranode
 from checks.intranode.settings import IntranodeSection
 from preflight.config import Config

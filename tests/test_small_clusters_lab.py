@@ -32,15 +32,15 @@ def test_two_nodes_are_held_to_their_own_past(make_lab: MakeLab, tmp_path: Path)
     lab = make_lab(2)
     config = tmp_path / "preflight.toml"
     config.write_text(f'[history]\nstore = "{tmp_path / "history.sqlite"}"\n')
-    for _ in range(6):
+    for _ in range(10):
         run, data = run_check(lab, tmp_path, "--only", "allreduce", "--config", str(config))
         assert run.returncode == 0, run.stdout[-2000:]
         (passed,) = results(data, "allreduce")
         assert "two nodes are one pair, so which of them is slow cannot be told" in passed["summary"]
-    lab.throttle_link(lab.nodes[0], lab.nodes[1], rate_mbit=2000)
+    lab.throttle_link(lab.nodes[0], lab.nodes[1], rate_mbit=1000)
     run, data = run_check(lab, tmp_path, "--only", "allreduce", "--config", str(config))
     slower = [r for r in results(data, "history") if r["details"].get("item") == "slower_than_own_past"]
     assert sorted(h for r in slower for h in r["hosts"]) == sorted(n.address for n in lab.nodes), data[
         "results"
     ]
-    assert all("below its own median" in r["summary"] and "over 6 runs" in r["summary"] for r in slower)
+    assert all("below its own median" in r["summary"] and "over 10 runs" in r["summary"] for r in slower)

@@ -9,7 +9,7 @@ from checks.allreduce.details import NAME
 from checks.allreduce.judge import judge_allreduce
 from checks.allreduce.present import PRESENTATION
 from checks.allreduce.settings import DURATION, SETTINGS
-from checks.compute.attribution import CAUSE_CHECKS, causes_in, refer_to_compute
+from checks.compute.root_cause import CAUSE_CHECKS, causes_in, refer_to_compute
 from checks.job import launch
 from preflight.check import Check, CheckContext
 from preflight.model import CheckResult

@@ -12,13 +12,13 @@ from typing import Any, cast
 from checks.allreduce.details import NAME, PHASE, AllreduceDetails, PairTest, SweepRow
 from checks.allreduce.nccl_runtime import loaded_nccl_results, loaded_versions
 from checks.hardware.counters import growth_results
-from checks.job.attribution import attribute_stall, with_loss_cause
 from checks.job.nccl_log import NcclTransport, parse_nccl_log
 from checks.job.node.planning import REPEATS
 from checks.job.outcome import JobOutcome, node_names
 from checks.job.pairs import Culprits, SlowGroup, name_culprits
 from checks.job.phase import read_phase
 from checks.job.settings import AllreduceSection
+from checks.job.stalled_node import attribute_stall, with_loss_cause
 from checks.job.stragglers import Straggler, explained_by_stragglers, stragglers_among
 from preflight.config import Config
 from preflight.model import CheckResult
@@ -396,6 +396,67 @@ def _straggler_results(
     return results
 
 
+def _judge_pairs(
+    pairs: Sequence[Mapping[str, Any]],
+    names: Sequence[str],
+    config: Config,
+    node_facts: Mapping[str, Mapping[str, Any]],
+) -> tuple[Culprits, list[CheckResult], list[str], str]:
+    """The pair tests judged: the culprits (less the links a straggler explains), their findings,
+    the notes on pairs slow once, and the headline for a pass."""
+    cfg = config.section(AllreduceSection)
+    culprits = name_culprits(pairs, len(names), cfg.slow_ratio, cfg.min_pair_busbw_gbps, cfg.quiet_slow_ratio)
+    stragglers = stragglers_among(pairs, culprits)
+    culprits = explained_by_stragglers(culprits, stragglers)
+    switches = {
+        name: switch
+        for name in names
+        if (switch := config.switch_of.get(name) or config.switch_of.get(_hostname(node_facts, name)))
+    }
+    findings, notes = _pair_results(culprits, names, config, switches)
+    findings += _straggler_results(stragglers, names, cfg.slow_ratio)
+    ratios = list(culprits.node_ratio.values()) or [0.0]
+    first = [p for p in pairs if not p.get("retest")]
+    headline = (
+        f"{len(first)} pairs, nodes at {min(ratios):.2g}-{max(ratios):.2g}x of a typical pair "
+        f"({gbps(culprits.typical_busbw_gbps)} GB/s)"
+    )
+    return culprits, findings, notes, headline
+
+
+def _details(
+    section: Mapping[str, Any],
+    outcome: JobOutcome,
+    world: int,
+    names: Sequence[str],
+    transports: Mapping[str, NcclTransport],
+    judged: tuple[Sequence[Mapping[str, Any]], Culprits | None],
+    nccl_loaded: Mapping[str, str],
+    notes: Sequence[str],
+) -> AllreduceDetails:
+    """The first finding's details: the sweep, the pair tables, NCCL's transport, the notes."""
+    pairs, culprits = judged
+    details: AllreduceDetails = {
+        "sweep": list(section.get("sweep") or []),
+        "sweep_complete": section.get("sweep_complete"),
+        "duration_s": section.get("duration_s"),
+        "world_size": world,
+        "backend": outcome.backend,
+        "nodes": list(names),
+    }
+    if culprits is not None:
+        _add_pair_tables(details, pairs, culprits, names)
+        if isinstance(section.get("pair_seed"), int):
+            details["pair_seed"] = section["pair_seed"]
+    details["transport"] = {h: transport_text(t) for h, t in transports.items() if t.nccl_lines}
+    details["transport_details"] = {h: t.to_dict() for h, t in transports.items() if t.nccl_lines}
+    if nccl_loaded:
+        details["nccl_loaded"] = dict(nccl_loaded)
+    if notes:
+        details["notes"] = list(notes)
+    return details
+
+
 # --------------------------------------------------------------------------- the judge
 
 
@@ -403,7 +464,7 @@ def judge_allreduce(
     outcome: JobOutcome, config: Config, node_facts: Mapping[str, Mapping[str, Any]]
 ) -> list[CheckResult]:
     """Findings for the all-reduce phase of a job: sweep, pairs, transport, and the nodes that failed."""
-    phase = read_phase(NAME, outcome, PHASE, "all-reduce", {"duration_s": outcome.duration_s})
+    phase = read_phase(NAME, outcome, PHASE, {"duration_s": outcome.duration_s})
     # The fabric's error counters that grew while the job ran: judged here, where the traffic is,
     # and by no other check of the job.
     grown = growth_results(outcome, NAME)
@@ -426,25 +487,8 @@ def judge_allreduce(
     notes: list[str] = []
     pair_headline = None
     if pairs:
-        cfg = config.section(AllreduceSection)
-        floor = cfg.min_pair_busbw_gbps
-        culprits = name_culprits(pairs, n_nodes, cfg.slow_ratio, floor, cfg.quiet_slow_ratio)
-        stragglers = stragglers_among(pairs, culprits)
-        culprits = explained_by_stragglers(culprits, stragglers)
-        switches = {
-            name: switch
-            for name in names
-            if (switch := config.switch_of.get(name) or config.switch_of.get(_hostname(node_facts, name)))
-        }
-        pair_findings, notes = _pair_results(culprits, names, config, switches)
-        pair_findings += _straggler_results(stragglers, names, cfg.slow_ratio)
+        culprits, pair_findings, notes, pair_headline = _judge_pairs(pairs, names, config, node_facts)
         results.extend(with_loss_cause(r, outcome, PHASE) for r in pair_findings)
-        ratios = list(culprits.node_ratio.values()) or [0.0]
-        first = [p for p in pairs if not p.get("retest")]
-        pair_headline = (
-            f"{len(first)} pairs, nodes at {min(ratios):.2g}-{max(ratios):.2g}x of a typical pair "
-            f"({gbps(culprits.typical_busbw_gbps)} GB/s)"
-        )
     if not any(r.status == "fail" and r.hosts for r in results):
         results.extend(stalled_sweep(section, outcome, culprits.typical_busbw_gbps if culprits else None))
     if n_nodes == 2 and headline:
@@ -463,24 +507,7 @@ def judge_allreduce(
         )
 
     sweep: list[SweepRow] = list(section.get("sweep") or [])
-    details: AllreduceDetails = {
-        "sweep": sweep,
-        "sweep_complete": section.get("sweep_complete"),
-        "duration_s": section.get("duration_s"),
-        "world_size": world,
-        "backend": outcome.backend,
-        "nodes": names,
-    }
-    if culprits is not None:
-        _add_pair_tables(details, pairs, culprits, names)
-        if isinstance(section.get("pair_seed"), int):
-            details["pair_seed"] = section["pair_seed"]
-    details["transport"] = {h: transport_text(t) for h, t in transports.items() if t.nccl_lines}
-    details["transport_details"] = {h: t.to_dict() for h, t in transports.items() if t.nccl_lines}
-    if nccl_loaded:
-        details["nccl_loaded"] = nccl_loaded
-    if notes:
-        details["notes"] = notes
+    details = _details(section, outcome, world, names, transports, (pairs, culprits), nccl_loaded, notes)
     if world == 1 and not any(r.status in ("fail", "error") for r in results):
         # busbw is 0 by definition for one rank: there is no traffic to measure.
         top = binary_size(int(sweep[-1]["size_bytes"])) if sweep else "?"

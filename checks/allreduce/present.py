@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
 from checks.allreduce.details import NAME, AllreduceDetails, PairTest, SweepRow
-from checks.compute import attribution
+from checks.compute import root_cause
 from checks.job.evidence import merged_details
 from checks.job.failures import failures_table
 from checks.job.pairs import typical_busbw
@@ -379,7 +379,7 @@ PRESENTATION = Presentation(
         {
             "nccl_loaded": "Make every node load the same NCCL: check LD_LIBRARY_PATH, the nvidia-nccl "
             "package beside torch and any NCCL in the container image on the named nodes.",
-            attribution.ITEM: attribution.ADVICE,
+            root_cause.ITEM: root_cause.ADVICE,
             "counter_growth": "Error counters grew while the job drove traffic: look at the named port's "
             "cable, transceiver and switch port (perfquery, ibqueryerrors; ethtool -S for an interface), "
             "and drain the node where link_downed or symbol_error grew.",

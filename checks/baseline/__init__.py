@@ -28,6 +28,7 @@ from checks.baseline.settings import BaselineSection
 from checks.versions import ITEMS, lookup
 from preflight.check import Check, CheckContext
 from preflight.config import Config
+from preflight.findings import finding
 from preflight.model import CheckResult, HostReport, RunReport
 from preflight.nodeset import fold
 from preflight.settings import Settings
@@ -36,7 +37,7 @@ from preflight.units import binary_size
 
 
 def _result(status: Status, summary: str, hosts: Sequence[str], details: BaselineDetails) -> CheckResult:
-    return CheckResult(NAME, status, summary, tuple(hosts), dict(details))
+    return finding(NAME, status, summary, hosts, details)
 
 
 def _policy(value: str) -> Status | None:

@@ -1,6 +1,6 @@
-"""``clocks``: each node's clock offset from the controller, measured over SSH by the midpoint
-method with its uncertainty, compared between the nodes; and whether a time service keeps each
-node's clock synchronised (``unknown`` where the node cannot tell).
+"""``clocks``: each node's clock offset from the controller, measured over the node's connection
+by the midpoint method with its uncertainty, compared between the nodes; and whether a time service
+keeps each node's clock synchronised (``unknown`` where the node cannot tell).
 
 Observed in :mod:`checks.clocks.probe` by the node script :mod:`checks.clocks.node`, judged in
 :mod:`checks.clocks.judge`, shown by :mod:`checks.clocks.present`.

@@ -1,6 +1,6 @@
 """The ``clocks`` judge (pure): each node's clock offset from the controller, measured by the
-midpoint method over the SSH channel, compared between the nodes; and whether a time service keeps
-each node's clock synchronised.
+midpoint method over the node's connection, compared between the nodes; and whether a time
+service keeps each node's clock synchronised.
 
 With three nodes or more, a node is judged against the median of the nodes (a controller whose own
 clock is off moves every node alike, and is only said); with fewer, against the controller. A
@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 
 from checks.clocks.details import (
     ClocksDetails,
-    NoAnswer,
     NodeClock,
     Offset,
     Rows,
@@ -25,6 +24,7 @@ from checks.clocks.details import (
 )
 from checks.clocks.settings import ClocksSection
 from preflight.facts import TimeFacts
+from preflight.findings import finding, no_answer
 from preflight.model import CheckResult
 from preflight.nodeset import fold, group_by_value, natural_key
 from preflight.status import Status
@@ -88,13 +88,13 @@ def signed(seconds: float) -> str:
 
 
 def _result(status: Status, summary: str, hosts: list[str], details: ClocksDetails) -> CheckResult:
-    return CheckResult(NAME, status, summary, tuple(sorted(hosts, key=natural_key)), dict(details))
+    return finding(NAME, status, summary, hosts, details, natural_order=True)
 
 
-def judge_clocks(obs: ClocksObservation, cfg: ClocksSection) -> list[CheckResult]:
-    offsets = {h: s.offset_s for h, s in obs.samples.items()}
-    against_nodes = len(offsets) >= 3
-    reference = statistics.median(offsets.values()) if against_nodes else 0.0
+def _clock_rows(
+    obs: ClocksObservation, reference: float, cfg: ClocksSection
+) -> tuple[dict[str, NodeClock], dict[str, float]]:
+    """Each node's row (offset, from the reference, time service) and the nodes past the allowed offset."""
     rows: dict[str, NodeClock] = {}
     skewed: dict[str, float] = {}
     for host, sample in obs.samples.items():
@@ -110,7 +110,13 @@ def judge_clocks(obs: ClocksObservation, cfg: ClocksSection) -> list[CheckResult
         row = rows.setdefault(host, {})
         row["service"] = service_state(time)
         row["services"] = list(time.services) if time is not None else []
-    against = "the other nodes' median" if against_nodes else "the controller's clock"
+    return rows, skewed
+
+
+def _skewed_clocks(
+    obs: ClocksObservation, skewed: Mapping[str, float], against: str, cfg: ClocksSection
+) -> list[CheckResult]:
+    """A warning, or past the failing offset a failure, for each node whose clock is too far off."""
     findings: list[CheckResult] = []
     for host in sorted(skewed, key=natural_key):
         deviation = skewed[host]
@@ -128,34 +134,66 @@ def judge_clocks(obs: ClocksObservation, cfg: ClocksSection) -> list[CheckResult
                 ),
             )
         )
+    return findings
+
+
+def _unsynchronised(rows: Mapping[str, NodeClock], cfg: ClocksSection) -> list[CheckResult]:
+    """A finding for the nodes no time service keeps synchronised, where that is judged."""
     # Judged against the other nodes: unsynchronised where others are synchronised is odd; every
     # node alike is the cluster's way of keeping time, only said unless required. One node alone
     # has no peer to drift from.
     states = {h: row.get("service") for h, row in rows.items()}
     loose = [h for h, state in states.items() if state == "unsynchronised"]
     judged = cfg.require_synchronised or "synchronised" in states.values()
-    if cfg.unsynchronised != "ignore" and len(rows) > 1 and judged and loose:
-        running = {h: ", ".join(rows[h].get("services", [])) for h in loose}
-        seen = "; ".join(f"{fold(hosts)} runs {text}" for text, hosts in group_by_value(running) if text)
-        findings.append(
-            _result(
-                cfg.unsynchronised,
-                f"{fold(loose)}: the kernel says no time service keeps the clock synchronised"
-                + (f" ({seen}, not in step yet or without a reachable server)" if seen else "")
-                + ": clocks that agree now drift apart",
-                loose,
-                Unsynchronised(item="unsynchronised"),
-            )
+    if not (cfg.unsynchronised != "ignore" and len(rows) > 1 and judged and loose):
+        return []
+    running = {h: ", ".join(rows[h].get("services", [])) for h in loose}
+    seen = "; ".join(f"{fold(hosts)} runs {text}" for text, hosts in group_by_value(running) if text)
+    return [
+        _result(
+            cfg.unsynchronised,
+            f"{fold(loose)}: the kernel says no time service keeps the clock synchronised"
+            + (f" ({seen}, not in step yet or without a reachable server)" if seen else "")
+            + ": clocks that agree now drift apart",
+            loose,
+            Unsynchronised(item="unsynchronised"),
         )
-    if obs.errors:
-        findings.append(
-            _result(
-                "error",
-                f"{fold(obs.errors)}: the clock could not be read: {next(iter(obs.errors.values()))}",
-                list(obs.errors),
-                NoAnswer(item="no_answer", errors=dict(obs.errors)),
-            )
-        )
+    ]
+
+
+def _in_step_summary(
+    obs: ClocksObservation,
+    rows: Mapping[str, NodeClock],
+    reference: float,
+    against_nodes: bool,
+    cfg: ClocksSection,
+) -> str:
+    """The pass's summary: how close the clocks are, the controller's own offset, the kernel clocks."""
+    offsets = {h: s.offset_s for h, s in obs.samples.items()}
+    spread = max(offsets.values()) - min(offsets.values())
+    worst = max(s.uncertainty_s for s in obs.samples.values())
+    if len(offsets) == 1:
+        summary = f"the node's clock is {signed(next(iter(offsets.values())))} from the controller's"
+    else:
+        summary = f"{len(offsets)} clocks within {spread * 1000:.0f} ms of each other"
+    summary += f" (\u00b1{worst * 1000:.1f} ms)"
+    if against_nodes and abs(reference) > cfg.max_offset_s:
+        summary += f"; the controller's clock is {signed(-reference)} from theirs"
+    for state, hosts in group_by_value({h: row.get("service", "unknown") for h, row in rows.items()}):
+        summary += f"; kernel clock {state} on {fold(hosts)}"
+    return summary
+
+
+def judge_clocks(obs: ClocksObservation, cfg: ClocksSection) -> list[CheckResult]:
+    offsets = {h: s.offset_s for h, s in obs.samples.items()}
+    against_nodes = len(offsets) >= 3
+    reference = statistics.median(offsets.values()) if against_nodes else 0.0
+    rows, skewed = _clock_rows(obs, reference, cfg)
+    against = "the other nodes' median" if against_nodes else "the controller's clock"
+    findings = _skewed_clocks(obs, skewed, against, cfg)
+    findings += _unsynchronised(rows, cfg)
+    unanswered = no_answer(NAME, obs.errors, "the clock could not be read")
+    findings += [unanswered] if unanswered else []
     details: Rows = {
         "nodes": rows,
         "reference": against,
@@ -169,15 +207,4 @@ def judge_clocks(obs: ClocksObservation, cfg: ClocksSection) -> list[CheckResult
         return findings
     if not obs.samples:
         return [_result("skip", "no node answered", [], details)]
-    spread = max(offsets.values()) - min(offsets.values())
-    worst = max(s.uncertainty_s for s in obs.samples.values())
-    if len(offsets) == 1:
-        summary = f"the node's clock is {signed(next(iter(offsets.values())))} from the controller's"
-    else:
-        summary = f"{len(offsets)} clocks within {spread * 1000:.0f} ms of each other"
-    summary += f" (\u00b1{worst * 1000:.1f} ms)"
-    if against_nodes and abs(reference) > cfg.max_offset_s:
-        summary += f"; the controller's clock is {signed(-reference)} from theirs"
-    for state, hosts in group_by_value({h: row.get("service", "unknown") for h, row in rows.items()}):
-        summary += f"; kernel clock {state} on {fold(hosts)}"
-    return [_result("pass", summary, [], details)]
+    return [_result("pass", _in_step_summary(obs, rows, reference, against_nodes, cfg), [], details)]

@@ -1,6 +1,6 @@
 """Observing the clocks (I/O): on every node at once, :mod:`checks.clocks.node` answers a few
-requests over the open SSH channel with its wall clock; the controller times each round trip and
-keeps the shortest (``[clocks] samples``). Process start-up is not in the round trip.
+requests over its open connection (SSH or srun) with its wall clock; the controller times each
+round trip and keeps the shortest (``[clocks] samples``). Process start-up is not in the round trip.
 """
 
 from __future__ import annotations

@@ -188,11 +188,72 @@ def _retest_details(retest: Retest | None) -> ComputeRetest | None:
     }
 
 
+@dataclasses.dataclass(frozen=True)
+class _Pace:
+    """What counts as slow in one run: below a share of the median rank (or of the re-test's
+    typical ranks), or below the floor."""
+
+    slow_ratio: float
+    floor: float
+    median: float
+    retest: Retest | None
+
+    def below(self, flops: float | None, reference: float) -> bool:
+        """Whether ``flops`` is below the slow share of ``reference`` or below the floor."""
+        if flops is None:
+            return False
+        return flops < self.slow_ratio * reference or (self.floor > 0 and flops < self.floor)
+
+    def slow_once(self, row: ComputeRank) -> bool:
+        """Slow in the burn, and normal in the re-test beside typical ranks."""
+        reference = self.retest.reference if self.retest else None
+        if (
+            not self.below(row["flops_per_s"], self.median)
+            or reference is None
+            or row["retest_flops_per_s"] is None
+        ):
+            return False
+        return not self.below(row["retest_flops_per_s"], reference)
+
+    def slow(self, row: ComputeRank) -> bool:
+        """Slow in the burn, and in the re-test where there was one for the rank."""
+        return self.below(row["flops_per_s"], self.median) and not self.slow_once(row)
+
+
+def _slow_by_host(
+    rows: Sequence[ComputeRank], pace: _Pace
+) -> tuple[dict[str, list[ComputeRank]], dict[str, list[ComputeRank]]]:
+    """The slow ranks by node, and by node the ranks slow once with no cause of their GPU's own."""
+    by_host: dict[str, list[ComputeRank]] = {}
+    once_by_host: dict[str, list[ComputeRank]] = {}
+    for row in rows:
+        host = row["host"] or f"rank {row['rank']}"
+        if pace.slow(row):
+            by_host.setdefault(host, []).append(row)
+        elif pace.slow_once(row) and not causes(row, slow=False):
+            once_by_host.setdefault(host, []).append(row)
+    return by_host, once_by_host
+
+
+def _burn_summary(rows: Sequence[ComputeRank], median: float, burn_s: float, dtype: str | None) -> str:
+    """The pass's summary: the ranks and nodes, the median rate and the slowest rank."""
+    slowest = min(rows, key=lambda r: r["ratio"] if r["ratio"] is not None else math.inf)
+    nodes = fold(sorted({r["host"] for r in rows if r["host"]}))
+    again = (
+        f" (then {slowest['retest_ratio']:.2g}x on re-test)" if slowest["retest_ratio"] is not None else ""
+    )
+    return (
+        f"{len(rows)} rank{'s' if len(rows) != 1 else ''} on {nodes} burned {burn_s:g} s of matrix "
+        f"multiplications: median {_rate(median, dtype)}, slowest {describe_device(slowest)} on "
+        f"{slowest['host']} at {slowest['ratio'] or 0:.2g}x{again}"
+    )
+
+
 def judge_compute(outcome: JobOutcome, config: Config) -> list[CheckResult]:
     """Findings for the compute phase of a job: slow ranks by node (slow in the burn and in its
     re-test), notes for ranks slow once, GPUs throttling for their own reasons though not found
     slow, and a pass with the median and the slowest."""
-    phase = read_phase(NAME, outcome, PHASE, "compute")
+    phase = read_phase(NAME, outcome, PHASE)
     if phase.section is None:
         return phase.findings
     results, section = phase.findings, phase.section
@@ -212,39 +273,18 @@ def judge_compute(outcome: JobOutcome, config: Config) -> list[CheckResult]:
         (_row(r, hosts.get(int(r["rank"])), median, retest) for r in records), key=lambda r: r["rank"]
     )
     floor = settings.min_tflops * 1e12
-
-    def below(flops: float | None, reference: float) -> bool:
-        if flops is None:
-            return False
-        return flops < slow_ratio * reference or (floor > 0 and flops < floor)
-
-    def slow_once(row: ComputeRank) -> bool:
-        """Slow in the burn, and normal in the re-test beside typical ranks."""
-        reference = retest.reference if retest else None
-        if not below(row["flops_per_s"], median) or reference is None or row["retest_flops_per_s"] is None:
-            return False
-        return not below(row["retest_flops_per_s"], reference)
-
-    def slow(row: ComputeRank) -> bool:
-        """Slow in the burn, and in the re-test where there was one for the rank."""
-        return below(row["flops_per_s"], median) and not slow_once(row)
-
-    by_host: dict[str, list[ComputeRank]] = {}
-    once_by_host: dict[str, list[ComputeRank]] = {}
-    for row in rows:
-        host = row["host"] or f"rank {row['rank']}"
-        if slow(row):
-            by_host.setdefault(host, []).append(row)
-        elif slow_once(row) and not causes(row, slow=False):
-            once_by_host.setdefault(host, []).append(row)
+    pace = _Pace(slow_ratio, floor, median, retest)
+    by_host, once_by_host = _slow_by_host(rows, pace)
     for host, slow_rows in by_host.items():
         results.append(_node_finding(host, slow_rows, median, floor))
 
     throttled = {
-        row["host"] or f"rank {row['rank']}": row for row in rows if not slow(row) and causes(row, slow=False)
+        row["host"] or f"rank {row['rank']}": row
+        for row in rows
+        if not pace.slow(row) and causes(row, slow=False)
     }
     for host, row in throttled.items():
-        results.append(_throttled(host, row, slow_once(row)))
+        results.append(_throttled(host, row, pace.slow_once(row)))
     notes = [_once_note(host, once_rows) for host, once_rows in once_by_host.items()]
 
     dtype = next((r["dtype"] for r in rows if r["dtype"]), None)
@@ -260,18 +300,7 @@ def judge_compute(outcome: JobOutcome, config: Config) -> list[CheckResult]:
         "retest": _retest_details(retest),
     }
     if not by_host and not throttled:
-        slowest = min(rows, key=lambda r: r["ratio"] if r["ratio"] is not None else math.inf)
-        nodes = fold(sorted({r["host"] for r in rows if r["host"]}))
-        again = (
-            f" (then {slowest['retest_ratio']:.2g}x on re-test)"
-            if slowest["retest_ratio"] is not None
-            else ""
-        )
-        summary = (
-            f"{len(rows)} rank{'s' if len(rows) != 1 else ''} on {nodes} burned {burn_s:g} s of matrix "
-            f"multiplications: median {_rate(median, dtype)}, slowest {describe_device(slowest)} on "
-            f"{slowest['host']} at {slowest['ratio'] or 0:.2g}x{again}"
-        )
+        summary = _burn_summary(rows, median, burn_s, dtype)
         results.append(CheckResult(NAME, "pass", summary, (), dict(details)))
         return [*results, *notes]
     results = by_severity([*results, *notes])

@@ -5,7 +5,7 @@ and gradients agree, no straggler in its own compute time. Its phase runs in the
 
 from __future__ import annotations
 
-from checks.compute.attribution import CAUSE_CHECKS, causes_in, refer_to_compute
+from checks.compute.root_cause import CAUSE_CHECKS, causes_in, refer_to_compute
 from checks.ddp.details import NAME
 from checks.ddp.judge import judge_ddp
 from checks.ddp.present import PRESENTATION

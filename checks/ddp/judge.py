@@ -70,20 +70,9 @@ def _differing(
     return CheckResult(NAME, "fail", summary, culprit_hosts, details)
 
 
-def judge_ddp(outcome: JobOutcome, config: Config) -> list[CheckResult]:
-    """Findings for the DDP phase of a job: joining, the ones all-reduce, the loss, checksums, stragglers."""
-    phase = read_phase(NAME, outcome, PHASE, "DDP")
-    if phase.section is None:
-        return phase.findings
-    results, section, document = phase.findings, phase.section, phase.document
-
-    section_cfg = config.section(DdpSection)
-    hosts = rank_hosts(outcome)
-    world = int(document.get("world_size") or 0)
-    steps = int(section.get("steps") or 0)
-    n_nodes = len({info.get("node_rank") for info in document.get("ranks") or []}) or len(outcome.nodes)
-
-    joined = int(section.get("joined") or 0)
+def _joining(section: Mapping[str, Any], world: int, joined: int) -> list[CheckResult]:
+    """Failures when not every rank joined or the all-reduce of ones is not the world size."""
+    results = []
     if world and joined != world:
         results.append(CheckResult(NAME, "fail", f"only {joined} of {world} ranks joined the training"))
     ones = _finite(section.get("ones_allreduce"))
@@ -93,44 +82,39 @@ def judge_ddp(outcome: JobOutcome, config: Config) -> list[CheckResult]:
         results.append(
             CheckResult(NAME, "fail", summary, (), {"ones_allreduce": section.get("ones_allreduce")})
         )
+    return results
 
+
+def _loss(
+    section: Mapping[str, Any], first: float | None, last: float | None, limit: float, steps: int
+) -> list[CheckResult]:
+    """A failure when the loss became NaN or infinite, or did not fall below ``limit`` times its start."""
     losses = [_finite(v) for v in section.get("losses") or []]
-    first = _finite(section.get("loss_first"))
-    last = _finite(section.get("loss_last"))
-    limit = section_cfg.max_final_loss_ratio
     if first is None or last is None or any(v is None for v in losses):
         bad = next((i for i, v in enumerate(losses) if v is None), None)
         where = f" at step {bad + 1}" if bad is not None else ""
-        results.append(CheckResult(NAME, "fail", f"the loss became NaN or infinite{where}"))
-    elif not last < limit * first:
+        return [CheckResult(NAME, "fail", f"the loss became NaN or infinite{where}")]
+    if not last < limit * first:
         summary = (
             f"the loss did not fall: {first:.3g} -> {last:.3g} in {steps} steps "
             f"(it must end below {limit:g}x where it started)"
         )
-        results.append(CheckResult(NAME, "fail", summary, (), {"losses": section.get("losses")}))
+        return [CheckResult(NAME, "fail", summary, (), {"losses": section.get("losses")})]
+    return []
 
-    param_hashes = _by_rank(section.get("param_hashes"), world)
-    grad_hashes = _by_rank(section.get("grad_hashes"), world)
-    for label, values, sums in (
-        ("parameters", param_hashes, _by_rank(section.get("param_checksums"), world)),
-        ("gradients", grad_hashes, _by_rank(section.get("grad_checksums"), world)),
-    ):
-        finding = _differing(label, values, sums, hosts, steps)
-        if finding is not None:
-            results.append(finding)
 
-    # Under DDP every rank's wall step waits for the slowest rank: only compute shows which one is slow.
-    compute = [_finite(v) for v in _by_rank(section.get("compute_step_s"), world)]
-    wall = [_finite(v) for v in _by_rank(section.get("wall_step_s"), world)]
-    measured = [v for v in compute if v is not None]
-    median = float(statistics.median(measured)) if measured else 0.0
+def _stragglers(
+    compute: Sequence[float | None], median: float, hosts: Mapping[int, str], cfg: DdpSection
+) -> list[CheckResult]:
+    """A failure for each rank whose compute step is far slower than the median rank's."""
+    results = []
     stragglers = [
         rank
         for rank, value in enumerate(compute)
         if value is not None
         and median > 0
-        and value > section_cfg.straggler_ratio * median
-        and value - median >= section_cfg.straggler_min_excess_s
+        and value > cfg.straggler_ratio * median
+        and value - median >= cfg.straggler_min_excess_s
     ]
     for rank in stragglers:
         value = compute[rank]
@@ -142,7 +126,25 @@ def judge_ddp(outcome: JobOutcome, config: Config) -> list[CheckResult]:
         culprit = (hosts[rank],) if rank in hosts else ()
         numbers = {"rank": rank, "compute_step_s": value, "median_compute_step_s": median}
         results.append(CheckResult(NAME, "fail", summary, culprit, numbers))
+    return results
 
+
+def _ddp_details(
+    section: Mapping[str, Any],
+    hosts: Mapping[int, str],
+    *,
+    world: int,
+    steps: int,
+    first: float | None,
+    last: float | None,
+    joined: int,
+    median: float,
+    compute: list[float | None],
+    wall: list[float | None],
+    param_hashes: list[Any],
+    grad_hashes: list[Any],
+) -> DdpDetails:
+    """The phase's evidence: its numbers, then the per-rank lists and each rank with its node."""
     details: DdpDetails = {
         "world_size": world,
         "steps": steps,
@@ -174,6 +176,59 @@ def judge_ddp(outcome: JobOutcome, config: Config) -> list[CheckResult]:
     }
     if section.get("compute_work"):
         details["compute_work"] = str(section["compute_work"])
+    return details
+
+
+def judge_ddp(outcome: JobOutcome, config: Config) -> list[CheckResult]:
+    """Findings for the DDP phase of a job: joining, the ones all-reduce, the loss, checksums, stragglers."""
+    phase = read_phase(NAME, outcome, PHASE)
+    if phase.section is None:
+        return phase.findings
+    results, section, document = phase.findings, phase.section, phase.document
+
+    section_cfg = config.section(DdpSection)
+    hosts = rank_hosts(outcome)
+    world = int(document.get("world_size") or 0)
+    steps = int(section.get("steps") or 0)
+    n_nodes = len({info.get("node_rank") for info in document.get("ranks") or []}) or len(outcome.nodes)
+
+    joined = int(section.get("joined") or 0)
+    results += _joining(section, world, joined)
+    first = _finite(section.get("loss_first"))
+    last = _finite(section.get("loss_last"))
+    results += _loss(section, first, last, section_cfg.max_final_loss_ratio, steps)
+
+    param_hashes = _by_rank(section.get("param_hashes"), world)
+    grad_hashes = _by_rank(section.get("grad_hashes"), world)
+    for label, values, sums in (
+        ("parameters", param_hashes, _by_rank(section.get("param_checksums"), world)),
+        ("gradients", grad_hashes, _by_rank(section.get("grad_checksums"), world)),
+    ):
+        finding = _differing(label, values, sums, hosts, steps)
+        if finding is not None:
+            results.append(finding)
+
+    # Under DDP every rank's wall step waits for the slowest rank: only compute shows which one is slow.
+    compute = [_finite(v) for v in _by_rank(section.get("compute_step_s"), world)]
+    wall = [_finite(v) for v in _by_rank(section.get("wall_step_s"), world)]
+    measured = [v for v in compute if v is not None]
+    median = float(statistics.median(measured)) if measured else 0.0
+    results += _stragglers(compute, median, hosts, section_cfg)
+
+    details = _ddp_details(
+        section,
+        hosts,
+        world=world,
+        steps=steps,
+        first=first,
+        last=last,
+        joined=joined,
+        median=median,
+        compute=compute,
+        wall=wall,
+        param_hashes=param_hashes,
+        grad_hashes=grad_hashes,
+    )
     if not any(r.status in ("fail", "error") for r in results):
         slowest = max(measured) if measured else 0.0
         summary = (

@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any, cast
 
-from checks.compute import attribution
+from checks.compute import root_cause
 from checks.ddp.details import NAME, DdpDetails, RankRow
 from checks.job.evidence import merged_details
 from checks.job.failures import failures_table
@@ -236,7 +236,7 @@ PRESENTATION = Presentation(
     finding=failures_table,
     advice=advice_by_item(
         {
-            attribution.ITEM: attribution.ADVICE,
+            root_cause.ITEM: root_cause.ADVICE,
             "*": "Look at the named rank's node first: versions, GPU health and its link.",
         }
     ),

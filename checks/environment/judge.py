@@ -1,8 +1,9 @@
-"""The ``environment`` judge (pure): each node's variables as the job would see them (the SSH
-session's, then the job's own from ``--env``/``--env-file``/``[job_env]`` over them, then NCCL's
-configuration files for what is still unset), compared between nodes; the NCCL network plugin
-each node would load; names in NCCL's files that NCCL never reads; ``NCCL_IB_HCA`` entries that
-select more HCAs than they name (:mod:`checks.environment.hca_list`).
+"""The ``environment`` judge (pure): each node's variables as the job would see them (those of
+the session the node is reached in, SSH or srun, then the job's own from ``--env``/``--env-file``/
+``[job_env]`` over them, then NCCL's configuration files for what is still unset), compared
+between nodes; the NCCL network plugin each node would load; names in NCCL's files that NCCL never
+reads; ``NCCL_IB_HCA`` entries that select more HCAs than they name
+(:mod:`checks.environment.hca_list`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from checks.environment.details import Agreement, Differences, VariableValues
 from checks.environment.hca_list import VARIABLE as HCA_VARIABLE
 from checks.environment.hca_list import judge_hca_lists
 from preflight.facts import NodeFacts
+from preflight.findings import finding
 from preflight.model import CheckResult
 from preflight.node.masking import MASK, is_secret_name
 from preflight.node.stack import ENV_NAMES, ENV_PREFIXES
@@ -100,7 +102,7 @@ def _ignored(name: str, patterns: Sequence[str]) -> bool:
 
 
 def _result(status: Status, summary: str, hosts: Sequence[str], **details: Any) -> CheckResult:
-    return CheckResult(NAME, status, summary, tuple(hosts), details)
+    return finding(NAME, status, summary, hosts, details)
 
 
 def _side(value: str, hosts: Sequence[str], sources: Mapping[str, str]) -> str:

@@ -14,6 +14,7 @@ from checks.gpu_memory.details import GpuDetails, GpuRow
 from checks.gpu_memory.settings import GpuMemorySection
 from preflight.config import Config
 from preflight.facts import GpuFacts, NodeFacts
+from preflight.findings import finding
 from preflight.model import CheckResult
 from preflight.nodeset import fold, group_by_value, minority
 from preflight.status import Status
@@ -124,7 +125,7 @@ def _rows(gpus: Iterable[_Gpu]) -> dict[str, list[GpuRow]]:
 
 
 def _finding(status: Status, summary: str, hosts: Iterable[str], details: GpuDetails) -> CheckResult:
-    return CheckResult(NAME, status, summary, tuple(dict.fromkeys(hosts)), details)
+    return finding(NAME, status, summary, hosts, details)
 
 
 def _has(count: int) -> str:

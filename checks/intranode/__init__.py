@@ -6,7 +6,7 @@ and the network checks refer to it. Skipped with a reason when every node runs o
 
 from __future__ import annotations
 
-from checks.compute.attribution import refer_to_compute
+from checks.compute.root_cause import refer_to_compute
 from checks.intranode.judge import NAME, judge_intranode
 from checks.intranode.present import PRESENTATION
 from checks.intranode.settings import DURATION, SETTINGS

@@ -32,7 +32,7 @@ def _number(value: Any) -> float | None:
 
 
 def judge_intranode(outcome: JobOutcome, config: Config) -> list[CheckResult]:
-    phase = read_phase(NAME, outcome, PHASE, "inside-the-node")
+    phase = read_phase(NAME, outcome, PHASE)
     if phase.section is None:
         return phase.findings
     results, section = phase.findings, phase.section

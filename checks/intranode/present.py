@@ -4,7 +4,7 @@ itself, a slow host-device copy, or a network finding that refers to one.
 
 from __future__ import annotations
 
-from checks.compute import attribution
+from checks.compute import root_cause
 from preflight.view import Presentation, advice_by_item
 
 PRESENTATION = Presentation(
@@ -16,7 +16,7 @@ PRESENTATION = Presentation(
             "NVLinks), the fabric manager on NVSwitch systems, the GPUs' PCIe links; on CPU processes, "
             "the loopback.",
             "slow_copy": "Check the GPU's PCIe link (nvidia-smi -q -d PCIE) and its NUMA placement.",
-            attribution.ITEM: attribution.ADVICE,
+            root_cause.ITEM: root_cause.ADVICE,
         }
     ),
 )

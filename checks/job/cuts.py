@@ -175,28 +175,40 @@ def find_cuts(
                 break
         else:
             cuts.append((own, everyone_else, pairs, cut_off))
-    groups: list[SlowGroup] = []
-    for own, other, cut_pairs, cut_off in cuts:
-        inside = [
-            max(values)
-            for (a, b), values in measured.items()
-            if ({a, b} <= own or {a, b} <= other) and max(values) >= fast
-        ]
-        best = float(statistics.median(max(measured[p]) for p in cut_pairs))
-        left_side, right_side = sorted(own), sorted(other)
-        groups.append(
-            SlowGroup(
-                sides=(tuple(left_side), tuple(right_side))
-                if left_side < right_side
-                else (tuple(right_side), tuple(left_side)),
-                busbw_gbps=best,
-                ratio=best / typical if typical > 0 else 0.0,
-                inside_gbps=float(statistics.median(inside)) if inside else 0.0,
-                pairs=tuple(sorted(set(cut_pairs))),
-                cut_off=cut_off,
-            )
-        )
-    return groups
+    return [
+        _group(measured, own, other, cut_pairs, cut_off, fast, typical)
+        for own, other, cut_pairs, cut_off in cuts
+    ]
+
+
+def _group(
+    measured: Mapping[Pair, list[float]],
+    own: set[int],
+    other: set[int],
+    cut_pairs: Sequence[Pair],
+    cut_off: bool,
+    fast: float,
+    typical: float,
+) -> SlowGroup:
+    """A cut as its finding reads it: its sides in order, the best of its pairs across against the
+    typical pair, and how fast the pairs inside either side ran."""
+    inside = [
+        max(values)
+        for (a, b), values in measured.items()
+        if ({a, b} <= own or {a, b} <= other) and max(values) >= fast
+    ]
+    best = float(statistics.median(max(measured[p]) for p in cut_pairs))
+    left_side, right_side = sorted(own), sorted(other)
+    return SlowGroup(
+        sides=(tuple(left_side), tuple(right_side))
+        if left_side < right_side
+        else (tuple(right_side), tuple(left_side)),
+        busbw_gbps=best,
+        ratio=best / typical if typical > 0 else 0.0,
+        inside_gbps=float(statistics.median(inside)) if inside else 0.0,
+        pairs=tuple(sorted(set(cut_pairs))),
+        cut_off=cut_off,
+    )
 
 
 def _spread_halves(

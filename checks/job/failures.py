@@ -10,9 +10,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from checks.job.attribution import stalled_node
 from checks.job.node.markers import BEAT_MARKER, PHASE_MARKER, RANK_MARKER, marked_lines
 from checks.job.outcome import JobOutcome, NodeOutcome
+from checks.job.stalled_node import stalled_node
 from preflight.model import CheckResult
 from preflight.nodeset import fold
 from preflight.view import MAX_TABLE_ROWS, Block, Table, TCell, plain

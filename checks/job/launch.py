@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import json
-import random
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -20,18 +19,17 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from checks import ports
-from checks.job.attribution import read_progress
 from checks.job.layout import decide_devices, socket_environment, socket_interface
 from checks.job.nccl_log import parse_nccl_log
-from checks.job.node.compute import RETEST_SHARE
 from checks.job.node.counters import read_samples, without_samples
 from checks.job.node.markers import BEAT_MARKER, marked_lines, parse_result_line
-from checks.job.node.planning import REPEATS, SMALL_PAIRS
 from checks.job.outcome import JOB_PHASES, JobNotRun, JobOutcome, NodeOutcome
-from checks.job.pairs import pairs_tested, plan_mode, plan_rounds
-from checks.job.settings import AllreduceSection, ComputeSection, DdpSection
+from checks.job.phases import PHASES
+from checks.job.settings import AllreduceSection
+from checks.job.stalled_node import read_progress
 from preflight.check import CheckContext, HostSession, Probe
 from preflight.deadline import Deadline
+from preflight.facts import NodeFacts
 from preflight.gather import remove_host_tmpdir
 from preflight.model import CheckResult
 from preflight.nodeset import fold
@@ -42,7 +40,7 @@ from preflight.transport import HostUnavailable, RemoteProcess, wait_for_any
 # The script every node's host runs (it starts the node's ranks, which run it too): the entry module
 # of the job's node code, shipped as its bundle and never imported here.
 NODE_SCRIPT = "checks.job.node.job"
-# The script host a node gets when the facts probe did not stay (preflight.node.facts.serve).
+# The script host a node gets when the facts probe did not stay (preflight.node.host.serve).
 HOST_SCRIPT = "preflight.node.facts"
 # Modules the job imports, imported on every node while the other checks run (Check.warm_imports):
 # torch.distributed for every phase; DDP's constructor imports torch._dynamo (most of a second).
@@ -51,9 +49,6 @@ DDP_IMPORTS = ("torch.nn.parallel", "torch._dynamo")
 # Seconds, on this lab's 2 cores, for a node's host to start its ranks (importing torch first when
 # the facts probe did not stay); real nodes are faster, and the deadline only bounds a job that hangs.
 STARTUP_S = 40.0
-DDP_S = 20.0
-COMPUTE_S = 10.0  # the compute phase's set-up and gather, on top of its burn
-INTRANODE_S = 15.0  # the all-reduce inside each node and the GPUs' copies
 # After the first node fails, the others get this long to fail (and say why) on their own.
 FAILURE_GRACE_S = 3.0
 # A node that stops answering (its ranks beat every 2 s; a quiet node is asked a keepalive) is
@@ -65,16 +60,6 @@ WATCH_MAX_S = 0.1
 _BEAT_LINE_RE = re.compile(rb"^[^\n]*" + re.escape(BEAT_MARKER.encode()) + rb"[^\n]*\n", re.MULTILINE)
 STDERR_HEAD = 48_000
 STDERR_TAIL = 16_000
-# gloo between CPU nodes reaches its plateau by a few MiB; a GPU fabric needs large messages.
-CPU_MAX_BYTES = 16 << 20
-GPU_MAX_BYTES = 1 << 30
-CPU_PAIR_BYTES = 4 << 20
-GPU_PAIR_BYTES = 256 << 20
-# The all-reduce inside each node (the best of a few trials of INTRANODE_ITERS ops each) and each
-# GPU's host-device copies.
-INTRANODE_BYTES = 4 << 20
-INTRANODE_ITERS = 3
-COPY_BYTES = 256 << 20
 
 
 def _skip(summary: str, **details: Any) -> JobNotRun:
@@ -117,15 +102,9 @@ def _routes(ctx: CheckContext, sessions: Sequence[HostSession], master_address: 
 
 
 def _job_args(ctx: CheckContext, phases: tuple[str, ...], names: list[str], gpu: bool) -> dict[str, Any]:
+    """What every node's job is sent: the world, and each phase's settings (all four: the node
+    side reads every section it knows; ``phases`` says which run)."""
     cfg = ctx.config.section(AllreduceSection)
-    compute = ctx.config.section(ComputeSection)
-    n = len(names)
-    switch_of = ctx.config.switch_of
-    switches = [switch_of.get(name, "") for name in names] if switch_of else None
-    pairwise = pairs_tested(n, cfg.pairwise)
-    plan = plan_mode(n, cfg.pair_plan)
-    # The sparse plan's partners are drawn per run; the seed goes in the report, to replay them.
-    seed = (cfg.pair_seed or random.SystemRandom().randrange(1, 2**31)) if plan == "sparse" else None
     return {
         "phases": list(phases),
         "backend": "nccl" if gpu else "gloo",
@@ -133,55 +112,17 @@ def _job_args(ctx: CheckContext, phases: tuple[str, ...], names: list[str], gpu:
         "timeout_s": cfg.collective_timeout_s,
         "join_timeout_s": cfg.join_timeout_s,
         "nodes": names,
-        "allreduce": {
-            "sweep_budget_s": cfg.sweep_budget_s,
-            "sweep_factor": cfg.sweep_factor,
-            "max_bytes": cfg.max_bytes or (GPU_MAX_BYTES if gpu else CPU_MAX_BYTES),
-            "pair_bytes": cfg.pair_bytes or (GPU_PAIR_BYTES if gpu else CPU_PAIR_BYTES),
-            "pair_budget_s": cfg.pair_budget_s,
-            "warmup_iters": cfg.warmup_iters,
-            "iters": cfg.iters,
-            "slow_ratio": cfg.slow_ratio,
-            "quiet_slow_ratio": cfg.quiet_slow_ratio,
-            "pairwise": pairwise,
-            "rounds": plan_rounds(n, plan, switches, seed) if pairwise else [],
-            **({"pair_seed": seed} if pairwise and seed is not None else {}),
-        },
-        "ddp": {"steps": ctx.config.section(DdpSection).steps},
-        "compute": {
-            "burn_s": compute.burn_s,
-            "matrix": compute.matrix,
-            "slow_ratio": compute.slow_ratio,
-            "cpu_slow_ratio": compute.cpu_slow_ratio,
-            "min_flops_per_s": compute.min_tflops * 1e12,
-        },
-        "intranode": {"size_bytes": INTRANODE_BYTES, "iters": INTRANODE_ITERS, "copy_bytes": COPY_BYTES},
+        **{name: phase.settings(ctx.config, names, gpu) for name, phase in PHASES.items()},
     }
 
 
 def _budget_s(args: Mapping[str, Any]) -> float:
-    allreduce = args["allreduce"]
-    rounds = len(allreduce["rounds"])
+    """The job's seconds: its start, the join, one collective's timeout, and each phase's own."""
     budget = STARTUP_S + float(args["join_timeout_s"]) + float(args["timeout_s"])
-    if "allreduce" in args["phases"]:
-        # The first wave, then about five rounds of re-tests (the slow pairs, each suspect against
-        # two good nodes, the suspects with each other) and up to four testing the nodes that still
-        # look slow with each other (side_plan), every pair within its budget.
-        budget += allreduce["sweep_budget_s"] * 1.5 + (rounds + 9) * (allreduce["pair_budget_s"] + 1)
-        if sum(len(pairs) for pairs in allreduce["rounds"]) <= SMALL_PAIRS:
-            # A small cluster repeats its pairs when one read slow (repeat_plan).
-            budget += REPEATS * rounds * (allreduce["pair_budget_s"] + 1)
-    if "ddp" in args["phases"]:
-        budget += DDP_S
-    if "compute" in args["phases"]:
-        # The burn, and the shorter re-test that runs when a rank was slow in it.
-        budget += COMPUTE_S + float(args["compute"]["burn_s"]) * (1 + RETEST_SHARE)
-    if "intranode" in args["phases"]:
-        budget += INTRANODE_S
-    return budget
+    return budget + sum(PHASES[name].budget_s(args[name]) for name in args["phases"])
 
 
-# The options that make the facts script a bare script host (preflight.node.facts.serve).
+# The options that make the facts script a bare script host (preflight.node.host.serve).
 SERVE = json.dumps({"serve": True})
 
 
@@ -200,15 +141,8 @@ def _cap(stderr: bytes) -> str:
     return f"{text[:STDERR_HEAD]}\n[... {cut} characters cut ...]\n{text[-STDERR_TAIL:]}"
 
 
-def launch(ctx: CheckContext, phases: tuple[str, ...]) -> JobOutcome | JobNotRun:
-    """Start the job on every reachable node at once and watch it to its end."""
-    sessions = ctx.live_sessions
-    if not sessions:
-        return _skip("no reachable host to run the job on")
-    blocked = _blocked_by_ports(ctx)
-    if blocked is not None:
-        return blocked
-    nodes = {s.spec.name: s.report.node for s in sessions}
+def _unfit(ctx: CheckContext, nodes: Mapping[str, NodeFacts]) -> JobNotRun | None:
+    """Why the job cannot run on these nodes: a Python without torch, or GPUs CUDA cannot start on."""
     no_torch = {
         n: str(node.unavailable.get("torch", "not importable")) for n, node in nodes.items() if not node.torch
     }
@@ -237,6 +171,68 @@ def launch(ctx: CheckContext, phases: tuple[str, ...]) -> JobOutcome | JobNotRun
             hosts=tuple(unregistered),
             details={"item": "gpu_fabric", "unregistered": unregistered, "action": "drain"},
         )
+    return None
+
+
+def _node_environment(
+    node: NodeFacts, route: Mapping[str, Any], socket_ifname: str, gpu: bool
+) -> dict[str, str]:
+    """The environment a node's ranks run in: one thread each, the socket interface, NCCL's log."""
+    ifname = socket_interface(node, route, socket_ifname)
+    env = {"OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", **socket_environment(ifname)}
+    if gpu:
+        # Which network NCCL really used is read from its INIT/NET log lines; Ring because
+        # Tree on two nodes can exceed one NIC's rate and hide a slow link.
+        env.update(
+            NCCL_DEBUG="INFO",
+            NCCL_DEBUG_SUBSYS="INIT,NET",
+            NCCL_DEBUG_FILE="/dev/stderr",  # NCCL logs to stdout otherwise; the judge reads stderr
+            NCCL_ALGO="Ring",
+            TORCH_NCCL_ASYNC_ERROR_HANDLING="1",
+        )
+    return env
+
+
+def _host_settings(
+    ordered: Sequence[HostSession],
+    nproc: Mapping[str, int],
+    environments: Mapping[str, dict[str, str]],
+    master_address: str,
+    port: int,
+) -> dict[str, dict[str, Any]]:
+    """Each node's part of the world: its node rank, its ranks' offset and count, the rendezvous."""
+    world_size = sum(max(1, nproc[s.spec.name]) for s in ordered)
+    settings: dict[str, dict[str, Any]] = {}
+    rank_offset = 0
+    for node_rank, session in enumerate(ordered):
+        name = session.spec.name
+        count = max(1, nproc[name])
+        settings[name] = {
+            "nproc": count,
+            "node_rank": node_rank,
+            "nnodes": len(ordered),
+            "rank_offset": rank_offset,
+            "world_size": world_size,
+            "master_addr": master_address,
+            "master_port": port,
+            "env": environments[name],
+        }
+        rank_offset += count
+    return settings
+
+
+def launch(ctx: CheckContext, phases: tuple[str, ...]) -> JobOutcome | JobNotRun:
+    """Start the job on every reachable node at once and watch it to its end."""
+    sessions = ctx.live_sessions
+    if not sessions:
+        return _skip("no reachable host to run the job on")
+    blocked = _blocked_by_ports(ctx)
+    if blocked is not None:
+        return blocked
+    nodes = {s.spec.name: s.report.node for s in sessions}
+    unfit = _unfit(ctx, nodes)
+    if unfit is not None:
+        return unfit
     master_name, master_address = ports.master_of(ctx)
     if master_name not in nodes:
         return _skip(f"not launched: the master {master_name or master_address} could not be checked")
@@ -244,7 +240,6 @@ def launch(ctx: CheckContext, phases: tuple[str, ...]) -> JobOutcome | JobNotRun
     if isinstance(devices, JobNotRun):
         return devices
     gpu = devices.gpu
-    names = [s.spec.name for s in sessions]
     # The master first: node rank 0 hosts global rank 0 and the rendezvous store.
     ordered = sorted(sessions, key=lambda s: s.spec.name != master_name)
     names = [s.spec.name for s in ordered]
@@ -254,39 +249,9 @@ def launch(ctx: CheckContext, phases: tuple[str, ...]) -> JobOutcome | JobNotRun
     routes = {} if socket_ifname else _routes(ctx, ordered, master_address)
     python = ctx.config.run.python
     port = ctx.config.run.port
-
-    environments: dict[str, dict[str, str]] = {}
-    requests: dict[str, bytes] = {}
-    world_size = sum(max(1, devices.nproc[s.spec.name]) for s in ordered)
-    rank_offset = 0
-    for node_rank, session in enumerate(ordered):
-        name = session.spec.name
-        ifname = socket_interface(nodes[name], routes.get(name) or {}, socket_ifname)
-        env = {"OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", **socket_environment(ifname)}
-        if gpu:
-            # Which network NCCL really used is read from its INIT/NET log lines; Ring because
-            # Tree on two nodes can exceed one NIC's rate and hide a slow link.
-            env.update(
-                NCCL_DEBUG="INFO",
-                NCCL_DEBUG_SUBSYS="INIT,NET",
-                NCCL_DEBUG_FILE="/dev/stderr",  # NCCL logs to stdout otherwise; the judge reads stderr
-                NCCL_ALGO="Ring",
-                TORCH_NCCL_ASYNC_ERROR_HANDLING="1",
-            )
-        environments[name] = dict(env)
-        nproc = max(1, devices.nproc[name])
-        settings = {
-            "nproc": nproc,
-            "node_rank": node_rank,
-            "nnodes": len(ordered),
-            "rank_offset": rank_offset,
-            "world_size": world_size,
-            "master_addr": master_address,
-            "master_port": port,
-            "env": env,
-        }
-        rank_offset += nproc
-        requests[name] = host_request({"host": settings, "job": args})
+    environments = {n: _node_environment(nodes[n], routes.get(n) or {}, socket_ifname, gpu) for n in names}
+    hosts = _host_settings(ordered, devices.nproc, environments, master_address, port)
+    requests = {n: host_request({"host": hosts[n], "job": args}) for n in names}
 
     started = time.monotonic()
     processes: dict[str, RemoteProcess] = {}
@@ -394,7 +359,20 @@ def _watch(
 
     ended = [n for n, r in finished.items() if not r.ok and n not in lost]
     list(pool.map(lambda name: remove_host_tmpdir(transports[name], finished[name].stderr), ended))
+    return _outcomes(sessions, finished, failures, set(running), silent, timed_out, named_at)
 
+
+def _outcomes(
+    sessions: Sequence[HostSession],
+    finished: Mapping[str, Any],
+    failures: Mapping[str, str],
+    running: set[str],
+    silent: Mapping[str, tuple[float, str | None]],
+    timed_out: bool,
+    named_at: float,
+) -> dict[str, _Watched]:
+    """Each node's outcome from what its process returned: ended by the controller (``running``
+    when the watch stopped), silent, timed out or finished on its own."""
     outcomes: dict[str, _Watched] = {}
     for rank, session in enumerate(sessions):
         name = session.spec.name
@@ -409,8 +387,8 @@ def _watch(
             node_rank=rank,
             exit_status=result.exit_status,
             timed_out=killed and timed_out,
-            lost=name in lost or name in silent or (result.exit_status is None and not killed),
-            killed=killed and not timed_out and name not in lost and name not in silent,
+            lost=name in silent or (result.exit_status is None and not killed),
+            killed=killed and not timed_out and name not in silent,
             stderr=_cap(without_samples(_BEAT_LINE_RE.sub(b"", result.stderr))),
             nccl=parse_nccl_log(result.stderr.decode("utf-8", "replace")),
             stdout=result.stdout,

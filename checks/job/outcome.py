@@ -25,7 +25,7 @@ class NodeOutcome:
     node_rank: int
     exit_status: int | None  # None: never reported one (killed, or the connection was lost)
     timed_out: bool  # ended at its deadline
-    lost: bool  # the node stopped answering (SSH connection lost) during the job
+    lost: bool  # the node stopped answering (its connection lost) during the job
     killed: bool  # ended by preflight because another node failed first
     stderr: str  # the node's stderr (its host's and ranks' lines, NCCL_DEBUG lines, tracebacks), capped
     # What NCCL's log said, parsed from the whole stream before it was capped (None: not parsed).
@@ -40,7 +40,7 @@ class NodeOutcome:
     # (checks.job.node.counters: ``before`` and ``after``); None where it wrote none.
     counters: Mapping[str, Any] | None = None
     # What its heartbeats said, by phase: each rank's last progress in it, the node's network
-    # counters at its start and at its last beat (:func:`checks.job.attribution.read_progress`).
+    # counters at its start and at its last beat (:func:`checks.job.stalled_node.read_progress`).
     progress: Mapping[str, Any] = field(default_factory=dict)
 
     @property

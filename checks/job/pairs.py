@@ -1,15 +1,14 @@
-"""Which pairs of nodes the job tests, and naming the slow node or link from what they measured:
-plan_rounds for the first tests, the job script's own re-test planner, and name_culprits. Pure
-and fast, for the judge and for simulations of 64 to 4,096 nodes.
+"""Naming the slow node, link or group from what the pair tests measured (name_culprits), with the
+first wave's plan (checks.job.pair_plan) and the job script's own re-test planner re-exported for
+the judge and the simulations. Pure and fast, for simulations of 64 to 4,096 nodes.
 """
 
 from __future__ import annotations
 
-import random
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from checks.job.cuts import SlowGroup, find_cuts
 from checks.job.node.planning import (
@@ -29,6 +28,13 @@ from checks.job.node.planning import (
     slow_pairs,
     spread_threshold,
     typical_busbw,
+)
+from checks.job.pair_plan import (
+    FULL_PLAN_MAX_NODES,
+    pairs_tested,
+    plan_mode,
+    plan_rounds,
+    round_count,
 )
 from checks.job.settings import AllreduceSection
 
@@ -74,138 +80,6 @@ CONFIRM_SIGMAS = 2.5
 LINK_SIGMAS = 3.0
 CLEAR_SIGMAS = 3.0
 OUTSIDE_SIGMAS = 3.0
-PlanMode = Literal["full", "sparse", "auto"]
-Pairwise = Literal["auto", "always", "never"]
-
-# Up to this many nodes every pair is tested (n-1 rounds); beyond, one round covers every node.
-FULL_PLAN_MAX_NODES = 16
-# The sparse plan pairs no nodes this close in the inventory (rack-mates, often), where it can.
-NEIGHBOURS = 8
-
-
-# --------------------------------------------------------------------------- planning
-
-
-def _round_robin(n_nodes: int) -> list[list[Pair]]:
-    """Every pair once, in rounds of disjoint pairs: the circle method (n-1 rounds, n when odd)."""
-    seats: list[int | None] = list(range(n_nodes))
-    if n_nodes % 2:
-        seats.append(None)  # the node facing the empty seat sits the round out
-    rounds: list[list[Pair]] = []
-    for _ in range(len(seats) - 1):
-        pairs = [
-            pair_key(a, b)
-            for a, b in zip(seats[: len(seats) // 2], reversed(seats[len(seats) // 2 :]), strict=True)
-            if a is not None and b is not None
-        ]
-        rounds.append(sorted(pairs))
-        seats = [seats[0], seats[-1], *seats[1:-1]]
-    return rounds
-
-
-def _half_offset(order: Sequence[int]) -> list[list[Pair]]:
-    """The node at position i of ``order`` with the one at i + n/2: one round covering every node,
-    each pair crossing between the order's halves (plus a one-pair round for an odd node)."""
-    half = len(order) // 2
-    rounds = [sorted(pair_key(order[i], order[i + half]) for i in range(half))]
-    if len(order) % 2:
-        rounds.append([pair_key(order[0], order[-1])])
-    return rounds
-
-
-def _drawn_order(n_nodes: int, switches: Sequence[str] | None, seed: int | None) -> list[int]:
-    """The order the sparse plan pairs across: drawn from ``seed``, by switch when known.
-
-    A fixed order would leave some cut between node sets uncrossed run after run (with partners
-    half the inventory apart, never one between odd and even positions when n/2 is even); a
-    drawn one crosses any cut between sizeable sets in nearly every run, and each run crosses
-    others. With switches, the switches come in a drawn order and their nodes together, each in
-    a drawn order: every pair then crosses between switches (when none holds over half the
-    nodes), and which switches face each other changes from run to run. ``seed`` None keeps the
-    inventory's order: node i with node i + n/2.
-    """
-    rng = random.Random(seed) if seed is not None else None
-    nodes = list(range(n_nodes))
-    if rng is not None:
-        rng.shuffle(nodes)
-    if not switches:
-        return nodes
-    names = sorted(set(switches))
-    if rng is not None:
-        rng.shuffle(names)
-    rank = {name: index for index, name in enumerate(names)}
-    return sorted(nodes, key=lambda node: rank[switches[node]])
-
-
-def _kept_apart(pairs: Sequence[Pair], rng: random.Random, distance: int) -> list[Pair]:
-    """``pairs`` with partners swapped between pairs, drawn, until no two partners are within
-    ``distance`` inventory positions of each other (where a swap can do it)."""
-    kept = list(pairs)
-    for index, (a, b) in enumerate(kept):
-        if b - a >= distance:
-            continue
-        for other in rng.sample(range(len(kept)), len(kept)):
-            c, d = kept[other]
-            if other == index:
-                continue
-            if abs(a - d) >= distance and abs(c - b) >= distance:
-                kept[index], kept[other] = pair_key(a, d), pair_key(c, b)
-                break
-            if abs(a - c) >= distance and abs(b - d) >= distance:
-                kept[index], kept[other] = pair_key(a, c), pair_key(b, d)
-                break
-    return sorted(kept)
-
-
-def plan_mode(n_nodes: int, mode: PlanMode = "auto") -> Literal["full", "sparse"]:
-    """The plan ``mode`` stands for at ``n_nodes``: ``auto`` is full up to ``FULL_PLAN_MAX_NODES``
-    nodes, sparse beyond."""
-    if mode == "auto":
-        return "full" if n_nodes <= FULL_PLAN_MAX_NODES else "sparse"
-    return mode
-
-
-def pairs_tested(n_nodes: int, pairwise: Pairwise = "auto") -> bool:
-    """Whether the job tests pairs of nodes at ``n_nodes``: ``auto`` from 3 nodes, ``always``
-    from 2, ``never`` not."""
-    return (pairwise == "always" or (pairwise == "auto" and n_nodes >= 3)) and n_nodes >= 2
-
-
-def round_count(n_nodes: int, mode: PlanMode = "auto") -> int:
-    """How many rounds :func:`plan_rounds` gives at ``n_nodes``, without drawing them: n-1 for
-    the full plan (n when n is odd), one for the sparse plan (two when n is odd)."""
-    if n_nodes < 2:
-        return 0
-    if plan_mode(n_nodes, mode) == "full":
-        return n_nodes - 1 if n_nodes % 2 == 0 else n_nodes
-    return 1 if n_nodes % 2 == 0 else 2
-
-
-def plan_rounds(
-    n_nodes: int,
-    mode: PlanMode = "auto",
-    switches: Sequence[str] | None = None,
-    seed: int | None = None,
-) -> list[list[Pair]]:
-    """Rounds of disjoint node pairs (by node rank) for the pair tests.
-
-    ``full``: every pair once (the complete pair matrix) in n-1 rounds, n when n is odd.
-    ``sparse``: every node in one pair, in one round (plus a one-pair round for an odd node),
-    partners drawn from ``seed`` (see ``_drawn_order``); across switches when ``switches`` (each
-    node's switch, from a topology file) says where the nodes hang.
-    ``auto``: full up to ``FULL_PLAN_MAX_NODES`` nodes, sparse beyond.
-    """
-    if n_nodes < 2:
-        return []
-    if plan_mode(n_nodes, mode) == "full":
-        return _round_robin(n_nodes)
-    rounds = _half_offset(_drawn_order(n_nodes, switches, seed))
-    if seed is None or switches:
-        return rounds
-    # Nodes a few inventory positions apart often share a rack: drawn partners are kept apart, as
-    # the inventory's own order keeps them half the inventory apart.
-    rounds[0] = _kept_apart(rounds[0], random.Random(seed), min(NEIGHBOURS, n_nodes // 4))
-    return rounds
 
 
 # --------------------------------------------------------------------------- slow nodes, links, groups
@@ -365,31 +239,41 @@ def _busy_retests_scaled(evidence: _Evidence, threshold: float) -> _Evidence:
     return _Evidence.of(records)
 
 
-def _name(evidence: _Evidence, spread: tuple[float, float, int], floor: float, quiet_ratio: float) -> _Named:
-    """Slow nodes, cuts and links under the thresholds that ``spread`` sets."""
-    first, retests, seen = evidence.first, evidence.retests, evidence.seen
-    threshold = spread_threshold(spread, floor, quiet_ratio, SPREAD_SIGMAS)
-    # A measurement just above the slow threshold tells neither way: a pair clears its nodes
-    # only from fast_threshold up, and what a finding blames must be slow on average, well
-    # below the threshold (one unlucky measurement and its unlucky re-test are not a fault).
-    fast_threshold = max(threshold, spread_threshold(spread, floor, quiet_ratio, FAST_SIGMAS))
-    blame_threshold = spread_threshold(spread, floor, quiet_ratio, CONFIRM_SIGMAS)
+class _Naming:
+    """Slow nodes, cuts and links under the thresholds that ``spread`` sets: each rule a method."""
 
-    def blamed(values: Sequence[float]) -> bool:
-        return max(values) < threshold and statistics.fmean(values) < blame_threshold
+    def __init__(
+        self, evidence: _Evidence, spread: tuple[float, float, int], floor: float, quiet_ratio: float
+    ):
+        self.evidence = evidence
+        self.floor = floor
+        self.threshold = spread_threshold(spread, floor, quiet_ratio, SPREAD_SIGMAS)
+        # A measurement just above the slow threshold tells neither way: a pair clears its nodes
+        # only from fast_threshold up, and what a finding blames must be slow on average, well
+        # below the threshold (one unlucky measurement and its unlucky re-test are not a fault).
+        self.fast_threshold = max(self.threshold, spread_threshold(spread, floor, quiet_ratio, FAST_SIGMAS))
+        self.blame_threshold = spread_threshold(spread, floor, quiet_ratio, CONFIRM_SIGMAS)
+        self.fast_with = {
+            node: {p for p, busbw, _ in obs if busbw >= self.fast_threshold}
+            for node, obs in evidence.seen.items()
+        }
+        self.center, self.sigma, count = spread
+        self.measured_spread = count >= MIN_SPREAD_PAIRS and self.sigma > 0
 
-    fast_with = {node: {p for p, busbw, _ in obs if busbw >= fast_threshold} for node, obs in seen.items()}
+    def blamed(self, values: Sequence[float]) -> bool:
+        return max(values) < self.threshold and statistics.fmean(values) < self.blame_threshold
 
-    def slow_node(node: int, others: set[int], explained: set[Pair]) -> SlowNode | None:
+    def slow_node(self, node: int, others: set[int], explained: set[Pair]) -> SlowNode | None:
         """``node`` as a slow node, judged without its pairs with ``others`` (slow nodes already)
         and the pairs ``explained`` (by a cut)."""
+        seen = self.evidence.seen
         observed = [
             (p, busbw, retest)
             for p, busbw, retest in seen[node]
             if p not in others and pair_key(node, p) not in explained
         ]
         partners = sorted({p for p, _, _ in observed})
-        if fast_with[node] or len(partners) < 2:
+        if self.fast_with[node] or len(partners) < 2:
             return None
         # Slow on average, and in two measurements at least, most of its own, even without its
         # worst partner when it had three or more: one slow link beside middling pairs is no
@@ -399,134 +283,144 @@ def _name(evidence: _Evidence, spread: tuple[float, float, int], floor: float, q
             by_partner.setdefault(p, []).append(busbw)
         worst = min(by_partner, key=lambda p: (statistics.fmean(by_partner[p]), p))
         values = [busbw for p, busbw, _ in observed if p != worst or len(by_partner) < 3]
-        below = sum(busbw < threshold for busbw in values)
-        if statistics.fmean(values) >= blame_threshold or below < 2 or 2 * below <= len(values):
+        below = sum(busbw < self.threshold for busbw in values)
+        if statistics.fmean(values) >= self.blame_threshold or below < 2 or 2 * below <= len(values):
             return None
         confirming = [
             p
             for p, busbw, retest in observed
-            if retest and busbw < threshold and fast_with.get(p, set()) - {node}
+            if retest and busbw < self.threshold and self.fast_with.get(p, set()) - {node}
         ]
         if not confirming:
             return None
         best = max(busbw for _, busbw, _ in seen[node])
-        return SlowNode(node, best, evidence.ratio(best), tuple(sorted({p for p, _, _ in seen[node]})))
+        return SlowNode(node, best, self.evidence.ratio(best), tuple(sorted({p for p, _, _ in seen[node]})))
 
-    center, sigma, count = spread
-    measured_spread = count >= MIN_SPREAD_PAIRS and sigma > 0
-
-    def level(node: int, without: set[int]) -> list[float]:
+    def level(self, node: int, without: set[int]) -> list[float]:
         """``node``'s measurements with partners outside ``without``, less its worst partner's when
         two or more remain (one of them may sit behind another slow link)."""
         by_partner: dict[int, list[float]] = {}
-        for p, busbw, _ in seen[node]:
+        for p, busbw, _ in self.evidence.seen[node]:
             if p not in without:
                 by_partner.setdefault(p, []).append(busbw)
         if len(by_partner) >= 2:
             del by_partner[min(by_partner, key=lambda p: (statistics.fmean(by_partner[p]), p))]
         return [busbw for values in by_partner.values() for busbw in values]
 
-    def cleared(node: int, without: set[int]) -> bool:
+    def cleared(self, node: int, without: set[int]) -> bool:
         """Whether ``node`` ran like a healthy node with partners outside ``without``: its mean there
         less than CLEAR_SIGMAS standard errors below the healthy pairs' center."""
-        values = level(node, without)
-        return bool(values) and center - statistics.fmean(values) < CLEAR_SIGMAS * sigma / len(values) ** 0.5
+        values = self.level(node, without)
+        gap = self.center - statistics.fmean(values) if values else 0.0
+        return bool(values) and gap < CLEAR_SIGMAS * self.sigma / len(values) ** 0.5
 
-    def link_stands_out(pair: Pair, values: Sequence[float], slow_set: set[int]) -> bool:
+    def link_stands_out(self, pair: Pair, values: Sequence[float], slow_set: set[int]) -> bool:
         """Whether ``pair`` is slower than both its nodes are with other partners, beyond the run's
         noise: a node slow within the noise slows its own pairs alike, and names no link."""
-        if not measured_spread:
+        if not self.measured_spread:
             return True
         a, b = pair
         mean = statistics.fmean(values)
         for node, other in ((a, b), (b, a)):
-            others = level(node, {other} | slow_set)
-            if not cleared(node, {other} | slow_set):
+            others = self.level(node, {other} | slow_set)
+            if not self.cleared(node, {other} | slow_set):
                 return False
-            error = sigma * (1 / len(values) + 1 / len(others)) ** 0.5
+            error = self.sigma * (1 / len(values) + 1 / len(others)) ** 0.5
             if statistics.fmean(others) - mean < LINK_SIGMAS * error:
                 return False
         return True
 
-    def cut_stands_out(group: SlowGroup) -> bool:
+    def cut_stands_out(self, group: SlowGroup) -> bool:
         """Whether the pairs across a cut ran OUTSIDE_SIGMAS below the healthy center on average, and
         each node of its smaller side that met the other side ran with its own side beyond the
         noise faster than across: slow nodes are slow with each other too, and make no group."""
-        if not measured_spread:
+        if not self.measured_spread:
             return True
-        across = [v for pair in group.pairs for v in evidence.measured[pair]]
-        if statistics.fmean(across) >= center - OUTSIDE_SIGMAS * sigma:
+        measured = self.evidence.measured
+        across = [v for pair in group.pairs for v in measured[pair]]
+        if statistics.fmean(across) >= self.center - OUTSIDE_SIGMAS * self.sigma:
             return False
         small = set(group.sides[0] if len(group.sides[0]) <= len(group.sides[1]) else group.sides[1])
         for node in sorted({n for pair in group.pairs for n in pair} & small):
-            mine = [v for pair in group.pairs if node in pair for v in evidence.measured[pair]]
+            mine = [v for pair in group.pairs if node in pair for v in measured[pair]]
             inside = [
-                v
-                for pair, values in evidence.measured.items()
-                if node in pair and set(pair) <= small
-                for v in values
+                v for pair, values in measured.items() if node in pair and set(pair) <= small for v in values
             ]
             if not inside:
                 continue  # met only the other side (a cut between large sets): the mean above decides
             inside_mean = statistics.fmean(inside)
-            error = sigma * (1 / len(mine) + 1 / len(inside)) ** 0.5
+            error = self.sigma * (1 / len(mine) + 1 / len(inside)) ** 0.5
             if inside_mean - statistics.fmean(mine) < LINK_SIGMAS * error:
                 return False
         return True
 
-    # Cuts first, among the nodes that are not slow with every partner; then slow nodes, each
-    # without the pairs a cut explains, and again without its pairs with the other slow nodes:
-    # a healthy node that met a slow node is not blamed for that pair.
-    everywhere = slow_everywhere(evidence.measured, threshold)
-    slow_groups = find_cuts(
-        evidence.measured, blamed, threshold, fast_threshold, everywhere, evidence.typical, floor
-    )
-    slow_groups = [group for group in slow_groups if cut_stands_out(group)]
-    in_groups = {pair for group in slow_groups for pair in group.pairs}
-    suspects = {node for node in seen if slow_node(node, set(), in_groups) is not None}
-    found = [slow_node(node, suspects - {node}, in_groups) for node in sorted(suspects)]
-    slow_nodes = [s for s in found if s is not None]
-    slow_set = {s.node for s in slow_nodes}
+    def links(self, slow_set: set[int], in_groups: set[Pair]) -> tuple[list[SlowLink], list[Unconfirmed]]:
+        """The pairs slow in the first wave that no slow node or cut explains: slow links where the
+        re-test confirms them and both nodes are fast elsewhere, notes otherwise."""
+        first, retests, fast_with = self.evidence.first, self.evidence.retests, self.fast_with
+        slow_links: list[SlowLink] = []
+        unconfirmed: list[Unconfirmed] = []
+        for pair in sorted(p for p, busbw in first.items() if busbw < self.threshold):
+            a, b = pair
+            if a in slow_set or b in slow_set or pair in in_groups:
+                continue  # explained by the slow node or the cut
+            again = tuple(retests.get(pair, ()))
+            if again and self.blamed([first[pair], *again]):
+                if (
+                    fast_with[a] - {b}
+                    and fast_with[b] - {a}
+                    and self.link_stands_out(pair, [first[pair], *again], slow_set)
+                ):
+                    best = max(first[pair], *again)
+                    slow_links.append(SlowLink(pair, best, self.evidence.ratio(best), first[pair], again))
+                    continue
+                reason = "slow again on re-test, but a node of it has no fast partner to tell node from link"
+            elif first[pair] >= self.blame_threshold:
+                continue  # at the edge of the spread, and not again: noise, not worth a note
+            elif again:
+                reason = "fast on re-test"
+            else:
+                reason = "not re-tested"
+            unconfirmed.append(Unconfirmed(pair, first[pair], again, reason))
+        return slow_links, unconfirmed
 
-    slow_links: list[SlowLink] = []
-    unconfirmed: list[Unconfirmed] = []
-    for pair in sorted(p for p, busbw in first.items() if busbw < threshold):
-        a, b = pair
-        if a in slow_set or b in slow_set or pair in in_groups:
-            continue  # explained by the slow node or the cut
-        again = tuple(retests.get(pair, ()))
-        if again and blamed([first[pair], *again]):
-            if (
-                fast_with[a] - {b}
-                and fast_with[b] - {a}
-                and link_stands_out(pair, [first[pair], *again], slow_set)
-            ):
-                best = max(first[pair], *again)
-                slow_links.append(SlowLink(pair, best, evidence.ratio(best), first[pair], again))
-                continue
-            reason = "slow again on re-test, but a node of it has no fast partner to tell node from link"
-        elif first[pair] >= blame_threshold:
-            continue  # at the edge of the spread, and not again: noise, not worth a note
-        elif again:
-            reason = "fast on re-test"
-        else:
-            reason = "not re-tested"
-        unconfirmed.append(Unconfirmed(pair, first[pair], again, reason))
-    in_group_nodes = {n for group in slow_groups for pair in group.pairs for n in pair}
-    linked = {n for link in slow_links for n in link.nodes}
-    within_noise = [
-        WithinNoise(node, statistics.fmean(busbw for _, busbw, _ in seen[node]) / center)
-        for node in sorted(seen)
-        if not fast_with[node] and node not in slow_set | in_group_nodes | linked and center > 0
-    ]
-    return _Named(
-        threshold,
-        tuple(slow_nodes),
-        tuple(slow_groups),
-        tuple(slow_links),
-        tuple(unconfirmed),
-        tuple(within_noise),
-    )
+    def name(self) -> _Named:
+        """Cuts first, among the nodes that are not slow with every partner; then slow nodes, each
+        without the pairs a cut explains, and again without its pairs with the other slow nodes (a
+        healthy node that met a slow node is not blamed for that pair); then links."""
+        evidence, seen = self.evidence, self.evidence.seen
+        everywhere = slow_everywhere(evidence.measured, self.threshold)
+        slow_groups = find_cuts(
+            evidence.measured, self.blamed, self.threshold, self.fast_threshold, everywhere, evidence.typical,
+            self.floor,
+        )  # fmt: skip
+        slow_groups = [group for group in slow_groups if self.cut_stands_out(group)]
+        in_groups = {pair for group in slow_groups for pair in group.pairs}
+        suspects = {node for node in seen if self.slow_node(node, set(), in_groups) is not None}
+        found = [self.slow_node(node, suspects - {node}, in_groups) for node in sorted(suspects)]
+        slow_nodes = [s for s in found if s is not None]
+        slow_set = {s.node for s in slow_nodes}
+        slow_links, unconfirmed = self.links(slow_set, in_groups)
+        in_group_nodes = {n for group in slow_groups for pair in group.pairs for n in pair}
+        linked = {n for link in slow_links for n in link.nodes}
+        within_noise = [
+            WithinNoise(node, statistics.fmean(busbw for _, busbw, _ in seen[node]) / self.center)
+            for node in sorted(seen)
+            if not self.fast_with[node] and node not in slow_set | in_group_nodes | linked and self.center > 0
+        ]
+        return _Named(
+            self.threshold,
+            tuple(slow_nodes),
+            tuple(slow_groups),
+            tuple(slow_links),
+            tuple(unconfirmed),
+            tuple(within_noise),
+        )
+
+
+def _name(evidence: _Evidence, spread: tuple[float, float, int], floor: float, quiet_ratio: float) -> _Named:
+    """Slow nodes, cuts and links under the thresholds that ``spread`` sets."""
+    return _Naming(evidence, spread, floor, quiet_ratio).name()
 
 
 def name_culprits(

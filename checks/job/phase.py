@@ -10,6 +10,7 @@ from typing import Any
 
 from checks.job.failures import job_results, phase_error_result
 from checks.job.outcome import JobOutcome
+from checks.job.phases import PHASES
 from preflight.model import CheckResult
 
 
@@ -32,13 +33,13 @@ def read_phase(
     check: str,
     outcome: JobOutcome,
     phase: str,
-    label: str,
     no_results: Mapping[str, Any] | None = None,
 ) -> PhaseReport:
     """The phase ``phase`` of the job, judged by ``check``: its results, or the findings that
-    stand in for them. ``label`` names the phase to a person (``all-reduce``); ``no_results``
-    are details added (after each node's exit status) when the job printed none.
+    stand in for them. ``no_results`` are details added (after each node's exit status) when the
+    job printed none.
     """
+    label = PHASES[phase].label  # what a person calls it: "all-reduce"
     if phase not in outcome.phases:
         return PhaseReport([CheckResult(check, "skip", f"not run: the job ran without the {label} phase")])
     findings = job_results(check, outcome, phase)

@@ -3,9 +3,10 @@
 ``/dev/shm`` is judged against a need (``[limits] min_shm``: NCCL's shared-memory transport and
 DataLoader workers live there, and a container's default is 64 MiB) and against the other nodes;
 the locked-memory limit against RDMA's need where a node has RDMA devices, else against the other
-nodes; the open-files limit against ``[limits] min_nofile``. Limits are those of the node's SSH
-session, which is what a job launched over SSH (torchrun, pdsh, mpirun) inherits. The judge is
-here; ``details`` says what its findings carry, ``present`` shows them.
+nodes; the open-files limit against ``[limits] min_nofile``. Limits are those of the session the
+node is reached in (SSH, or an srun step), which is what a job launched the same way inherits
+(torchrun over SSH, pdsh, mpirun; srun). The judge is here; ``details`` says what its findings
+carry, ``present`` shows them.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from checks.limits.settings import LimitsSection
 from preflight.check import Check, CheckContext
 from preflight.config import Config
 from preflight.facts import Limit, NodeFacts
+from preflight.findings import finding
 from preflight.model import CheckResult
 from preflight.nodeset import fold, group_by_value, minority, natural_key
 from preflight.settings import PROFILES, Settings
@@ -44,7 +46,7 @@ SHM_PEER_RATIO = 0.25
 
 
 def _result(status: Status, summary: str, hosts: Sequence[str], details: LimitsDetails) -> CheckResult:
-    return CheckResult(NAME, status, summary, tuple(hosts), dict(details))
+    return finding(NAME, status, summary, hosts, details)
 
 
 def limit_text(value: int | None) -> str:

@@ -17,14 +17,14 @@ from typing import Literal
 from checks.names.details import (
     NamesDetails,
     NameWrong,
-    NoAnswer,
     NodeNames,
     OwnLoopback,
     ResolverWrong,
     Rows,
 )
+from preflight.findings import finding, no_answer
 from preflight.model import CheckResult
-from preflight.nodeset import fold, group_by_value, natural_key
+from preflight.nodeset import fold, group_by_value
 from preflight.status import Status
 
 NAME = "names"
@@ -136,7 +136,7 @@ def _listed(texts: list[str]) -> str:
 
 
 def _result(status: Status, summary: str, hosts: Sequence[str], details: NamesDetails) -> CheckResult:
-    return CheckResult(NAME, status, summary, tuple(sorted(hosts, key=natural_key)), dict(details))
+    return finding(NAME, status, summary, hosts, details, natural_order=True)
 
 
 def _own_loopback(problems: list[Problem], names: Mapping[str, NamedNode]) -> list[CheckResult]:
@@ -161,18 +161,66 @@ def _own_loopback(problems: list[Problem], names: Mapping[str, NamedNode]) -> li
     return findings
 
 
-def judge_names(obs: NamesObservation) -> list[CheckResult]:
-    names, master = obs.names, obs.master
+def _problems(obs: NamesObservation) -> tuple[list[Problem], dict[str, list[str]]]:
+    """Every answer that is not the expected address, and which nodes answered for each name."""
     problems: list[Problem] = []
     asked: dict[str, list[str]] = {}  # name -> the nodes that answered for it
     for resolver, answers in obs.answers.items():
         for name, answer in answers.items():
-            if name not in names:
+            if name not in obs.names:
                 continue
             asked.setdefault(name, []).append(resolver)
-            outcome, text = verdict(resolver, names[name], answer)
+            outcome, text = verdict(resolver, obs.names[name], answer)
             if outcome != "ok":
                 problems.append(Problem(resolver, name, outcome, text))
+    return problems, asked
+
+
+def _name_wrong(name: str, found: list[Problem], names: Mapping[str, NamedNode], master: str) -> CheckResult:
+    """The finding about a name wrong on most nodes that looked it up, named on the name's node."""
+    texts_by_node = {p.resolver: _problem_text(p, names, master) for p in found}
+    worst: Status = "fail" if any(_STATUS[p.verdict] == "fail" for p in found) else "warn"
+    lines = "; ".join(f"{text} on {fold(hosts)}" for text, hosts in group_by_value(texts_by_node))
+    owner = names[name].owner
+    return _result(
+        worst,
+        f"{owner}: {lines}",
+        [owner],
+        NameWrong(
+            item=found[0].verdict,
+            name=name,
+            expected=names[name].expected,
+            answers={p.resolver: p.answer for p in found},
+        ),
+    )
+
+
+def _resolvers_wrong(
+    per_resolver: Mapping[str, list[Problem]], names: Mapping[str, NamedNode], master: str
+) -> list[CheckResult]:
+    """A finding for each group of nodes whose resolvers got the same names wrong."""
+    texts = {
+        resolver: _listed([_problem_text(p, names, master) for p in found])
+        for resolver, found in per_resolver.items()
+    }
+    findings = []
+    for text, hosts in group_by_value(texts):
+        theirs = per_resolver[hosts[0]]
+        status: Status = "fail" if any(_STATUS[p.verdict] == "fail" for p in theirs) else "warn"
+        findings.append(
+            _result(
+                status,
+                f"{fold(hosts)}: {text} there, unlike on the other nodes",
+                hosts,
+                ResolverWrong(item=theirs[0].verdict, names={p.name: p.answer for p in theirs}),
+            )
+        )
+    return findings
+
+
+def judge_names(obs: NamesObservation) -> list[CheckResult]:
+    names, master = obs.names, obs.master
+    problems, asked = _problems(obs)
     # On one node the job's ranks meet on that node: its own name on loopback is no fault.
     single = len({n.owner for n in names.values()} | set(obs.answers)) <= 1
     findings = [] if single else _own_loopback(problems, names)
@@ -185,50 +233,13 @@ def judge_names(obs: NamesObservation) -> list[CheckResult]:
     per_resolver: dict[str, list[Problem]] = {}
     for name, found in by_name.items():
         if 2 * len(found) > len(asked[name]):
-            texts_by_node = {p.resolver: _problem_text(p, names, master) for p in found}
-            worst: Status = "fail" if any(_STATUS[p.verdict] == "fail" for p in found) else "warn"
-            lines = "; ".join(f"{text} on {fold(hosts)}" for text, hosts in group_by_value(texts_by_node))
-            owner = names[name].owner
-            findings.append(
-                _result(
-                    worst,
-                    f"{owner}: {lines}",
-                    [owner],
-                    NameWrong(
-                        item=found[0].verdict,
-                        name=name,
-                        expected=names[name].expected,
-                        answers={p.resolver: p.answer for p in found},
-                    ),
-                )
-            )
+            findings.append(_name_wrong(name, found, names, master))
         else:
             for problem in found:
                 per_resolver.setdefault(problem.resolver, []).append(problem)
-    texts = {
-        resolver: _listed([_problem_text(p, names, master) for p in found])
-        for resolver, found in per_resolver.items()
-    }
-    for text, hosts in group_by_value(texts):
-        theirs = per_resolver[hosts[0]]
-        status: Status = "fail" if any(_STATUS[p.verdict] == "fail" for p in theirs) else "warn"
-        findings.append(
-            _result(
-                status,
-                f"{fold(hosts)}: {text} there, unlike on the other nodes",
-                hosts,
-                ResolverWrong(item=theirs[0].verdict, names={p.name: p.answer for p in theirs}),
-            )
-        )
-    if obs.errors:
-        findings.append(
-            _result(
-                "error",
-                f"{fold(obs.errors)}: could not look names up: {next(iter(obs.errors.values()))}",
-                list(obs.errors),
-                NoAnswer(item="no_answer", errors=dict(obs.errors)),
-            )
-        )
+    findings += _resolvers_wrong(per_resolver, names, master)
+    unanswered = no_answer(NAME, obs.errors, "could not look names up")
+    findings += [unanswered] if unanswered else []
     rows = _rows(obs)
     if findings:
         first = findings[0]

@@ -12,6 +12,7 @@ from typing import Any, cast
 
 from checks.ports.details import NodeReport, PortsDetails, ProbeRecord
 from preflight.facts import NodeFacts
+from preflight.findings import finding
 from preflight.model import CheckResult
 from preflight.nodeset import fold, group_by_value, minority
 from preflight.status import Status
@@ -41,17 +42,12 @@ class PortsObservation:
 
 
 def _result(status: Status, summary: str, hosts: Sequence[str], **details: Any) -> CheckResult:
-    return CheckResult(check=NAME, status=status, summary=summary, hosts=tuple(hosts), details=details)
+    return finding(NAME, status, summary, hosts, details)
 
 
-def judge_ports(obs: PortsObservation) -> list[CheckResult]:
+def _cannot_listen(obs: PortsObservation) -> list[CheckResult]:
+    """A finding for each port a node could not listen on: a failure on the master, else a warning."""
     findings: list[CheckResult] = []
-    names = list(obs.nodes)
-    for name, node in obs.nodes.items():
-        if "error" in node:
-            findings.append(_result("error", f"{name}: {node['error']}", [name], item="probe"))
-
-    # Ports a node could not listen on.
     for name, node in obs.nodes.items():
         for port, state in (node.get("listening") or {}).items():
             if state == "ok":
@@ -77,8 +73,13 @@ def judge_ports(obs: PortsObservation) -> list[CheckResult]:
                     blocks_job=on_master and int(port) == obs.port,
                 )
             )
+    return findings
 
-    # Blocked probes, grouped by (target, port, how) with their sources folded.
+
+def _blocked_probes(obs: PortsObservation) -> list[CheckResult]:
+    """A finding for each blocked ``node:port`` and how, by (target, port, how), its sources folded."""
+    findings: list[CheckResult] = []
+    names = list(obs.nodes)
     blocked: dict[tuple[str, int, str, str], list[str]] = {}
     for p in obs.probes:
         if p["status"] != "open":
@@ -92,7 +93,7 @@ def judge_ports(obs: PortsObservation) -> list[CheckResult]:
             "ephemeral": "an ephemeral port (NCCL and gloo connect on these)",
             "extra": "a job port",
         }[kind]
-        status = "warn" if kind == "rendezvous" and not is_master_rdzv else "fail"
+        status: Status = "warn" if kind == "rendezvous" and not is_master_rdzv else "fail"
         findings.append(
             _result(
                 status,
@@ -107,7 +108,17 @@ def judge_ports(obs: PortsObservation) -> list[CheckResult]:
                 blocks_job=is_master_rdzv,
             )
         )
+    return findings
 
+
+def judge_ports(obs: PortsObservation) -> list[CheckResult]:
+    findings: list[CheckResult] = []
+    names = list(obs.nodes)
+    for name, node in obs.nodes.items():
+        if "error" in node:
+            findings.append(_result("error", f"{name}: {node['error']}", [name], item="probe"))
+    findings += _cannot_listen(obs)
+    findings += _blocked_probes(obs)
     findings.extend(_judge_routes(obs))
     # Notes (a route that could not be determined) fail nothing: shown after the findings or the pass.
     notes = [f for f in findings if f.is_note]

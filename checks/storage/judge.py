@@ -24,7 +24,6 @@ from checks.storage.details import (
     Differs,
     Layout,
     LeftBehind,
-    NoAnswer,
     SharedBy,
     Skipped,
     Space,
@@ -32,6 +31,7 @@ from checks.storage.details import (
     Where,
 )
 from checks.storage.settings import StorageSection
+from preflight.findings import finding, no_answer
 from preflight.model import CheckResult
 from preflight.nodeset import fold, group_by_value, minority, natural_key
 from preflight.status import Status
@@ -191,7 +191,7 @@ def difference(odd: Mapping[str, Any], good: Mapping[str, Any]) -> str:
 
 
 def _result(status: Status, summary: str, hosts: Sequence[str], details: StorageDetails) -> CheckResult:
-    return CheckResult(NAME, status, summary, tuple(sorted(hosts, key=natural_key)), dict(details))
+    return finding(NAME, status, summary, hosts, details, natural_order=True)
 
 
 def _path_details(path: str, role: str, share: Sharing) -> Where:
@@ -251,13 +251,102 @@ def _alike(nodes: int, many: str = "alike on all {n} nodes", one: str = "on the 
     return many.format(n=nodes) if nodes > 1 else one
 
 
-def judge_data(path: str, obs: StorageObservation) -> list[CheckResult]:
-    share = sharing(path, obs)
-    manifests = obs.manifests.get(path, {})
+def _copy_on_each_node(
+    share: Sharing, manifests: Mapping[str, Mapping[str, Any]]
+) -> dict[str, Mapping[str, Any]]:
+    """The manifest of the copy each node sees: the one walked on its shared filesystem."""
     per_node: dict[str, Mapping[str, Any]] = {}
     for group in share.groups:
         walked = next((manifests[h] for h in group if h in manifests), None)
         per_node.update({h: walked for h in group if walked is not None})
+    return per_node
+
+
+def _differing_copies(
+    path: str,
+    details: DataWhere,
+    compared: Mapping[str, Mapping[str, Any]],
+    reference: Any,
+    odd: Sequence[str],
+) -> list[CheckResult]:
+    """A finding for each way the odd copies differ from the copy most nodes have."""
+    findings = []
+    good = next((m for m in compared.values() if _content(m) == reference), None)
+    texts = {h: difference(compared[h], good) if good else describe(compared[h]) for h in odd}
+    for text, hosts in group_by_value(texts):
+        if good is not None:
+            summary = f"{fold(hosts)}: the copy of {path} differs from the one the other nodes have: {text}"
+        else:
+            sides = "; ".join(
+                f"{fold(hs)}: {describe(compared[hs[0]])}"
+                for _, hs in group_by_value({h: _content(compared[h]) for h in odd})
+            )
+            summary = f"the copies of {path} differ and no copy is on most nodes: {sides}"
+        differs: Differs = {
+            "item": "differs",
+            **details,
+            "reference": describe(good) if good else None,
+        }
+        # With no copy on most nodes no side can be cleared: every node with a copy is named.
+        findings.append(_result("fail", summary, hosts if good is not None else odd, differs))
+        if good is None:
+            break
+    return findings
+
+
+def _newest_times_differ(
+    path: str, details: DataWhere, compared: Mapping[str, Mapping[str, Any]]
+) -> list[CheckResult]:
+    """A warning when alike copies have newest files further apart in time than the slack."""
+    times = {h: m.get("newest_mtime") for h, m in compared.items()}
+    stamps = [t for t in times.values() if isinstance(t, int | float)]
+    if not (stamps and max(stamps) - min(stamps) > MTIME_SLACK_S):
+        return []
+    _, late = minority({h: round(t or 0) for h, t in times.items()})
+    mtime: DataFinding = {"item": "mtime", **details}
+    return [
+        _result(
+            "warn",
+            f"{fold(late)}: the copy of {path} has the same files and sampled content, but its "
+            "newest modification time differs (copied without keeping times?)",
+            late,
+            mtime,
+        )
+    ]
+
+
+def _data_passed(
+    path: str,
+    obs: StorageObservation,
+    share: Sharing,
+    details: DataWhere,
+    nodes: int,
+    compared: Mapping[str, Mapping[str, Any]],
+) -> CheckResult:
+    """The pass for a data path alike on every node, with its manifest."""
+    sample = next(iter(compared.values()), {})
+    truncated = " (the first files only)" if sample.get("truncated") else ""
+    passed: DataPass = {
+        **details,
+        "manifest": {
+            "files": sample.get("files"),
+            "bytes": sample.get("bytes"),
+            "newest": sample.get("newest"),
+            "newest_mtime": sample.get("newest_mtime"),
+            "truncated": sample.get("truncated"),
+        },
+    }
+    return _result(
+        "pass",
+        f"{path}: {_layout_text(share, obs, path)}; {_alike(nodes)}: {describe(sample)}{truncated}",
+        [],
+        passed,
+    )
+
+
+def judge_data(path: str, obs: StorageObservation) -> list[CheckResult]:
+    share = sharing(path, obs)
+    per_node = _copy_on_each_node(share, obs.manifests.get(path, {}))
     incomplete = [h for h, m in per_node.items() if m.get("incomplete")]
     compared = {h: m for h, m in per_node.items() if not m.get("incomplete")}
     reference, odd = minority({h: _content(m) for h, m in compared.items()})
@@ -271,43 +360,9 @@ def judge_data(path: str, obs: StorageObservation) -> list[CheckResult]:
     missing: DataFinding = {**details, "item": "missing"}
     findings = _missing(path, "data", obs, missing)
     if odd:
-        good = next((m for m in compared.values() if _content(m) == reference), None)
-        texts = {h: difference(compared[h], good) if good else describe(compared[h]) for h in odd}
-        for text, hosts in group_by_value(texts):
-            if good is not None:
-                summary = (
-                    f"{fold(hosts)}: the copy of {path} differs from the one the other nodes have: {text}"
-                )
-            else:
-                sides = "; ".join(
-                    f"{fold(hs)}: {describe(compared[hs[0]])}"
-                    for _, hs in group_by_value({h: _content(compared[h]) for h in odd})
-                )
-                summary = f"the copies of {path} differ and no copy is on most nodes: {sides}"
-            differs: Differs = {
-                "item": "differs",
-                **details,
-                "reference": describe(good) if good else None,
-            }
-            # With no copy on most nodes no side can be cleared: every node with a copy is named.
-            findings.append(_result("fail", summary, hosts if good is not None else odd, differs))
-            if good is None:
-                break
+        findings += _differing_copies(path, details, compared, reference, odd)
     else:
-        times = {h: m.get("newest_mtime") for h, m in compared.items()}
-        stamps = [t for t in times.values() if isinstance(t, int | float)]
-        if stamps and max(stamps) - min(stamps) > MTIME_SLACK_S:
-            _, late = minority({h: round(t or 0) for h, t in times.items()})
-            mtime: DataFinding = {"item": "mtime", **details}
-            findings.append(
-                _result(
-                    "warn",
-                    f"{fold(late)}: the copy of {path} has the same files and sampled content, but its "
-                    "newest modification time differs (copied without keeping times?)",
-                    late,
-                    mtime,
-                )
-            )
+        findings += _newest_times_differ(path, details, compared)
     if incomplete:
         not_walked: DataFinding = {"item": "incomplete", **details}
         findings.append(
@@ -322,40 +377,17 @@ def judge_data(path: str, obs: StorageObservation) -> list[CheckResult]:
         return findings
     if share.layout == "nowhere":
         return []
-    sample = next(iter(compared.values()), {})
-    truncated = " (the first files only)" if sample.get("truncated") else ""
-    passed: DataPass = {
-        **details,
-        "manifest": {
-            "files": sample.get("files"),
-            "bytes": sample.get("bytes"),
-            "newest": sample.get("newest"),
-            "newest_mtime": sample.get("newest_mtime"),
-            "truncated": sample.get("truncated"),
-        },
-    }
-    return [
-        _result(
-            "pass",
-            f"{path}: {_layout_text(share, obs, path)}; {_alike(len(per_node))}: "
-            f"{describe(sample)}{truncated}",
-            [],
-            passed,
-        )
-    ]
+    return [_data_passed(path, obs, share, details, len(per_node), compared)]
 
 
-def judge_checkpoint(path: str, obs: StorageObservation, cfg: StorageSection) -> list[CheckResult]:
-    share = sharing(path, obs)
-    details = _path_details(path, "checkpoint", share)
-    missing: CheckpointFinding = {**details, "item": "missing"}
-    findings = _missing(path, "checkpoint", obs, missing)
-    present = {h: p[path] for h, p in obs.inspected.items() if p.get(path, {}).get("exists")}
+def _unwritable(path: str, details: Where, present: Mapping[str, Mapping[str, Any]]) -> list[CheckResult]:
+    """A finding for each reason nodes cannot write to the checkpoint directory."""
     unwritable = {
         h: str(i.get("write_error") or i.get("error") or "not writable")
         for h, i in present.items()
         if not i.get("writable")
     }
+    findings = []
     for why, hosts in group_by_value(unwritable):
         not_writable: CheckpointFinding = {"item": "not_writable", **details}
         findings.append(
@@ -366,9 +398,19 @@ def judge_checkpoint(path: str, obs: StorageObservation, cfg: StorageSection) ->
                 not_writable,
             )
         )
+    return findings
+
+
+def _short_of_room(
+    path: str,
+    details: Where,
+    free: Mapping[str, Any],
+    inodes: Mapping[str, Any],
+    cfg: StorageSection,
+) -> list[CheckResult]:
+    """Findings for nodes with less free space or fewer free inodes than a checkpoint needs."""
+    findings = []
     need = cfg.free_needed_bytes
-    free = {h: (i.get("filesystem") or {}).get("free_bytes") for h, i in present.items()}
-    inodes = {h: (i.get("filesystem") or {}).get("free_inodes") for h, i in present.items()}
     short = {h: f for h, f in free.items() if need is not None and isinstance(f, int) and f < need}
     if short and need is not None:
         hosts = sorted(short, key=natural_key)
@@ -401,6 +443,20 @@ def judge_checkpoint(path: str, obs: StorageObservation, cfg: StorageSection) ->
                 no_inodes,
             )
         )
+    return findings
+
+
+def judge_checkpoint(path: str, obs: StorageObservation, cfg: StorageSection) -> list[CheckResult]:
+    share = sharing(path, obs)
+    details = _path_details(path, "checkpoint", share)
+    missing: CheckpointFinding = {**details, "item": "missing"}
+    findings = _missing(path, "checkpoint", obs, missing)
+    present = {h: p[path] for h, p in obs.inspected.items() if p.get(path, {}).get("exists")}
+    findings += _unwritable(path, details, present)
+    need = cfg.free_needed_bytes
+    free = {h: (i.get("filesystem") or {}).get("free_bytes") for h, i in present.items()}
+    inodes = {h: (i.get("filesystem") or {}).get("free_inodes") for h, i in present.items()}
+    findings += _short_of_room(path, details, free, inodes, cfg)
     if share.layout == "mixed":
         lone = [g[0] for g in share.groups if len(g) == 1]
         not_shared: CheckpointFinding = {"item": "not_shared", **details}
@@ -450,14 +506,6 @@ def judge_storage(obs: StorageObservation, cfg: StorageSection) -> list[CheckRes
             findings.append(
                 _result("error", f"{host}: could not remove its marker: {left[0]}", [host], left_behind)
             )
-    if obs.errors:
-        no_answer: NoAnswer = {"item": "no_answer", "errors": dict(obs.errors)}
-        findings.append(
-            _result(
-                "error",
-                f"{fold(obs.errors)}: storage could not be looked at: {next(iter(obs.errors.values()))}",
-                list(obs.errors),
-                no_answer,
-            )
-        )
+    unanswered = no_answer(NAME, obs.errors, "storage could not be looked at")
+    findings += [unanswered] if unanswered else []
     return findings

@@ -12,6 +12,7 @@ import contextlib
 import json
 import secrets
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from checks.storage.judge import StorageObservation, sharing, walkers
@@ -57,23 +58,20 @@ def peers_to_look_at(host: str, writers: Sequence[str], count: int) -> list[str]
     return [h for h in dict.fromkeys(chosen) if h != host]
 
 
-def observe_storage(ctx: CheckContext) -> StorageObservation:
-    cfg = ctx.config.section(StorageSection)
-    data, checkpoint = tuple(cfg.data), cfg.checkpoint_dir
-    sessions = ctx.live_sessions
-    token = secrets.token_hex(6)
-    marker_of = {s.spec.name: f"{MARKER_PREFIX}{token}-{i}" for i, s in enumerate(sessions)}
-    owners = {m: h for h, m in marker_of.items()}
-    budget = ctx.deadline.cap(_READY_S + _LOOK_S + cfg.walk_timeout_s + _CLEAN_S + 30)
-    processes: dict[str, RemoteProcess] = {}
-    inspected: dict[str, Any] = {}
-    seen: dict[str, Any] = {}
-    manifests: dict[str, dict[str, Any]] = {}
-    errors: dict[str, str] = {}
-    left: dict[str, list[str]] = {}
-    workers = max(1, min(ctx.config.run.fanout, len(sessions)))
+@dataclass
+class _Run:
+    """The nodes' storage probes and what every phase shares: markers, processes, errors."""
 
-    def each(work: Callable[[HostSession], T], chosen: Sequence[HostSession]) -> dict[str, T]:
+    ctx: CheckContext
+    cfg: StorageSection
+    sessions: list[HostSession]
+    marker_of: dict[str, str]
+    budget: float
+    processes: dict[str, RemoteProcess] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+
+    def each(self, work: Callable[[HostSession], T], chosen: Sequence[HostSession]) -> dict[str, T]:
+        """Run ``work`` on the chosen nodes at once; a node that fails keeps its first error."""
         found: dict[str, T] = {}
 
         def one(session: HostSession) -> None:
@@ -81,18 +79,28 @@ def observe_storage(ctx: CheckContext) -> StorageObservation:
             try:
                 found[name] = work(session)
             except (HostUnavailable, OSError, _NoAnswer, ValueError) as exc:
-                errors.setdefault(name, str(exc))
+                self.errors.setdefault(name, str(exc))
 
+        workers = max(1, min(self.ctx.config.run.fanout, len(self.sessions)))
         with cf.ThreadPoolExecutor(max_workers=workers) as pool:
             list(pool.map(one, chosen))
         return found
 
+    def talking(self) -> list[HostSession]:
+        """The nodes whose probe started and has not failed, in inventory order."""
+        return [s for s in self.sessions if s.spec.name in self.processes and s.spec.name not in self.errors]
+
+
+def _start_probes(run: _Run) -> dict[str, Any]:
+    """Start the probe on every node and collect what it inspected (``READY``), in inventory order."""
+    cfg, ctx = run.cfg, run.ctx
+
     def start(session: HostSession) -> Any:
         assert session.transport is not None
         options = {
-            "data": list(data),
-            "checkpoint": checkpoint,
-            "marker": marker_of[session.spec.name][len(MARKER_PREFIX) :],
+            "data": list(cfg.data),
+            "checkpoint": cfg.checkpoint_dir,
+            "marker": run.marker_of[session.spec.name][len(MARKER_PREFIX) :],
             "max_files": cfg.max_files,
             "walk_timeout_s": cfg.walk_timeout_s,
             "sample_files": cfg.sample_files,
@@ -102,67 +110,98 @@ def observe_storage(ctx: CheckContext) -> StorageObservation:
             NODE_SCRIPT,
             python=ctx.config.run.python,
             args=(json.dumps(options),),
-            timeout_s=budget,
+            timeout_s=run.budget,
         )
-        processes[session.spec.name] = process
+        run.processes[session.spec.name] = process
         return _answer(process, "READY", ctx.deadline.sooner(_READY_S))
 
-    def talking() -> list[HostSession]:
-        return [s for s in sessions if s.spec.name in processes and s.spec.name not in errors]
+    found = run.each(start, run.sessions)
+    # Threads finish in any order: inventory order, so that every phase picks the same nodes.
+    return {s.spec.name: found[s.spec.name] for s in run.sessions if s.spec.name in found}
 
-    try:
-        found = each(start, sessions)
-        # Threads finish in any order: inventory order, so that every phase picks the same nodes.
-        inspected = {s.spec.name: found[s.spec.name] for s in sessions if s.spec.name in found}
-        written = {
-            path: [h for h, paths in inspected.items() if paths.get(path, {}).get("marker")]
-            for path in (*data, checkpoint)
-            if path
+
+def _look_for_markers(run: _Run, inspected: dict[str, Any]) -> dict[str, Any]:
+    """Have every talking node look for its peers' markers on each path (``SEEN``)."""
+    written = {
+        path: [h for h, paths in inspected.items() if paths.get(path, {}).get("marker")]
+        for path in (*run.cfg.data, run.cfg.checkpoint_dir)
+        if path
+    }
+
+    def look(session: HostSession) -> Any:
+        process = run.processes[session.spec.name]
+        wanted = {
+            path: [run.marker_of[h] for h in peers_to_look_at(session.spec.name, hosts, run.cfg.look_peers)]
+            for path, hosts in written.items()
         }
+        process.write(f"LOOK {json.dumps(wanted)}\n".encode())
+        return _answer(process, "SEEN", run.ctx.deadline.sooner(_LOOK_S))
 
-        def look(session: HostSession) -> Any:
-            process = processes[session.spec.name]
-            wanted = {
-                path: [marker_of[h] for h in peers_to_look_at(session.spec.name, hosts, cfg.look_peers)]
-                for path, hosts in written.items()
-            }
-            process.write(f"LOOK {json.dumps(wanted)}\n".encode())
-            return _answer(process, "SEEN", ctx.deadline.sooner(_LOOK_S))
+    return run.each(look, run.talking())
 
-        seen = each(look, talking())
-        partial = StorageObservation(data, checkpoint, inspected, seen, owners)
-        to_walk: dict[str, list[str]] = {}
-        for path in data:
-            for host in walkers(sharing(path, partial)):
-                to_walk.setdefault(host, []).append(path)
 
-        def walk(session: HostSession) -> Any:
-            process = processes[session.spec.name]
-            process.write(f"WALK {json.dumps(to_walk[session.spec.name])}\n".encode())
-            return _answer(process, "MANIFEST", ctx.deadline.sooner(cfg.walk_timeout_s * 1.5 + 10))
+def _walk_data(run: _Run, partial: StorageObservation) -> dict[str, dict[str, Any]]:
+    """Walk each data path once per shared filesystem (``MANIFEST``): manifests by path, then node."""
+    to_walk: dict[str, list[str]] = {}
+    for path in partial.data:
+        for host in walkers(sharing(path, partial)):
+            to_walk.setdefault(host, []).append(path)
 
-        walked = each(walk, [s for s in talking() if s.spec.name in to_walk])
-        for host, found in walked.items():
-            for path, manifest in found.items():
-                manifests.setdefault(path, {})[host] = manifest
+    def walk(session: HostSession) -> Any:
+        process = run.processes[session.spec.name]
+        process.write(f"WALK {json.dumps(to_walk[session.spec.name])}\n".encode())
+        return _answer(process, "MANIFEST", run.ctx.deadline.sooner(run.cfg.walk_timeout_s * 1.5 + 10))
+
+    manifests: dict[str, dict[str, Any]] = {}
+    walked = run.each(walk, [s for s in run.talking() if s.spec.name in to_walk])
+    for host, found in walked.items():
+        for path, manifest in found.items():
+            manifests.setdefault(path, {})[host] = manifest
+    return manifests
+
+
+def _clean_up(run: _Run) -> dict[str, list[str]]:
+    """Tell every started probe ``DONE`` and collect the markers it could not remove (``CLEAN``)."""
+    ctx = run.ctx
+
+    def done(session: HostSession) -> Any:
+        process = run.processes[session.spec.name]
+        with contextlib.suppress(OSError):
+            process.write(b"DONE\n")
+            process.close_stdin()
+        try:
+            return _answer(
+                process,
+                "CLEAN",
+                ctx.deadline.sooner(_CLEAN_S) if not ctx.deadline.expired else Deadline.after(_CLEAN_S),
+            )
+        finally:
+            process.wait(Deadline.after(_CLEAN_S))
+
+    left: dict[str, list[str]] = {}
+    for host, answer in run.each(done, [s for s in run.sessions if s.spec.name in run.processes]).items():
+        left[host] = [str(f) for f in answer.get("left", [])]
+    return left
+
+
+def observe_storage(ctx: CheckContext) -> StorageObservation:
+    cfg = ctx.config.section(StorageSection)
+    data, checkpoint = tuple(cfg.data), cfg.checkpoint_dir
+    sessions = ctx.live_sessions
+    token = secrets.token_hex(6)
+    marker_of = {s.spec.name: f"{MARKER_PREFIX}{token}-{i}" for i, s in enumerate(sessions)}
+    owners = {m: h for h, m in marker_of.items()}
+    budget = ctx.deadline.cap(_READY_S + _LOOK_S + cfg.walk_timeout_s + _CLEAN_S + 30)
+    run = _Run(ctx, cfg, sessions, marker_of, budget)
+    inspected: dict[str, Any] = {}
+    seen: dict[str, Any] = {}
+    manifests: dict[str, dict[str, Any]] = {}
+    try:
+        inspected = _start_probes(run)
+        seen = _look_for_markers(run, inspected)
+        manifests = _walk_data(run, StorageObservation(data, checkpoint, inspected, seen, owners))
     finally:
-
-        def done(session: HostSession) -> Any:
-            process = processes[session.spec.name]
-            with contextlib.suppress(OSError):
-                process.write(b"DONE\n")
-                process.close_stdin()
-            try:
-                return _answer(
-                    process,
-                    "CLEAN",
-                    ctx.deadline.sooner(_CLEAN_S) if not ctx.deadline.expired else Deadline.after(_CLEAN_S),
-                )
-            finally:
-                process.wait(Deadline.after(_CLEAN_S))
-
-        for host, answer in each(done, [s for s in sessions if s.spec.name in processes]).items():
-            left[host] = [str(f) for f in answer.get("left", [])]
+        left = _clean_up(run)
     order = {s.spec.name: i for i, s in enumerate(sessions)}
     return StorageObservation(
         data=data,
@@ -171,7 +210,7 @@ def observe_storage(ctx: CheckContext) -> StorageObservation:
         seen=seen,
         owners=owners,
         manifests=manifests,
-        errors=dict(sorted(errors.items(), key=lambda kv: order[kv[0]])),
+        errors=dict(sorted(run.errors.items(), key=lambda kv: order[kv[0]])),
         left=left,
     )
 

@@ -21,82 +21,97 @@ def save(store: Store, record: RunRecord) -> int:
     digests = {node: digest_of(node, parts) for node, parts in record.parts.items()}
     with store.transaction():
         _write_part_sets(store, digests, record.parts)
-        run_id = store.insert_returning_id(
-            "INSERT INTO runs (started_at, inventory, profile, verdict, tool_version, local, hosts,"
-            " report_path) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
-            (
-                record.started_at,
-                record.info.inventory,
-                record.info.profile,
-                record.verdict,
-                record.tool_version,
-                int(record.info.local),
-                len(record.hosts),
-                record.info.report or None,
-            ),
-        )
-        store.insert_many(
-            "nodes",
-            (
-                "run_id",
-                "node",
-                "reachable",
-                "stack_versions",
-                "parts_digest",
-                "reached_as",
-                "hostname",
-                "identity_source",
-            ),
-            [
-                (
-                    run_id,
-                    record.key(h.name),
-                    int(h.reachable),
-                    json.dumps(versions_of(h), sort_keys=True),
-                    digests.get(record.key(h.name)),
-                    h.name,
-                    h.node.hostname if h.reachable else None,
-                    record.identities[h.name].source if h.name in record.identities else None,
-                )
-                for h in record.hosts
-            ],
-        )
-        store.insert_many(
-            "findings",
-            (
-                "run_id",
-                "started_at",
-                "finding_key",
-                "check_name",
-                "entity",
-                "cause",
-                "status",
-                "node",
-                "part",
-                "summary",
-            ),
-            [
-                (
-                    run_id,
-                    record.started_at,
-                    f.key,
-                    f.check,
-                    f.entity,
-                    f.cause,
-                    f.status,
-                    f.node,
-                    f.part,
-                    f.summary,
-                )
-                for f in record.findings
-            ],
-        )
+        run_id = _insert_run(store, record)
+        _insert_nodes(store, record, run_id, digests)
+        _insert_findings(store, record, run_id)
         store.insert_many(
             "rates",
             ("run_id", "started_at", "metric", "node", "part", "value"),
             [(run_id, record.started_at, r.metric, r.node, r.part, r.value) for r in record.rates],
         )
     return run_id
+
+
+def _insert_run(store: Store, record: RunRecord) -> int:
+    """Insert the run's own row; its id."""
+    return store.insert_returning_id(
+        "INSERT INTO runs (started_at, inventory, profile, verdict, tool_version, local, hosts,"
+        " report_path) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+        (
+            record.started_at,
+            record.info.inventory,
+            record.info.profile,
+            record.verdict,
+            record.tool_version,
+            int(record.info.local),
+            len(record.hosts),
+            record.info.report or None,
+        ),
+    )
+
+
+def _insert_nodes(store: Store, record: RunRecord, run_id: int, digests: Mapping[str, str]) -> None:
+    """Insert a row for each host of the run: reachable or not, its versions, part set and identity."""
+    store.insert_many(
+        "nodes",
+        (
+            "run_id",
+            "node",
+            "reachable",
+            "stack_versions",
+            "parts_digest",
+            "reached_as",
+            "hostname",
+            "identity_source",
+        ),
+        [
+            (
+                run_id,
+                record.key(h.name),
+                int(h.reachable),
+                json.dumps(versions_of(h), sort_keys=True),
+                digests.get(record.key(h.name)),
+                h.name,
+                h.node.hostname if h.reachable else None,
+                record.identities[h.name].source if h.name in record.identities else None,
+            )
+            for h in record.hosts
+        ],
+    )
+
+
+def _insert_findings(store: Store, record: RunRecord, run_id: int) -> None:
+    """Insert a row for each of the run's findings."""
+    store.insert_many(
+        "findings",
+        (
+            "run_id",
+            "started_at",
+            "finding_key",
+            "check_name",
+            "entity",
+            "cause",
+            "status",
+            "node",
+            "part",
+            "summary",
+        ),
+        [
+            (
+                run_id,
+                record.started_at,
+                f.key,
+                f.check,
+                f.entity,
+                f.cause,
+                f.status,
+                f.node,
+                f.part,
+                f.summary,
+            )
+            for f in record.findings
+        ],
+    )
 
 
 def digest_of(node: str, parts: Sequence[Part]) -> str:

@@ -1,8 +1,9 @@
 """Node facts probe: what this node has, as one JSON document on stdout.
 
-The controller sends this module's bundle (:mod:`preflight.bundle`) over SSH as the standard input
-of ``python3 -`` and runs it with the node's own interpreter (the training environment): standard
-library only at import time, Python 3.8 or newer. torch and pynvml are used when the node has them.
+The controller sends this module's bundle (:mod:`preflight.bundle`) through the node's transport
+(SSH, srun or local) as the standard input of ``python3 -`` and runs it with the node's own
+interpreter (the training environment): standard library only at import time, Python 3.8 or
+newer. torch and pynvml are used when the node has them.
 
 Every fact is optional. A fact that cannot be read is left out of ``facts`` and its name goes into
 ``facts["unavailable"]`` with a short reason; one failing gatherer never stops the others

@@ -14,12 +14,11 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from preflight.node.gathering import Sink, Unavailable, read_text, run_command
+from preflight.node.sysfs_counters import SYS_CLASS_INFINIBAND, SYS_CLASS_NET, port_counters
 
 if TYPE_CHECKING:
     JsonDict = dict[str, Any]
 
-SYS_CLASS_NET = "/sys/class/net"
-SYS_CLASS_INFINIBAND = "/sys/class/infiniband"
 # Port counters read from /sys/class/infiniband/DEV/ports/N/counters.
 IB_COUNTERS = ("link_downed", "symbol_error", "link_error_recovery", "port_rcv_errors",
                "port_rcv_remote_physical_errors", "port_xmit_discards")  # fmt: skip
@@ -153,13 +152,6 @@ def _sysfs_interfaces(net_root: str) -> list[JsonDict]:
     return interfaces
 
 
-def _counter(text: str | None) -> int | None:
-    try:
-        return int(text.strip()) if text is not None else None
-    except ValueError:
-        return None
-
-
 def parse_pcie_speed(text: str | None) -> float | None:
     """``/sys/bus/pci/devices/*/current_link_speed`` -> GT/s: ``16.0 GT/s PCIe`` -> 16.0, ``2.5 GT/s`` -> 2.5;
     None for ``Unknown`` or an unreadable file."""
@@ -221,9 +213,6 @@ def ib_devices(ib_root: str = SYS_CLASS_INFINIBAND) -> list[JsonDict]:
             rate = read_text(os.path.join(base, "rate"))
             link_layer = read_text(os.path.join(base, "link_layer"))
             phys_state = read_text(os.path.join(base, "phys_state"))
-            counters = {
-                name: _counter(read_text(os.path.join(base, "counters", name))) for name in IB_COUNTERS
-            }
             devices.append(
                 {
                     "name": device,
@@ -232,7 +221,7 @@ def ib_devices(ib_root: str = SYS_CLASS_INFINIBAND) -> list[JsonDict]:
                     "rate": rate.strip() if rate is not None else None,
                     "link_layer": link_layer.strip() if link_layer is not None else None,
                     "phys_state": parse_ib_state(phys_state) if phys_state is not None else None,
-                    "counters": {k: v for k, v in counters.items() if v is not None},
+                    "counters": port_counters(base, IB_COUNTERS),
                     "pcie": pcie_link(os.path.join(ib_root, device, "device")),
                 }
             )

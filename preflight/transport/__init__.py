@@ -1,4 +1,4 @@
-"""How preflight runs a command on a host: one small interface, local and SSH behind it.
+"""How preflight runs a command on a host: one small interface, SSH, srun and local behind it.
 
 Every command gets a deadline that is enforced on the host too (``timeout`` wraps it
 there), and runs in its own process group so that it can be ended, children and all,

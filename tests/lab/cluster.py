@@ -27,7 +27,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Literal, Protocol, TypeAlias
 
-from checks.job.node.host import RANK_COMM
+from checks.job.node.ranks_host import RANK_COMM
 
 from .gpu import GpuNode
 from .gpu import install as install_gpu_node

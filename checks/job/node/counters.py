@@ -11,12 +11,17 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from checks.job.node.markers import log, marked_lines
+from preflight.node.sysfs_counters import (
+    SYS_CLASS_INFINIBAND,
+    SYS_CLASS_NET,
+    interface_counters,
+    listing,
+    port_counters,
+)
 
 if TYPE_CHECKING:
     JsonDict = dict[str, Any]
 
-SYS_CLASS_INFINIBAND = "/sys/class/infiniband"
-SYS_CLASS_NET = "/sys/class/net"
 # Port counters under /sys/class/infiniband/DEV/ports/N/counters, read where present.
 IB_COUNTERS = (
     "symbol_error",
@@ -34,14 +39,6 @@ COUNTERS_MARKER = "PREFLIGHT-JOB-COUNTERS "
 _COUNTERS_LINE_RE = re.compile(rb"^[^\n]*" + re.escape(COUNTERS_MARKER.encode()) + rb"[^\n]*\n", re.MULTILINE)
 
 
-def _number(path: str) -> int | None:
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return int(handle.read().strip())
-    except (OSError, ValueError):
-        return None  # missing, unreadable, or "N/A (no PMA)"
-
-
 def _text(path: str) -> str | None:
     try:
         with open(path, encoding="utf-8") as handle:
@@ -50,42 +47,26 @@ def _text(path: str) -> str | None:
         return None
 
 
-def _listing(path: str) -> list[str]:
-    try:
-        return sorted(os.listdir(path))
-    except OSError:
-        return []
-
-
 def ib_ports(ib_root: str = SYS_CLASS_INFINIBAND) -> JsonDict:
     """Each InfiniBand port's counters by ``DEV/PORT``, with the port's link layer."""
     ib: JsonDict = {}
-    for device in _listing(ib_root):
+    for device in listing(ib_root):
         ports_dir = os.path.join(ib_root, device, "ports")
-        for port in _listing(ports_dir):
+        for port in listing(ports_dir):
             base = os.path.join(ports_dir, port)
-            values = {name: _number(os.path.join(base, "counters", name)) for name in IB_COUNTERS}
-            counters = {k: v for k, v in values.items() if v is not None}
+            counters = port_counters(base, IB_COUNTERS)
             if counters:
-                layer = _text(os.path.join(base, "link_layer"))
-                ib[device + "/" + port] = {"link_layer": layer, "counters": counters}
+                ib[device + "/" + port] = {
+                    "link_layer": _text(os.path.join(base, "link_layer")),
+                    "counters": counters,
+                }
     return ib
 
 
 def sample(ib_root: str = SYS_CLASS_INFINIBAND, net_root: str = SYS_CLASS_NET) -> JsonDict:
     """The counters now: ``ib`` by ``DEV/PORT`` (with the port's link layer), ``net`` by interface
     (``lo`` left out), and ``t``, a monotonic clock in seconds."""
-    ib = ib_ports(ib_root)
-    net: JsonDict = {}
-    for name in _listing(net_root):
-        if name == "lo":
-            continue
-        stats = os.path.join(net_root, name, "statistics")
-        values = {counter: _number(os.path.join(stats, counter)) for counter in NET_COUNTERS}
-        counters = {k: v for k, v in values.items() if v is not None}
-        if counters:
-            net[name] = counters
-    return {"t": time.monotonic(), "ib": ib, "net": net}
+    return {"t": time.monotonic(), "ib": ib_ports(ib_root), "net": interface_counters(NET_COUNTERS, net_root)}
 
 
 def report(before: JsonDict, after: JsonDict) -> None:

@@ -10,7 +10,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from checks.job.node import host, rank
+from checks.job.node import rank, ranks_host
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -22,7 +22,7 @@ def main(argv: Sequence[str]) -> int:
         # What the node's host handed this script: the bundle itself, and its TMPDIR's removal.
         source = globals().get("__preflight_source__")
         cleanup = globals().get("__preflight_cleanup__")
-        return host.serve(args, source, cleanup if callable(cleanup) else None)
+        return ranks_host.serve(args, source, cleanup if callable(cleanup) else None)
     return rank.run(args)
 
 

@@ -11,11 +11,12 @@ a node does not have is left out.
 
 from __future__ import annotations
 
-import os
 import subprocess
 from typing import TYPE_CHECKING, Any
 
-from checks.job.node.counters import SYS_CLASS_INFINIBAND, ib_ports
+from checks.job.node.counters import NET_COUNTERS, ib_ports
+from preflight.node.sysfs_counters import SYS_CLASS_INFINIBAND, SYS_CLASS_NET
+from preflight.node.sysfs_counters import interface_counters as sysfs_interface_counters
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -27,7 +28,6 @@ SNMP_FIELDS: Mapping[str, Sequence[str]] = {
 NETSTAT_FIELDS: Mapping[str, Sequence[str]] = {
     "TcpExt": ("TCPLostRetransmit", "TCPTimeouts", "TCPBacklogDrop", "TCPRcvQDrop", "TCPSynRetrans"),
 }
-INTERFACE_FIELDS = ("rx_errors", "tx_errors", "rx_dropped", "tx_dropped")
 # Seconds `ss` may take before its answer is left out.
 SS_TIMEOUT_S = 2.0
 
@@ -93,22 +93,11 @@ def parse_ss(text: str) -> tuple[dict[str, dict[str, int]], list[str]]:
     return peers, local
 
 
-def interface_counters(root: str = "/sys/class/net") -> dict[str, int]:
+def interface_counters(root: str = SYS_CLASS_NET) -> dict[str, int]:
     """Errors and drops summed over the node's interfaces but the loopback."""
     totals: dict[str, int] = {}
-    try:
-        names = sorted(os.listdir(root))
-    except OSError:
-        return totals
-    for name in names:
-        if name == "lo":
-            continue
-        for field in INTERFACE_FIELDS:
-            try:
-                with open(os.path.join(root, name, "statistics", field)) as handle:
-                    value = int(handle.read().strip() or 0)
-            except (OSError, ValueError):
-                continue
+    for counters in sysfs_interface_counters(NET_COUNTERS, root).values():
+        for field, value in counters.items():
             totals[f"if.{field}"] = totals.get(f"if.{field}", 0) + value
     return totals
 

@@ -80,10 +80,6 @@ class PairTests:
         alone = in_turn_s > 0
         if alone:
             plan = [[pair] for pairs in plan for pair in pairs]
-        torch = job.torch
-        target = max(FLOAT32_BYTES, int(settings["pair_bytes"]) // FLOAT32_BYTES * FLOAT32_BYTES)
-        budget = float(settings["pair_budget_s"])
-        probe_bytes = min(target, PAIR_PROBE_BYTES)
         local: list[JsonDict] = []
         began = time.perf_counter()
         index = 0
@@ -91,72 +87,86 @@ class PairTests:
             if in_turn_s > 0 and job.agree_max([time.perf_counter() - began])[0] > in_turn_s:
                 plan = plan[:index] + pack_rounds(pair for pairs in plan[index:] for pair in pairs)
                 in_turn_s, alone = 0.0, False
-            pairs = plan[index]
-            mine = next((p for p in pairs if job.node_rank in p), None)
-            group = self.groups[mine] if mine is not None else None
-            started = time.perf_counter()
-            proposal = float(target)
-            if group is not None:
-                small = torch.zeros(probe_bytes // FLOAT32_BYTES, dtype=torch.float32, device=job.device)
-                # The first op connects the pair's communicator (NCCL makes it lazily): it counts
-                # against the budget, but not as a measurement.
-                job.dist.all_reduce(small, group=group)
-                probe_local = job.time_ops(small, 1, group, aligned=True)
-                probe, spent = job.agree_max([probe_local, time.perf_counter() - started], group)
-                proposal = float(pair_size(target, probe_bytes, probe, max(budget - spent, budget / 3)))
-            size = int(job.agree_min([proposal])[0])
-            buffer = job.allocate(size // FLOAT32_BYTES, f"the {size}-byte pair message", group is not None)
-            if mine is not None and group is not None:
-                ranks = sorted(job.ranks_of_node.get(mine[0], []) + job.ranks_of_node.get(mine[1], []))
-                probe_local = job.time_ops(buffer, 1, group, aligned=True)  # allocate() agreed
-                probe, spent = job.agree_max([probe_local, time.perf_counter() - started], group)
-                requested = max(1, int(settings["iters"]))
-                _, timed = plan_iterations(probe, budget - spent, 0, requested)
-                waiting = CpuWait()
-                per_op_local = job.time_ops(buffer, timed, group, aligned=True)
-                local.append(
-                    {"size_bytes": size, "iters": timed, "probe_s": probe_local,
-                     "time_s": cut_short_time(per_op_local, timed, requested, probe_local),
-                     "cpu_wait": waiting.share(per_op_local * timed), "alone": len(pairs) == 1 and alone,
-                     "round": first_round + index, "nodes": list(mine), "ranks": ranks}
-                )  # fmt: skip
-            del buffer
+            measured = self._test_round(plan[index], settings)
+            if measured is not None:
+                measured.update(round=first_round + index, alone=len(plan[index]) == 1 and alone)
+                local.append(measured)
             # Rounds must not overlap: a pair still running would slow the next round's pairs.
             job.barrier()
             index += 1
-        by_pair: dict[tuple[int, int, int], JsonDict] = {}
-        waits: dict[tuple[int, int, int], list[float]] = {}
-        for rank_results in job.gather(local):
-            for result in rank_results:
-                key = (int(result["round"]), int(result["nodes"][0]), int(result["nodes"][1]))
-                known = by_pair.get(key)
-                # The pair's time is its slowest rank's: a pair runs at its slowest member's pace.
-                # (nccl-tests averages over ranks by default, -a 1; -a 3 takes the maximum, as here.)
-                if known is None or result["time_s"] > known["time_s"]:
-                    by_pair[key] = result
-                if result.get("cpu_wait") is not None:
-                    waits.setdefault(key, []).append(float(result["cpu_wait"]))
-        measurements: list[JsonDict] = []
-        for key in sorted(by_pair):
-            result = by_pair[key]
-            algbw, busbw = bus_bandwidth(
-                int(result["size_bytes"]), float(result["time_s"]), len(result["ranks"])
-            )
-            measurements.append(
-                {
-                    "round": result["round"],
-                    "nodes": result["nodes"],
-                    "ranks": result["ranks"],
-                    "size_bytes": result["size_bytes"],
-                    "iters": result["iters"],
-                    "probe_s": result["probe_s"],
-                    "time_s": result["time_s"],
-                    "algbw_gbps": algbw,
-                    "busbw_gbps": busbw,
-                    "retest": retest,
-                    "alone": bool(result.get("alone")),
-                    # The share of the test its most held-back rank waited for a CPU.
-                    "cpu_wait": max(waits[key]) if key in waits else None,
-                }
-            )
-        return measurements
+        return _by_pair(job.gather(local), retest)
+
+    def _test_round(self, pairs: Sequence[Pair], settings: Settings) -> JsonDict | None:
+        """This rank's part of one round: the message size every rank agrees on, then its pair's
+        probe and timed ops within the pair's budget; None for a rank whose node sits it out."""
+        job = self.job
+        torch = job.torch
+        target = max(FLOAT32_BYTES, int(settings["pair_bytes"]) // FLOAT32_BYTES * FLOAT32_BYTES)
+        budget = float(settings["pair_budget_s"])
+        probe_bytes = min(target, PAIR_PROBE_BYTES)
+        mine = next((p for p in pairs if job.node_rank in p), None)
+        group = self.groups[mine] if mine is not None else None
+        started = time.perf_counter()
+        proposal = float(target)
+        if group is not None:
+            small = torch.zeros(probe_bytes // FLOAT32_BYTES, dtype=torch.float32, device=job.device)
+            # The first op connects the pair's communicator (NCCL makes it lazily): it counts
+            # against the budget, but not as a measurement.
+            job.dist.all_reduce(small, group=group)
+            probe_local = job.time_ops(small, 1, group, aligned=True)
+            probe, spent = job.agree_max([probe_local, time.perf_counter() - started], group)
+            proposal = float(pair_size(target, probe_bytes, probe, max(budget - spent, budget / 3)))
+        size = int(job.agree_min([proposal])[0])
+        buffer = job.allocate(size // FLOAT32_BYTES, f"the {size}-byte pair message", group is not None)
+        if mine is None or group is None:
+            return None
+        ranks = sorted(job.ranks_of_node.get(mine[0], []) + job.ranks_of_node.get(mine[1], []))
+        probe_local = job.time_ops(buffer, 1, group, aligned=True)  # allocate() agreed
+        probe, spent = job.agree_max([probe_local, time.perf_counter() - started], group)
+        requested = max(1, int(settings["iters"]))
+        _, timed = plan_iterations(probe, budget - spent, 0, requested)
+        waiting = CpuWait()
+        per_op_local = job.time_ops(buffer, timed, group, aligned=True)
+        return {
+            "size_bytes": size, "iters": timed, "probe_s": probe_local,
+            "time_s": cut_short_time(per_op_local, timed, requested, probe_local),
+            "cpu_wait": waiting.share(per_op_local * timed), "nodes": list(mine), "ranks": ranks,
+        }  # fmt: skip
+
+
+def _by_pair(gathered: Sequence[Sequence[JsonDict]], retest: bool) -> list[JsonDict]:
+    """Every rank's measurements as one record a pair and round, in round order: the pair's time is
+    its slowest rank's, its CPU wait its most held-back rank's."""
+    by_pair: dict[tuple[int, int, int], JsonDict] = {}
+    waits: dict[tuple[int, int, int], list[float]] = {}
+    for rank_results in gathered:
+        for result in rank_results:
+            key = (int(result["round"]), int(result["nodes"][0]), int(result["nodes"][1]))
+            known = by_pair.get(key)
+            # A pair runs at its slowest member's pace (nccl-tests averages over ranks by
+            # default, -a 1; -a 3 takes the maximum, as here).
+            if known is None or result["time_s"] > known["time_s"]:
+                by_pair[key] = result
+            if result.get("cpu_wait") is not None:
+                waits.setdefault(key, []).append(float(result["cpu_wait"]))
+    measurements: list[JsonDict] = []
+    for key in sorted(by_pair):
+        result = by_pair[key]
+        algbw, busbw = bus_bandwidth(int(result["size_bytes"]), float(result["time_s"]), len(result["ranks"]))
+        measurements.append(
+            {
+                "round": result["round"],
+                "nodes": result["nodes"],
+                "ranks": result["ranks"],
+                "size_bytes": result["size_bytes"],
+                "iters": result["iters"],
+                "probe_s": result["probe_s"],
+                "time_s": result["time_s"],
+                "algbw_gbps": algbw,
+                "busbw_gbps": busbw,
+                "retest": retest,
+                "alone": bool(result.get("alone")),
+                "cpu_wait": max(waits[key]) if key in waits else None,
+            }
+        )
+    return measurements

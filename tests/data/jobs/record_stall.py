@@ -13,8 +13,8 @@ import threading
 import time
 from typing import Any
 
-from checks.job.attribution import read_progress
 from checks.job.node.markers import PHASE_MARKER, RANK_MARKER
+from checks.job.stalled_node import read_progress
 from tests.data.jobs.record import outcome, save
 from tests.test_distributed_job import free_port, job_args, run_job
 

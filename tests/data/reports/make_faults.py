@@ -32,7 +32,7 @@ from checks.allreduce import judge_allreduce
 from checks.baseline import compare
 from checks.clocks import ClockSample, ClocksObservation, judge_clocks
 from checks.clocks.settings import ClocksSection
-from checks.compute.attribution import refer_to_compute
+from checks.compute.root_cause import refer_to_compute
 from checks.connect import judge_connect
 from checks.environment import judge_environment
 from checks.environment.settings import MUST_MATCH

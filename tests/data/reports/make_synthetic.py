@@ -262,7 +262,7 @@ def recorded_job_run(path: Path) -> RunReport:
     findings referring to compute's; the hosts are the job's nodes."""
     from checks.allreduce import judge_allreduce
     from checks.compute import judge_compute
-    from checks.compute.attribution import refer_to_compute
+    from checks.compute.root_cause import refer_to_compute
     from checks.ddp import judge_ddp
     from checks.intranode import judge_intranode
     from checks.job.outcome import JobOutcome, NodeOutcome

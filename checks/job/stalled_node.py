@@ -344,8 +344,9 @@ def _by_loss_rate(
 
 def _outlost(host: str, pairs: Mapping[frozenset[str], int], rates: Mapping[frozenset[str], float]) -> bool:
     """Whether a connection without ``host`` lost more per MiB sent (:func:`_rates`) than every one
-    of its own: the count named a busy healthy node (in a real lab run at 25% loss on another node,
-    the healthy pair's 170 MiB had retransmitted 7 segments a MiB, the lossy node's pairs 105 and 250)."""
+    of its own: then the count named a busy healthy node, not the lossy one (at 25% loss on one node,
+    measured: a healthy pair that moved 170 MiB retransmitted 7 segments a MiB, the lossy node's pairs
+    105 and 250)."""
     own = [rate for pair, rate in rates.items() if host in pair]
     lost = [pair for pair in rates if host not in pair and pairs.get(pair, 0) >= MIN_PAIR_RETRANSMITS]
     others = [rates[pair] for pair in lost]

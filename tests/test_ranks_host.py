@@ -15,7 +15,7 @@ from typing import Any
 
 from checks.job import launch
 from checks.job.failures import explain_failures
-from checks.job.node.host import RANK_COMM
+from checks.job.node.ranks_host import RANK_COMM
 from checks.job.outcome import JobOutcome, NodeOutcome
 from preflight.probes import STREAM_BOOTSTRAP, node_script
 from tests.test_distributed_job import PYTHON, free_port, host_request, job_args

@@ -8,10 +8,10 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from checks.job.attribution import _by_retransmits, read_progress, stalled_node, with_loss_cause
 from checks.job.node.netstat import NETSTAT_FIELDS, SNMP_FIELDS, parse_proc_table, parse_ss
 from checks.job.outcome import JobOutcome
 from checks.job.phase import read_phase
+from checks.job.stalled_node import _by_retransmits, read_progress, stalled_node, with_loss_cause
 from preflight.model import CheckResult
 from tests.test_allreduce import load_job
 
