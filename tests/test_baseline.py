@@ -99,3 +99,34 @@ def test_a_slower_link_is_named_by_its_pair() -> None:
     (finding,) = compare(run(hosts(), [allreduce(46, before)]), hosts(), [allreduce(46, after)], Config())
     assert finding.hosts == ("gpu03", "gpu04")
     assert finding.summary.startswith("the link gpu03-gpu04 dropped to 0.25x its baseline busbw")
+
+
+def _named(names: list[str], **changes: dict[str, Any]) -> list[HostReport]:
+    """Nodes gpu01.. (their own host names), reached by ``names``."""
+    made = []
+    for index, name in enumerate(names, start=1):
+        facts = copy.deepcopy(H100)
+        facts["hostname"] = f"gpu{index:02d}"
+        facts.update(changes.get(name, {}))
+        made.append(HostReport(name, name, facts["hostname"], True, None, facts))
+    return made
+
+
+def test_nodes_the_baseline_reached_by_address_are_the_same_nodes_by_name_now() -> None:
+    addresses = [f"10.0.0.{i}" for i in range(1, 5)]
+    names = [f"gpu{i:02d}" for i in range(1, 5)]
+    before_pairs = {("10.0.0.1", "10.0.0.2"): 24.0, ("10.0.0.3", "10.0.0.4"): 24.0}
+    baseline = run(_named(addresses), [allreduce(46, before_pairs)])
+    after_pairs = {("gpu01", "gpu02"): 23.5, ("gpu03", "gpu04"): 6.0}
+    driver = dict(H100["driver"], version="550.90.07")
+    now = _named(names, gpu03={"driver": driver})
+    findings = compare(baseline, now, [allreduce(46, after_pairs)], Config())
+    # No node gone, none new: the driver change and the slow link are named under today's names.
+    assert {(f.details["item"], f.hosts) for f in findings} == {
+        ("version", ("gpu03",)),
+        ("pair", ("gpu03", "gpu04")),
+    }
+    # Unchanged, it passes and says which nodes it matched by what they are.
+    (passed,) = compare(baseline, _named(names), [allreduce(46, {p: 24.0 for p in after_pairs})], Config())
+    assert passed.status == "pass" and passed.details["renamed"]["10.0.0.3"] == "gpu03"
+    assert "4 reached by another name then: 10.0.0.1 as gpu01" in passed.summary

@@ -2,14 +2,18 @@
 
 The gate after maintenance. Compared with the run given by ``--baseline``: nodes gone or
 new, versions that changed, GPUs that disappeared, and bandwidth that dropped (full-world
-sweep by message size, and each pair of nodes) beyond ``[baseline] max_busbw_drop``. The judge is
-here; ``details`` says what its findings carry, ``present`` shows them.
+sweep by message size, and each pair of nodes) beyond ``[baseline] max_busbw_drop``. A node is the
+same node in both runs when its identity is (``preflight.identity``: its host name, machine ID or
+serials), whatever name reached it in each. The judge is here; ``details`` says what its findings
+carry, ``present`` shows them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from checks.baseline.details import (
     NAME,
@@ -29,6 +33,7 @@ from checks.versions import ITEMS, lookup
 from preflight.check import Check, CheckContext
 from preflight.config import Config
 from preflight.findings import finding
+from preflight.identity import INVENTORY, identities
 from preflight.model import CheckResult, HostReport, RunReport
 from preflight.nodeset import fold
 from preflight.settings import Settings
@@ -180,9 +185,42 @@ def _bandwidth(baseline: RunReport, results: Sequence[CheckResult], config: Conf
     return findings
 
 
+def _as_named_now(baseline: RunReport, hosts: Sequence[HostReport]) -> tuple[RunReport, dict[str, str]]:
+    """The baseline run with each of its nodes under the name that reached it in this run, where
+    both runs read the same identity from it (a node reached as ``10.0.0.13`` then and ``gpu13``
+    now); and those names, then -> now. Identities decided only by the names stay apart."""
+    now, _ = identities({h.name: h.facts if h.reachable else None for h in hosts})
+    before, _ = identities({h.name: h.facts if h.reachable else None for h in baseline.hosts})
+    named_now = {i.key: name for name, i in now.items() if i.source != INVENTORY}
+    renamed = {
+        old: named_now[i.key]
+        for old, i in before.items()
+        if i.source != INVENTORY and named_now.get(i.key, old) != old
+    }
+    taken = set(before) - set(renamed)
+    renamed = {old: new for old, new in renamed.items() if new not in taken}
+    if not renamed:
+        return baseline, {}
+    hosts_then = tuple(dataclasses.replace(h, name=renamed.get(h.name, h.name)) for h in baseline.hosts)
+    results_then = tuple(
+        dataclasses.replace(r, details=_pairs_renamed(r.details, renamed)) if r.check == "allreduce" else r
+        for r in baseline.results
+    )
+    return dataclasses.replace(baseline, hosts=hosts_then, results=results_then), renamed
+
+
+def _pairs_renamed(details: Mapping[str, Any], renamed: Mapping[str, str]) -> dict[str, Any]:
+    pairs = [
+        {**pair, "nodes": [renamed.get(str(n), str(n)) for n in pair["nodes"]]}
+        for pair in details.get("pairs") or []
+    ]
+    return {**details, "pairs": pairs} if pairs else dict(details)
+
+
 def compare(
     baseline: RunReport, hosts: Sequence[HostReport], results: Sequence[CheckResult], config: Config
 ) -> list[CheckResult]:
+    baseline, renamed = _as_named_now(baseline, hosts)
     findings = [
         *_nodes(baseline, hosts, config),
         *_gpus(baseline, hosts),
@@ -192,14 +230,14 @@ def compare(
     if findings:
         return findings
     compared = "bandwidth, " if _sweep(baseline.results) and _sweep(results) else ""
-    return [
-        _result(
-            "pass",
-            f"as good as the baseline run of {baseline.started_at}: same nodes, {compared}versions and GPUs",
-            [],
-            AsGood(baseline_started_at=baseline.started_at),
-        )
-    ]
+    summary = f"as good as the baseline run of {baseline.started_at}: same nodes, {compared}versions and GPUs"
+    details = AsGood(baseline_started_at=baseline.started_at)
+    if renamed:
+        shown = ", ".join(f"{old} as {new}" for old, new in list(renamed.items())[:3])
+        more = f" and {len(renamed) - 3} more" if len(renamed) > 3 else ""
+        summary += f" ({len(renamed)} reached by another name then: {shown}{more})"
+        details["renamed"] = dict(renamed)
+    return [_result("pass", summary, [], details)]
 
 
 def run(ctx: CheckContext) -> list[CheckResult]:

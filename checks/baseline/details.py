@@ -4,7 +4,7 @@ changed since the baseline run (``item``), and the baseline run's start on a pas
 
 from __future__ import annotations
 
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 NAME = "baseline"
 
@@ -59,9 +59,11 @@ class PairDrop(TypedDict):
 
 
 class AsGood(TypedDict):
-    """The pass: when the baseline run started."""
+    """The pass: when the baseline run started; the nodes the baseline reached by another name,
+    then -> now, matched by identity."""
 
     baseline_started_at: str
+    renamed: NotRequired[dict[str, str]]
 
 
 class NoBaseline(TypedDict):
