@@ -274,7 +274,6 @@ def run_trial(
     culprits = name_culprits(records, n_nodes, slow_ratio, quiet_ratio=quiet_ratio)
     found = stragglers_among(records, culprits)
     culprits = explained_by_stragglers(culprits, found)
-    stragglers = [s.nodes for s in found]
     planned = {p for pairs in first_wave for p in pairs}
     return Trial(
         seed=seed,
@@ -285,10 +284,8 @@ def run_trial(
         slow_links=frozenset(cluster.slow_links),
         links_tested=len(planned & set(cluster.slow_links)),
         retests=tuple(p for pairs in retests for p in pairs),
-        named_nodes=frozenset(s.node for s in culprits.slow_nodes)
-        | {s[0] for s in stragglers if len(s) == 1},
-        named_links=frozenset(link.nodes for link in culprits.slow_links)
-        | {s for s in stragglers if len(s) == 2},
+        named_nodes=frozenset(s.node for s in culprits.slow_nodes) | {s.node for s in found},
+        named_links=frozenset(link.nodes for link in culprits.slow_links),
         cut_groups=frozenset(cluster.cut_groups),
         named_groups=frozenset(_group_named(g.sides, cluster.cut_groups) for g in culprits.slow_groups),
     )

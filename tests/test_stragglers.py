@@ -33,7 +33,7 @@ def test_a_node_moderately_slow_with_every_partner_is_named_alone(name: str, slo
     # The fixed slow ratio names nobody: the node is above half the typical pair.
     assert not name_culprits(run["pairs"], len(run["nodes"]), 0.5).confirmed
     (straggler,) = name_stragglers(run["pairs"])
-    assert straggler.nodes == (slow,)
+    assert straggler.node == slow
     assert straggler.ratio < 0.8
     assert straggler.healthy_gbps - straggler.busbw_gbps > STRAGGLER_SIGMAS * straggler.noise_gbps / 2
 
@@ -69,5 +69,5 @@ def test_a_straggler_explains_the_slow_links_the_pair_rules_name_on_its_pairs() 
     assert trial.slow_nodes == {2}
     assert trial.named_nodes == {2} and trial.named_links == frozenset()
     culprits = Culprits(1.0, 1.0, 0.5, slow_links=(SlowLink((2, 3), 0.4, 0.4, 0.4, (0.4,)),))
-    straggler = Straggler((2,), 0.6, 1.0, 0.1, 6, 9)
+    straggler = Straggler(2, 0.6, 1.0, 0.1, 6, 9)
     assert explained_by_stragglers(culprits, [straggler]).slow_links == ()

@@ -370,20 +370,15 @@ def _straggler_results(
     with both measurements and the run's own noise."""
     results: list[CheckResult] = []
     for straggler in stragglers:
-        hosts = tuple(_name(names, n) for n in straggler.nodes)
-        what = (
-            f"{hosts[0]} is slow with every partner"
-            if len(hosts) == 1
-            else f"the link {'-'.join(hosts)} is slow"
-        )
-        others = "the pairs without it" if len(hosts) == 1 else "the other pairs"
+        host = _name(names, straggler.node)
         summary = (
-            f"{what}: {ratio(straggler.ratio)} {others} ({gbps(straggler.busbw_gbps)} vs "
+            f"{host} is slow with every partner: {ratio(straggler.ratio)} the pairs without it "
+            f"({gbps(straggler.busbw_gbps)} vs "
             f"{gbps(straggler.healthy_gbps)} GB/s busbw over {straggler.tests} and {straggler.healthy_tests} "
             f"tests; each pair tested {REPEATS + 1} times, its own noise ±{gbps(straggler.noise_gbps)} GB/s)"
         )
         details = {
-            "item": "straggler" if len(hosts) == 1 else "straggler_link",
+            "item": "straggler",
             "busbw_gbps": straggler.busbw_gbps,
             "healthy_gbps": straggler.healthy_gbps,
             "ratio": straggler.ratio,
@@ -392,7 +387,7 @@ def _straggler_results(
             "healthy_tests": straggler.healthy_tests,
         }
         status: Status = "fail" if straggler.ratio < slow_ratio else "warn"
-        results.append(CheckResult(NAME, status, summary, hosts, details))
+        results.append(CheckResult(NAME, status, summary, (host,), details))
     return results
 
 

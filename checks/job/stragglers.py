@@ -2,8 +2,8 @@
 across them, so a node moderately slow with every partner (a link shaped to 5 Gbit/s among 100)
 hides under the fixed slow ratio. There the job repeats every pair when one read slow
 (``planning.repeat_plan``): each pair's own repeats measure the run's noise, and a node whose every
-pair is STRAGGLER_RATIO of the pairs without it or slower, beyond that noise, is named; a pair so
-slow whose nodes are each fast with another partner is a slow link. Pure: records in, names out.
+pair is STRAGGLER_RATIO of the pairs without it or slower, beyond that noise, is named. Pure:
+records in, names out.
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ STRAGGLER_SIGMAS = 4.0
 
 @dataclass(frozen=True)
 class Straggler:
-    """A node slow with every partner (``nodes`` one node), or a slow link (two), against the pairs
-    without it: both means, the noise, and how many tests each mean holds."""
+    """A node slow with every partner, against the pairs without it: both means, the noise, and how
+    many tests each mean holds."""
 
-    nodes: tuple[int, ...]
+    node: int
     busbw_gbps: float  # the mean of its pairs' tests
     healthy_gbps: float  # the mean of the other pairs' tests
     noise_gbps: float  # the pairs' own standard deviation, pooled over their repeats
@@ -63,7 +63,7 @@ def _pooled_noise(tests: Mapping[Pair, Sequence[float]]) -> float | None:
 
 
 def _against(
-    nodes: tuple[int, ...],
+    node: int,
     slow: Mapping[Pair, Sequence[float]],
     rest: Mapping[Pair, Sequence[float]],
     noise: float,
@@ -81,11 +81,11 @@ def _against(
     error = noise * math.sqrt(1 / len(slow_values) + 1 / len(healthy_values))
     if healthy - mean < STRAGGLER_SIGMAS * error:
         return None
-    return Straggler(nodes, mean, healthy, noise, len(slow_values), len(healthy_values))
+    return Straggler(node, mean, healthy, noise, len(slow_values), len(healthy_values))
 
 
 def name_stragglers(records: Sequence[Mapping[str, Any]]) -> list[Straggler]:
-    """Slow nodes and slow links told by the repeats of a small cluster's pairs; none without them."""
+    """The slow nodes told by the repeats of a small cluster's pairs; none without them."""
     if not any(record.get("repeat") for record in records):
         return []
     tests = _tests(records)
@@ -97,7 +97,7 @@ def name_stragglers(records: Sequence[Mapping[str, Any]]) -> list[Straggler]:
         mine = {pair: values for pair, values in tests.items() if node in pair}
         if len(mine) >= 2:
             rest = {pair: values for pair, values in tests.items() if node not in pair}
-            if (straggler := _against((node,), mine, rest, noise)) is not None:
+            if (straggler := _against(node, mine, rest, noise)) is not None:
                 found.append(straggler)
     return found
 
@@ -105,7 +105,7 @@ def name_stragglers(records: Sequence[Mapping[str, Any]]) -> list[Straggler]:
 def explained_by_stragglers(culprits: Culprits, stragglers: Sequence[Straggler]) -> Culprits:
     """``culprits`` without the slow links of a straggler: its pairs are slow because it is, and
     naming one of them as a link would blame its healthy partner."""
-    slow = {node for straggler in stragglers for node in straggler.nodes}
+    slow = {straggler.node for straggler in stragglers}
     links = tuple(link for link in culprits.slow_links if not slow & set(link.nodes))
     return dataclasses.replace(culprits, slow_links=links)
 
@@ -113,4 +113,4 @@ def explained_by_stragglers(culprits: Culprits, stragglers: Sequence[Straggler])
 def stragglers_among(records: Sequence[Mapping[str, Any]], culprits: Culprits) -> list[Straggler]:
     """The stragglers the repeats tell that are not slow nodes already."""
     named = {s.node for s in culprits.slow_nodes}
-    return [s for s in name_stragglers(records) if not named & set(s.nodes)]
+    return [s for s in name_stragglers(records) if s.node not in named]
