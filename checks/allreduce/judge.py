@@ -9,7 +9,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
-from checks.allreduce.details import NAME, PHASE, AllreduceDetails, PairTest, SweepRow
+from checks.allreduce.details import NAME, PHASE, AllreduceDetails, PairTest
 from checks.allreduce.nccl_runtime import loaded_nccl_results, loaded_versions
 from checks.hardware.counters import growth_results
 from checks.job.nccl_log import NcclTransport, parse_nccl_log
@@ -501,10 +501,10 @@ def judge_allreduce(
             CheckResult(NAME, "warn", f"{fold(hosts)}: {why}", tuple(hosts), {"item": "untested_gpus"})
         )
 
-    sweep: list[SweepRow] = list(section.get("sweep") or [])
     details = _details(section, outcome, world, names, transports, (pairs, culprits), nccl_loaded, notes)
     if world == 1 and not any(r.status in ("fail", "error") for r in results):
         # busbw is 0 by definition for one rank: there is no traffic to measure.
+        sweep = details["sweep"]
         top = binary_size(int(sweep[-1]["size_bytes"])) if sweep else "?"
         summary = f"one rank only: no all-reduce traffic to measure (results checked up to {top})"
         return [CheckResult(NAME, "skip", summary, (), details)]
