@@ -43,12 +43,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from checks.allreduce.measures import NODE_BUSBW, PAIR_BUSBW
+from checks.compute.measures import GPU_TFLOPS
 from preflight.history.annotate import PAST_RUNS, slower_than_own_past
 from preflight.history.queries import Filters, flaky, offenders, trends
 from preflight.history.record import (
-    BUSBW,
-    PAIR_BUSBW,
-    TFLOPS,
     Finding,
     Part,
     Rate,
@@ -107,10 +106,14 @@ def run_at(base: RunRecord, number: int, start: datetime) -> RunRecord:
     (every 7th of them the same GPU as the run before: repeats and flaky findings)."""
     at = iso(start + RUN_EVERY * number)
     gpus = [p for parts in base.parts.values() for p in parts if p.kind == "gpu"]
-    rates = [Rate(TFLOPS, p.node, p.part, 600.0 + (number * 31 + int(p.slot)) % 40 / 4) for p in gpus]
-    rates += [Rate(BUSBW, node, "", 380.0 + number % 5) for node in base.parts]
+    rates = [
+        Rate(GPU_TFLOPS.metric, p.node, p.part, 600.0 + (number * 31 + int(p.slot)) % 40 / 4) for p in gpus
+    ]
+    rates += [Rate(NODE_BUSBW.metric, node, "", 380.0 + number % 5) for node in base.parts]
     names = list(base.parts)
-    rates += [Rate(PAIR_BUSBW, a, b, 380.0 + (number + len(a)) % 7) for a, b in pairs_of(names, number)]
+    rates += [
+        Rate(PAIR_BUSBW.metric, a, b, 380.0 + (number + len(a)) % 7) for a, b in pairs_of(names, number)
+    ]
     findings = []
     for k in range(max(1, len(names) // 100)):
         node = names[(number * 13 + k * 97) % len(names)] if k % 7 else names[k % len(names)]
@@ -163,7 +166,7 @@ def own_past_over_the_window(store: Store, record: RunRecord, window_days: int) 
     )
     nodes = sorted({rate.node for rate in record.rates})
     series: dict[tuple[str, str, str], list[float]] = {}
-    for metric in (TFLOPS, BUSBW):
+    for metric in (GPU_TFLOPS.metric, NODE_BUSBW.metric):
         for start in range(0, len(nodes), 500):
             chunk = nodes[start : start + 500]
             marks = ", ".join("?" for _ in chunk)

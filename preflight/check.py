@@ -18,6 +18,7 @@ from preflight.deadline import Deadline
 from preflight.facts import NodeFacts
 from preflight.handback import Action
 from preflight.inventory import HostSpec
+from preflight.measures import Measure, PartsNamed
 from preflight.model import CheckResult, HostReport, RunReport
 from preflight.settings import NOT_QUICK, Cost, Profile, Settings
 from preflight.silence import SilenceWatch, keepalive_of
@@ -132,7 +133,9 @@ class Check:
     (the TOML table named after the check), the command-line options that set it and what each
     profile changes in it; ``profiles``, the profiles that run it (``--quick`` runs only the
     checks that list it, unless ``--only`` says otherwise); ``duration``, what it adds to the
-    run's expected duration.
+    run's expected duration; ``measures``, the rates it measures (:mod:`preflight.measures`: what
+    the history store keeps and Prometheus publishes); ``parts_named``, the parts one of its
+    findings is about, where the finding says so in its own terms.
     """
 
     name: str
@@ -149,3 +152,5 @@ class Check:
     settings: Settings[Any] | None = None
     profiles: frozenset[Profile] = NOT_QUICK
     duration: tuple[Cost, ...] = ()
+    measures: tuple[Measure, ...] = ()
+    parts_named: PartsNamed | None = None

@@ -12,6 +12,7 @@ from typing import Any
 
 from preflight.check import Check
 from preflight.errors import UsageError
+from preflight.measures import Entity, Measure, PartsNamed
 from preflight.view import Presentation
 
 
@@ -25,6 +26,28 @@ def presentation_of(name: str) -> Presentation | None:
     """How the check ``name`` presents itself; None for a check this version does not know
     (a report written by another version)."""
     return next((c.presentation for c in all_checks() if c.name == name), None)
+
+
+def measures_of(name: str) -> tuple[Measure, ...]:
+    """The rates the check ``name`` measures; none for a check this version does not know."""
+    return next((c.measures for c in all_checks() if c.name == name), ())
+
+
+def kept_measures() -> dict[str, Measure]:
+    """The rates the history store keeps, by metric, in the order reports show them: by entity
+    (nodes, pairs, GPUs), then in registry order."""
+    kept = [m for c in all_checks() for m in c.measures if m.kept]
+    return {m.metric: m for m in sorted(kept, key=lambda m: m.order)}
+
+
+def kept_metrics(*entities: Entity) -> tuple[str, ...]:
+    """The metrics of the kept rates that belong to ``entities``, in :func:`kept_measures`' order."""
+    return tuple(m.metric for m in kept_measures().values() if m.entity in entities)
+
+
+def parts_named_by(name: str) -> PartsNamed | None:
+    """How the check ``name`` says which parts one of its findings is about, where it says so."""
+    return next((c.parts_named for c in all_checks() if c.name == name), None)
 
 
 def setting_tables() -> Mapping[str, type[Any]]:

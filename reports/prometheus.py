@@ -2,9 +2,9 @@
 
 One ``preflight_check_ok`` gauge per check and node (1: passed or warned; 0: a failed or
 errored finding names the node, or one that names no node failed the whole check), each
-node's hand-back verdict, the run's exit code and time, the all-reduce bus bandwidth at the
-largest size, and every per-node ratio a check publishes (``node_ratio`` in its details: the
-all-reduce pair ratio, a compute ratio). The file is written atomically by the CLI, so the
+node's hand-back verdict, the run's exit code and time, and every measure a check publishes as a
+gauge (``Measure.gauge``, :mod:`preflight.measures`: the all-reduce bus bandwidth at the largest
+size, each node's all-reduce pair ratio). The file is written atomically by the CLI, so the
 collector never reads half of it.
 """
 
@@ -13,11 +13,11 @@ from __future__ import annotations
 import calendar
 import time
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from preflight.handback import Handback
+from preflight.measures import Gauge
 from preflight.model import RunReport
-from preflight.view import listed, number
+from preflight.registry import measures_of
 
 _HELP = {
     "preflight_run_exit_code": "exit code of the last preflight run (0 pass, 1 fail, 3 hosts unchecked)",
@@ -25,8 +25,6 @@ _HELP = {
     "preflight_run_duration_seconds": "how long the last preflight run took",
     "preflight_check_ok": "1 when the check passed (or warned) on the node, 0 when it failed there",
     "preflight_node_ok": "1 when the node passed every check and can be used",
-    "preflight_allreduce_busbw_gbytes_per_second": "all-reduce bus bandwidth at the largest size (GB/s)",
-    "preflight_node_ratio": "a node's measure relative to its peers' (1 = typical), by check",
 }
 
 
@@ -66,24 +64,18 @@ def _check_ok(report: RunReport) -> Iterable[tuple[dict[str, str], float]]:
                 yield {"check": check, "node": node}, 1.0
 
 
-def _busbw(report: RunReport) -> Iterable[tuple[dict[str, str], float]]:
+def _gauges(report: RunReport) -> dict[Gauge, list[tuple[dict[str, str], float]]]:
+    """The samples of the measures the run's checks publish as gauges (``Measure.gauge``), by
+    gauge, labelled with the check, the node where a sample belongs to one, and its own labels."""
+    gauges: dict[Gauge, list[tuple[dict[str, str], float]]] = {}
     for result in report.results:
-        sweep = [row for row in listed(result.details.get("sweep")) if isinstance(row, Mapping)]
-        sized = [(number(row.get("size_bytes")), number(row.get("busbw_gbps"))) for row in sweep]
-        measured = [(size, busbw) for size, busbw in sized if size is not None and busbw is not None]
-        if measured:
-            size, busbw = max(measured)
-            yield {"check": result.check, "size_bytes": str(int(size))}, busbw
-
-
-def _node_ratios(report: RunReport) -> Iterable[tuple[dict[str, str], float]]:
-    for result in report.results:
-        ratios: Any = result.details.get("node_ratio")
-        if not isinstance(ratios, Mapping):
-            continue
-        for node, ratio in ratios.items():
-            if (value := number(ratio)) is not None:
-                yield {"check": result.check, "node": str(node)}, value
+        for measure in measures_of(result.check):
+            if measure.gauge is None:
+                continue
+            for sample in measure.read(result):
+                labels = {"check": result.check} | ({"node": sample.node} if sample.node else {})
+                gauges.setdefault(measure.gauge, []).append((labels | dict(sample.labels), sample.value))
+    return gauges
 
 
 def render(report: RunReport) -> str:
@@ -92,9 +84,11 @@ def render(report: RunReport) -> str:
         "preflight_run_exit_code": [({}, float(report.exit_code))],
         "preflight_run_duration_seconds": [({}, report.duration_s)],
         "preflight_check_ok": list(_check_ok(report)),
-        "preflight_allreduce_busbw_gbytes_per_second": list(_busbw(report)),
-        "preflight_node_ratio": list(_node_ratios(report)),
     }
+    helps = dict(_HELP)
+    for gauge, samples in _gauges(report).items():
+        metrics[gauge.name] = metrics.get(gauge.name, []) + samples
+        helps[gauge.name] = gauge.help
     if (started := _started_unix(report)) is not None:
         metrics["preflight_run_timestamp_seconds"] = [({}, started)]
     if handback is not None:
@@ -106,6 +100,6 @@ def render(report: RunReport) -> str:
     for name, samples in metrics.items():
         if not samples:
             continue
-        lines += [f"# HELP {name} {_HELP[name]}", f"# TYPE {name} gauge"]
+        lines += [f"# HELP {name} {helps[name]}", f"# TYPE {name} gauge"]
         lines += [f"{name}{_labels(labels)} {_value(value)}" for labels, value in samples]
     return "\n".join(lines) + "\n"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from checks.allreduce.details import NAME
 from checks.allreduce.judge import judge_allreduce
+from checks.allreduce.measures import MEASURES
 from checks.allreduce.present import PRESENTATION
 from checks.allreduce.settings import DURATION, SETTINGS
 from checks.compute.root_cause import CAUSE_CHECKS, causes_in, refer_to_compute
@@ -33,4 +34,5 @@ CHECK = Check(
     settings=SETTINGS,
     profiles=PROFILES,
     duration=DURATION,
+    measures=MEASURES,
 )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from checks.compute.details import NAME
 from checks.compute.judge import judge_compute
+from checks.compute.measures import MEASURES, slow_gpus
 from checks.compute.present import PRESENTATION
 from checks.compute.settings import DURATION, SETTINGS
 from checks.job import launch
@@ -30,4 +31,6 @@ CHECK = Check(
     reads=("ports",),
     settings=SETTINGS,
     duration=DURATION,
+    measures=MEASURES,
+    parts_named=slow_gpus,
 )

@@ -20,7 +20,9 @@ from preflight.history.record import Finding, Rate, RunRecord, findings_of
 from preflight.history.settings import iso
 from preflight.history.spread import bound_sigmas
 from preflight.history.store import Store
+from preflight.measures import Measure
 from preflight.model import CheckResult
+from preflight.registry import kept_measures
 
 CHECK = "history"
 SLOWER = "slower_than_own_past"
@@ -31,7 +33,6 @@ MIN_PAST_RUNS = 3
 # a part's own slow drift, and read by index seeks rather than by reading the window's every value
 # (a part judged at every run of a 30-day window has 180 of them at a run every 4 hours).
 PAST_RUNS = 30
-_UNITS = {"tflops": "TFLOPS", "busbw": "GB/s"}
 # A rate is below its own past only beyond that past's own spread: its earlier values' robust
 # standard deviation (1.4826 x their median absolute deviation) times a prediction bound for one
 # new value from that many (:func:`preflight.history.spread.bound_sigmas`: 3 sigmas for a long past,
@@ -39,6 +40,8 @@ _UNITS = {"tflops": "TFLOPS", "busbw": "GB/s"}
 # run to run and the margin decides; the CPU ranks of a shared machine move by tens of percent, and
 # their own spread keeps a healthy run from being named.
 MAD_TO_SIGMA = 1.4826
+# The order the warnings come in: a GPU's first (a slow GPU slows its node's bus bandwidth too).
+_JUDGED_FIRST = ("gpu", "node", "pair", "run")
 
 
 def ordinal(number: int) -> str:
@@ -100,13 +103,16 @@ def _repeats_of(
 def slower_than_own_past(
     record: RunRecord, store: Store, window_days: int, margin: float
 ) -> list[CheckResult]:
-    """A warning for each GPU whose compute rate, and each node whose bus bandwidth, is below the
-    median of its own earlier runs in the window (the last :data:`PAST_RUNS` of them) by more than
-    ``margin`` (0.1: 10 %) and beyond the spread of those runs (:data:`MAD_TO_SIGMA`: a rate that
-    moves that much run to run is not named for moving)."""
+    """A warning for each rate its check judges against its own past (``Measure.own_past``: a
+    GPU's compute rate, a node's bus bandwidth) that is below the median of its own earlier runs
+    in the window (the last :data:`PAST_RUNS` of them) by more than ``margin`` (0.1: 10 %) and
+    beyond the spread of those runs (:data:`MAD_TO_SIGMA`: a rate that moves that much run to run
+    is not named for moving)."""
     since = iso(_started(record) - timedelta(days=window_days))
     found: list[CheckResult] = []
-    for metric in ("tflops", "busbw"):
+    judged = [m for m in kept_measures().values() if m.own_past]
+    for measure in sorted(judged, key=lambda m: _JUDGED_FIRST.index(m.entity)):
+        metric = measure.metric
         now = [r for r in record.rates if r.metric == metric]
         if not now:
             continue
@@ -120,19 +126,27 @@ def slower_than_own_past(
             spread = MAD_TO_SIGMA * median([abs(v - typical) for v in values])
             bound = typical - bound_sigmas(len(values)) * spread
             if typical > 0 and rate.value < min(typical * (1 - margin), bound):
-                found.append(_slower(rate, typical, len(values), record, window_days))
+                found.append(_slower(measure, rate, typical, len(values), record, window_days))
     return found
 
 
-def _slower(rate: Rate, typical: float, runs: int, record: RunRecord, window_days: int) -> CheckResult:
-    unit = _UNITS[rate.metric]
+def _slower(
+    measure: Measure, rate: Rate, typical: float, runs: int, record: RunRecord, window_days: int
+) -> CheckResult:
+    unit = measure.unit
     below = 1 - rate.value / typical
     slot = next((p.slot for p in record.parts.get(rate.node, ()) if p.part == rate.part), None)
     name = record.names.get(rate.node, rate.node)
-    what = f"{name} GPU {slot} ({rate.part})" if rate.part else name
-    measure = "compute rate" if rate.metric == "tflops" else "bus bandwidth"
+    hosts: tuple[str, ...] = (name,)
+    if measure.entity == "gpu":
+        what = f"{name} GPU {slot} ({rate.part})"
+    elif measure.entity == "pair":
+        hosts = (name, record.names.get(rate.part, rate.part))
+        what = " ↔ ".join(hosts)
+    else:
+        what = name
     summary = (
-        f"{what}: {measure} {rate.value:.1f} {unit}, {below:.0%} below its own median of "
+        f"{what}: {measure.what} {rate.value:.1f} {unit}, {below:.0%} below its own median of "
         f"{typical:.1f} {unit} over {runs} runs in {window_days} days"
     )
     details = {
@@ -144,4 +158,4 @@ def _slower(rate: Rate, typical: float, runs: int, record: RunRecord, window_day
         "median": typical,
         "runs": runs,
     }
-    return CheckResult(CHECK, "warn", summary, (name,), details)
+    return CheckResult(CHECK, "warn", summary, hosts, details)

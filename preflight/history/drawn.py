@@ -3,8 +3,9 @@ carries the latest values of these trends only, and the HTML report's History se
 
 A run with :data:`DRAW_ALL` trends or fewer draws them all. A larger one draws those that matter,
 at most :data:`MOST_DRAWN`: the rates a ``history`` finding names slower than their own past, the
-repeat offenders' (an offending node's bus bandwidth, an offending GPU's compute rate), and the
-:data:`SLOWEST` of each metric furthest below their own mean in this run.
+repeat offenders' (an offending node's rates, an offending GPU's: its bus bandwidth, its compute
+rate), and the :data:`SLOWEST` of each metric furthest below their own mean in this run. Trends
+are drawn nodes' first, then pairs', then GPUs' (:func:`preflight.registry.kept_measures`).
 """
 
 from __future__ import annotations
@@ -12,10 +13,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
+from preflight.history.annotate import CHECK, SLOWER
+from preflight.registry import kept_measures
+
 DRAW_ALL = 24
 SLOWEST = 5  # per metric, the trends furthest below their own mean
 MOST_DRAWN = 40
-ORDER = ("busbw", "pair_busbw", "tflops")
 WHY_SLOWER = "slower than its own past"
 WHY_OFFENDER = "repeat offender"
 WHY_SLOWEST = "furthest below its mean"
@@ -64,7 +67,7 @@ def slower_keys(results: Iterable[Any]) -> set[Key]:
     found = set()
     for result in results:
         details: Mapping[str, Any] = result.details
-        if result.check == "history" and details.get("item") == "slower_than_own_past":
+        if result.check == CHECK and details.get("item") == SLOWER:
             found.add((str(details.get("metric")), str(details.get("node")), str(details.get("part") or "")))
     return found
 
@@ -73,13 +76,15 @@ def reasons(trends: Sequence[Drawable], slower: set[Key], offending: set[tuple[s
     """Why a trend matters, for those that do: named slower, an offender's (``offending``: the
     offenders' ``(by, name)``), or among the few furthest below their own mean (per metric)."""
     why = dict.fromkeys(slower, WHY_SLOWER)
+    measures = kept_measures()
     for t in trends:
+        entity = measures[t.metric].entity if t.metric in measures else None
         if key_of(t) not in why and (
-            (t.metric == "busbw" and ("node", t.node) in offending)
-            or (t.metric == "tflops" and ("part", t.part) in offending)
+            (entity == "node" and ("node", t.node) in offending)
+            or (entity == "gpu" and ("part", t.part) in offending)
         ):
             why[key_of(t)] = WHY_OFFENDER
-    for metric in ORDER:
+    for metric in measures:
         below = sorted(
             (t for t in trends if t.metric == metric and _ratio_or_last(t) < 1 and t.runs > 1),
             key=lambda t: (_ratio_or_last(t), key_of(t)),
@@ -94,10 +99,11 @@ def drawn(trends: Sequence[T], why: Mapping[Key, str]) -> list[T]:
     metric and ratio, at most :data:`MOST_DRAWN`."""
     every = len(trends) <= DRAW_ALL
     chosen = [t for t in trends if every or key_of(t) in why]
+    order = {metric: at for at, metric in enumerate(kept_measures())}
     chosen.sort(
         key=lambda t: (
             _PRIORITY[why.get(key_of(t), "")],
-            ORDER.index(t.metric),
+            order.get(t.metric, len(order)),
             _ratio_or_last(t),
             key_of(t),
         )

@@ -22,7 +22,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from preflight.history.schema import placeholders
 from preflight.identity import is_address, short_hostname
+from preflight.registry import kept_metrics
 
 MIN_SHARED = 2
 LEGACY = "legacy"
@@ -152,13 +154,15 @@ def rename_node(store: Any, old: str, new: str) -> None:
         " WHERE node = ?",
         (new, new, new, old),
     )
+    pairs = kept_metrics("pair")  # a pair's rate names its second node as its part
+    marks = placeholders(pairs)
     store.execute("UPDATE rates SET node = ? WHERE node = ?", (new, old))
-    store.execute("UPDATE rates SET part = ? WHERE metric = 'pair_busbw' AND part = ?", (new, old))
+    store.execute(f"UPDATE rates SET part = ? WHERE metric IN ({marks}) AND part = ?", (new, *pairs, old))
     later = 'node COLLATE "C" > part COLLATE "C"' if store.dialect == "postgresql" else "node > part"
     store.execute(
         "UPDATE rates SET node = part, part = node"
-        f" WHERE metric = 'pair_busbw' AND {later} AND (node = ? OR part = ?)",
-        (new, new),
+        f" WHERE metric IN ({marks}) AND {later} AND (node = ? OR part = ?)",
+        (*pairs, new, new),
     )
     # Parts known by the node's name and a slot ("node3:0000:04:00.0").
     prefix = f"{old}:"

@@ -9,9 +9,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
 
-from preflight.history.record import BUSBW, PAIR_BUSBW, TFLOPS
+from preflight.history.schema import placeholders
 from preflight.history.store import Store
 from preflight.identity import short_hostname
+from preflight.registry import kept_measures, kept_metrics
 
 FAILED = "('fail', 'error')"
 
@@ -38,8 +39,9 @@ class Filters:
         """``pairs``: the rates table, where ``--node`` is either name of a pair's rate too."""
         clauses, params = ["started_at >= ?"], [self.since]
         if self.node and pairs:
-            clauses.append(f"({node_column} = ? OR (metric = '{PAIR_BUSBW}' AND part = ?))")
-            params += [self.node, self.node]
+            metrics = kept_metrics("pair")
+            clauses.append(f"({node_column} = ? OR (metric IN ({placeholders(metrics)}) AND part = ?))")
+            params += [self.node, *metrics, self.node]
         elif self.node:
             clauses.append(f"{node_column} = ?")
             params.append(self.node)
@@ -103,7 +105,7 @@ def offenders_of(store: Store, since: str, nodes: Sequence[str], parts: Sequence
     node_set = set(nodes)
     for column, values in (("node", node_set), ("part", set(parts))):
         for chunk in _chunks(sorted(values), 500):
-            marks = ", ".join("?" for _ in chunk)
+            marks = placeholders(chunk)
             rows = store.query(
                 "SELECT started_at, node, part, check_name, cause, status FROM findings WHERE"
                 f" started_at >= ? AND part IS NOT NULL AND status IN {FAILED} AND {column} IN ({marks})",
@@ -159,7 +161,7 @@ def flaky_of(store: Store, since: str, nodes: Sequence[str]) -> list[Flaky]:
     for them."""
     rows: list[tuple[Any, ...]] = []
     for chunk in _chunks(sorted(set(nodes)), 500):
-        marks = ", ".join("?" for _ in chunk)
+        marks = placeholders(chunk)
         rows += store.query(
             f"SELECT finding_key, node, run_id FROM findings WHERE started_at >= ? AND node IN ({marks})",
             [since, *chunk],
@@ -194,7 +196,7 @@ def _runs_checking(store: Store, nodes: Sequence[str], since: str) -> dict[str, 
         return {}
     found: dict[str, list[int]] = {}
     for chunk in _chunks(nodes, 500):
-        marks = ", ".join("?" for _ in chunk)
+        marks = placeholders(chunk)
         rows = store.query(
             f"SELECT node, run_id FROM nodes WHERE reachable = 1 AND run_id >= ? AND node IN ({marks})",
             [min(window), *chunk],
@@ -237,7 +239,9 @@ def trends(store: Store, filters: Filters) -> list[Trend]:
     :attr:`Filters.with_pairs`."""
     where, params = filters.where(pairs=True)
     if not filters.with_pairs:
-        where += f" AND metric IN ('{BUSBW}', '{TFLOPS}')"
+        metrics = kept_metrics("node", "gpu")
+        where += f" AND metric IN ({placeholders(metrics)})"
+        params += metrics
     rows = store.query(
         "SELECT metric, node, part, COUNT(*), AVG(value), MIN(value), MAX(value), MIN(started_at),"
         f" MAX(started_at) FROM rates WHERE {where} GROUP BY metric, node, part ORDER BY metric, node, part",
@@ -260,17 +264,25 @@ class Mean:
 
 
 def means_of(
-    store: Store, since: str, nodes: Sequence[str], parts: Sequence[str], pairs: Iterable[tuple[str, str]]
+    store: Store,
+    since: str,
+    nodes: Sequence[str],
+    parts: Sequence[str],
+    pairs: Iterable[tuple[str, str, str]],
 ) -> list[Mean]:
-    """The runs and mean since ``since`` of ``nodes``' bus bandwidth, of ``pairs`` (names sorted) and
-    of ``parts``' compute rates, ordered by metric, node and part. Two aggregates read from the
+    """The runs and mean since ``since`` of ``nodes``' rates (a node's bus bandwidth), of
+    ``parts``' (a GPU's compute rate) and of the ``pairs``' rates ((metric, node, part), the pair's
+    names sorted), ordered by metric, node and part. Two aggregates read from the
     rates' index take half the time of the six of a :class:`Trend`. A sparse plan draws other pairs
     each run: only the given ones are read, not every pair the nodes ever made."""
     part_set = set(parts)
     found: list[Mean] = []
-    for metric in (BUSBW, TFLOPS):
+    for measure in kept_measures().values():
+        if measure.entity == "pair":
+            continue
+        metric = measure.metric
         for chunk in _chunks(sorted(set(nodes)), 500):
-            marks = ", ".join("?" for _ in chunk)
+            marks = placeholders(chunk)
             rows = store.query(
                 f"SELECT node, part, COUNT(*), AVG(value) FROM rates WHERE metric = ? AND node IN ({marks})"
                 " AND started_at >= ? GROUP BY node, part",
@@ -279,9 +291,9 @@ def means_of(
             found += [
                 Mean(metric, n, p, int(c), float(a))
                 for n, p, c, a in rows
-                if metric != TFLOPS or p in part_set
+                if measure.entity != "gpu" or p in part_set
             ]
-    wanted = [(PAIR_BUSBW, node, part) for node, part in sorted(set(pairs))]
+    wanted = sorted(set(pairs))
     for (metric, node, part), (c, a) in _per_series(store, "COUNT(*), AVG(value)", wanted, since):
         if c:
             found.append(Mean(metric, node, part, int(c), float(a)))
@@ -389,7 +401,7 @@ def earlier_failures(
     found: list[tuple[str, str, str | None, str, str]] = []
     for column, values in (("finding_key", keys), ("part", parts)):
         for chunk in _chunks(sorted(set(values)), 500):
-            marks = ", ".join("?" for _ in chunk)
+            marks = placeholders(chunk)
             rows = store.query(
                 f"SELECT finding_key, node, part, check_name || '/' || cause, started_at FROM findings"
                 f" WHERE started_at >= ? AND started_at < ? AND {column} IN ({marks}) ORDER BY started_at",

@@ -1,13 +1,14 @@
 """What a run leaves in the store: the run, every node with its versions, every part by its stable
-identity, each finding under a stable key, each GPU's compute rate, each node's bus bandwidth and
-each tested pair's bus bandwidth.
+identity, each finding under a stable key, and the rates the checks declare (:mod:`preflight.measures`:
+each GPU's compute rate, each node's and each tested pair's bus bandwidth).
 
 A node is kept under its identity (:mod:`preflight.identity`: what the node is, read on the node),
 with the name that reached it in this run beside it; every row below names the node by its identity.
 A finding's key is ``check/entity/cause``: the check, the node it names (or the whole run, ``*``,
 for a finding that names none) and its ``details.item`` (``details.cause`` for ``connect``). The
-part a finding is about is found where the finding names it: a slow GPU's serial in the compute
-check's ranks, or a part's identity (serial, UUID, PCI address, GUID) anywhere in its details.
+part a finding is about is found where the finding names it: as its check says
+(``Check.parts_named``: a burn's slow GPUs), or a part's identity (serial, UUID, PCI address, GUID)
+anywhere in its details.
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from preflight.identity import Clash, Identity, identities
+from preflight.measures import Measure, Sample
 from preflight.model import CheckResult, HostReport, RunReport
+from preflight.registry import measures_of, parts_named_by
 
 # The statuses kept as findings: the problems (a pass, and so a note, is not kept).
 KEPT_STATUSES = ("fail", "error", "warn")
@@ -95,10 +97,6 @@ def parts_of(host: HostReport, node: str | None = None) -> list[Part]:
     return parts
 
 
-def _records(value: Any) -> list[Mapping[str, Any]]:
-    return [v for v in value if isinstance(v, Mapping)] if isinstance(value, list) else []
-
-
 def cause_of(result: CheckResult) -> str:
     for key in ("item", "cause"):
         value = result.details.get(key)
@@ -140,18 +138,18 @@ def findings_of(
 def _named_parts(
     result: CheckResult, parts: Mapping[str, Sequence[Part]], keys: Mapping[str, str]
 ) -> dict[str, str]:
-    """Node (identity) -> the one part of that node the finding is about, where it names exactly one."""
-    named: dict[str, str] = {}
-    ranks = result.details.get("ranks")
-    ratio = result.details.get("slow_ratio")
-    if isinstance(ranks, list) and isinstance(ratio, int | float):  # a burn's ranks: the slow GPUs
+    """Node (identity) -> the one part of that node the finding is about, where it names exactly
+    one: as the check says (``Check.parts_named``: a burn's slow GPUs), else the one part whose
+    identity (serial, UUID, PCI address, GUID) the finding mentions."""
+    declared = parts_named_by(result.check)
+    said = declared(result) if declared is not None else None
+    if said is not None:
         slow: dict[str, set[str]] = {}
-        for rank in _records(ranks):
-            host, serial, own = rank.get("host"), rank.get("gpu_serial"), rank.get("ratio")
-            if host in result.hosts and serial and isinstance(own, int | float) and own < ratio:
-                slow.setdefault(keys.get(str(host), str(host)), set()).add(str(serial))
-        return {host: next(iter(s)) for host, s in slow.items() if len(s) == 1}
-    text = json.dumps({k: v for k, v in result.details.items() if k != "ranks"}) + " " + result.summary
+        for host, found in said.items():
+            slow.setdefault(keys.get(host, host), set()).update(found)
+        return {node: next(iter(s)) for node, s in slow.items() if len(s) == 1}
+    named: dict[str, str] = {}
+    text = json.dumps(result.details) + " " + result.summary
     for host in result.hosts:
         node = keys.get(host, host)
         found = {
@@ -168,15 +166,13 @@ def _mentions(text: str, identity: str) -> bool:
     return re.search(rf"(?<![\w:]){re.escape(identity)}(?![\w])", text) is not None
 
 
-# The metrics of the rates table.
-TFLOPS = "tflops"  # one GPU's compute rate; part: the GPU's identity
-BUSBW = "busbw"  # a node's bus bandwidth (GB/s); part: ""
-PAIR_BUSBW = "pair_busbw"  # a pair's bus bandwidth (GB/s); node and part: the pair's names, sorted
-
-
 @dataclass(frozen=True)
 class Rate:
-    metric: str  # TFLOPS, BUSBW or PAIR_BUSBW
+    """One value of a rate a check declares it keeps (:mod:`preflight.measures`), in the store's
+    terms: a node's by its identity (part ""), a GPU's by its node and its own identity, a pair's
+    by its two nodes' identities, sorted (node, part)."""
+
+    metric: str
     node: str
     part: str
     value: float
@@ -185,85 +181,42 @@ class Rate:
 def rates_of(
     results: Iterable[CheckResult], parts: Mapping[str, Sequence[Part]], keys: Mapping[str, str] | None = None
 ) -> list[Rate]:
-    """Each GPU's compute rate (TFLOPS) from a burn's ranks, each node's bus bandwidth (GB/s): the
-    median of the first pair tests it took part in, and each tested pair's bus bandwidth; nodes by
-    their identities (``keys``: name that reached it -> identity)."""
+    """The rates the checks declare kept (``Check.measures``), read from their findings by their
+    own readers; nodes by their identities (``keys``: name that reached it -> identity)."""
     keys = keys or {}
     rates: list[Rate] = []
     for result in results:
-        # Read by the shape of the details: a burn's ranks with their rates, pair tests with busbw.
-        rates.extend(_compute_rates(result, parts, keys))
-        rates.extend(_busbw_rates(result, keys))
-        rates.extend(_pair_rates(result, keys))
+        for measure in measures_of(result.check):
+            if measure.kept:
+                rates.extend(_rates(measure, measure.read(result), parts, keys))
     return rates
 
 
-def _compute_rates(
-    result: CheckResult, parts: Mapping[str, Sequence[Part]], keys: Mapping[str, str]
+def _rates(
+    measure: Measure, samples: Sequence[Sample], parts: Mapping[str, Sequence[Part]], keys: Mapping[str, str]
 ) -> list[Rate]:
+    if measure.entity == "pair":  # a pair's best, should two of its names be one node's
+        best: dict[tuple[str, str], float] = {}
+        for sample in samples:
+            first, second = sorted(keys.get(name, name) for name in (sample.node, sample.part))
+            if first != second:
+                best[(first, second)] = max(sample.value, best.get((first, second), sample.value))
+        return [Rate(measure.metric, first, second, value) for (first, second), value in sorted(best.items())]
     rates = []
-    for rank in _records(result.details.get("ranks")):
-        host, flops = rank.get("host"), rank.get("flops_per_s")
-        if not isinstance(host, str) or not isinstance(flops, int | float):
-            continue
-        node = keys.get(host, host)
-        part = rank.get("gpu_serial") or _gpu_at(parts.get(node, ()), rank.get("gpu_index"))
-        if part:
-            rates.append(Rate(TFLOPS, node, str(part), float(flops) / 1e12))
+    for sample in samples:
+        node = keys.get(sample.node, sample.node)
+        part = sample.part
+        if measure.entity == "gpu":
+            part = part or _gpu_at(parts.get(node, ()), sample.slot)
+            if not part:
+                continue
+        rates.append(Rate(measure.metric, node, part, sample.value))
     return rates
 
 
-def _gpu_at(parts: Sequence[Part], index: Any) -> str | None:
-    if index is None:
-        return None
-    return next((p.part for p in parts if p.kind == "gpu" and p.slot == str(index)), None)
-
-
-def _busbw_rates(result: CheckResult, keys: Mapping[str, str]) -> list[Rate]:
-    per_node: dict[str, list[float]] = {}
-    for test in _records(result.details.get("pairs")):
-        busbw = test.get("busbw_gbps")
-        if test.get("retest") or not isinstance(busbw, int | float):
-            continue
-        for node in test.get("nodes") or []:
-            per_node.setdefault(keys.get(str(node), str(node)), []).append(float(busbw))
-    if not per_node:
-        return [Rate(BUSBW, node, "", busbw) for node, busbw in _two_node_sweep(result, keys).items()]
-    return [Rate(BUSBW, node, "", _median(values)) for node, values in per_node.items()]
-
-
-def _two_node_sweep(result: CheckResult, keys: Mapping[str, str]) -> dict[str, float]:
-    """Two nodes are one pair, which the sweep measures whole: its largest size, when it reached
-    it, is each node's bus bandwidth (a pair test of theirs in a larger run is the same traffic)."""
-    nodes, rows = result.details.get("nodes"), _records(result.details.get("sweep"))
-    if not isinstance(nodes, list) or len(nodes) != 2 or not rows or not result.details.get("sweep_complete"):
-        return {}
-    busbw = rows[-1].get("busbw_gbps")
-    if not isinstance(busbw, int | float) or busbw <= 0:
-        return {}
-    return {keys.get(str(node), str(node)): float(busbw) for node in nodes}
-
-
-def _pair_rates(result: CheckResult, keys: Mapping[str, str]) -> list[Rate]:
-    """Each pair's fastest test in the run, its first test or a re-test: a busy fabric or busy
-    machines only ever slow a test down (the judge, too, takes a pair's best test for its floor
-    and its nodes' ratios), so a control pair re-tested in a slowed wave, or a pair slow once by
-    chance, keeps its own rate, and a pair slow in every test stays slow."""
-    best: dict[tuple[str, str], float] = {}
-    for test in _records(result.details.get("pairs")):
-        busbw, nodes = test.get("busbw_gbps"), test.get("nodes")
-        if not isinstance(busbw, int | float) or not isinstance(nodes, list) or len(nodes) != 2:
-            continue
-        first, second = sorted(keys.get(str(node), str(node)) for node in nodes)
-        if first != second:
-            best[(first, second)] = max(float(busbw), best.get((first, second), float(busbw)))
-    return [Rate(PAIR_BUSBW, first, second, value) for (first, second), value in sorted(best.items())]
-
-
-def _median(values: Sequence[float]) -> float:
-    ordered = sorted(values)
-    middle = len(ordered) // 2
-    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+def _gpu_at(parts: Sequence[Part], slot: str) -> str:
+    """The identity of the node's GPU at index ``slot``; "" where the node has none there."""
+    return next((p.part for p in parts if slot and p.kind == "gpu" and p.slot == slot), "")
 
 
 @dataclass(frozen=True)

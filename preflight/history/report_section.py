@@ -17,10 +17,11 @@ from typing import Any
 
 from preflight.history.drawn import drawn, key_of, reasons, slower_keys
 from preflight.history.queries import flaky_of, latest_values, means_of, offenders_of, trends_by_key
-from preflight.history.record import PAIR_BUSBW, RunRecord
+from preflight.history.record import RunRecord
 from preflight.history.settings import iso
 from preflight.history.store import Store
 from preflight.model import CheckResult
+from preflight.registry import kept_metrics
 
 # A drawn trend's values the report carries: its last this many in the window, enough for a
 # sparkline.
@@ -53,7 +54,8 @@ def run_history(
     nodes = [record.key(h.name) for h in record.hosts]
     parts = [p.part for found in record.parts.values() for p in found]
     now = {(r.metric, r.node, r.part): r.value for r in record.rates}
-    pairs = [(r.node, r.part) for r in record.rates if r.metric == PAIR_BUSBW]
+    pair_metrics = kept_metrics("pair")
+    pairs = [(r.metric, r.node, r.part) for r in record.rates if r.metric in pair_metrics]
     offenders = offenders_of(store, since, nodes, parts)
     seen = [
         _Seen(m.metric, m.node, m.part, m.runs, m.mean, now.get((m.metric, m.node, m.part)))
@@ -101,12 +103,13 @@ def _in_this_runs_names(record: RunRecord) -> Any:
     (the names that reached them); the store keeps them by identity, and ``identities`` says which
     is which where the two differ."""
     names = record.names
+    pair_metrics = kept_metrics("pair")
 
     def named(row: dict[str, Any]) -> dict[str, Any]:
         row = dict(row)
         if "node" in row:
             row["node"] = names.get(row["node"], row["node"])
-        if row.get("metric") == PAIR_BUSBW:
+        if row.get("metric") in pair_metrics:
             row["part"] = names.get(row["part"], row["part"])
         if row.get("by") == "node":
             row["name"] = names.get(row["name"], row["name"])

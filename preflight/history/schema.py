@@ -8,6 +8,7 @@ left alone (:class:`SchemaTooNew`).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 SCHEMA_VERSION = 4
 
@@ -146,3 +147,8 @@ class SchemaTooNew(Exception):
 def statements(version: int, dialect: str) -> list[str]:
     """Migration ``version``'s statements, written for ``dialect`` ("sqlite" or "postgresql")."""
     return [s.replace("{serial}", SERIAL_KEY[dialect]) for s in MIGRATIONS[version - 1]]
+
+
+def placeholders(items: Sequence[Any]) -> str:
+    """One SQL placeholder per item, ``?, ?, ?``; ``NULL`` for none (``IN (NULL)`` matches nothing)."""
+    return ", ".join("?" for _ in items) or "NULL"

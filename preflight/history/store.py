@@ -18,7 +18,14 @@ from typing import Any, Protocol
 
 from preflight.errors import PreflightError
 from preflight.history.joins import join_legacy_names
-from preflight.history.schema import JOIN_NAMES_AT, META, SCHEMA_VERSION, SchemaTooNew, statements
+from preflight.history.schema import (
+    JOIN_NAMES_AT,
+    META,
+    SCHEMA_VERSION,
+    SchemaTooNew,
+    placeholders,
+    statements,
+)
 
 BUSY_TIMEOUT_S = 10.0
 SCHEMA_LOCK = 0x70726566  # PostgreSQL's advisory lock key for migrations
@@ -81,7 +88,7 @@ class Store:
                     for row in rows:
                         copy.write_row(tuple(row))
                 return
-            marks = ", ".join("?" for _ in columns)
+            marks = placeholders(columns)
             sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})"
             self.connection.cursor().executemany(sql, [tuple(r) for r in rows])
         except Exception as exc:

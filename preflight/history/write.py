@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from preflight.history.record import Part, RunRecord, versions_of
+from preflight.history.schema import placeholders
 from preflight.history.settings import iso
 from preflight.history.store import Store
 
@@ -128,7 +129,7 @@ def _write_part_sets(store: Store, digests: Mapping[str, str], parts: Mapping[st
     wanted = sorted(set(digests.values()))
     for start in range(0, len(wanted), 500):
         chunk = wanted[start : start + 500]
-        marks = ", ".join("?" for _ in chunk)
+        marks = placeholders(chunk)
         known.update(
             d for (d,) in store.query(f"SELECT digest FROM part_sets WHERE digest IN ({marks})", chunk)
         )

@@ -17,12 +17,12 @@ from typing import Any
 from markupsafe import Markup
 
 from preflight.history.drawn import DRAW_ALL, drawn, reasons, slower_keys
+from preflight.measures import Entity, Measure
 from preflight.model import RunReport
+from preflight.registry import kept_measures
 from preflight.units import significant
 from reports import charts
 from reports.html.text import Anchors, text, when
-
-METRICS = {"busbw": ("node busbw", "GB/s"), "pair_busbw": ("pair busbw", "GB/s"), "tflops": ("GPU", "TFLOPS")}
 
 
 @dataclass(frozen=True)
@@ -112,11 +112,11 @@ def _number(value: Any, default: float = 0.0) -> float:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else default
 
 
-def _trends(history: Mapping[str, Any]) -> list[_Trend]:
+def _trends(history: Mapping[str, Any], measures: Mapping[str, Measure]) -> list[_Trend]:
     found = []
     for t in _records(history.get("trends")):
         metric = str(t.get("metric", ""))
-        if metric not in METRICS:
+        if metric not in measures:  # a rate this version does not keep
             continue
         now = t.get("now")
         found.append(
@@ -149,25 +149,27 @@ def _gpu_slots(report: RunReport) -> dict[tuple[str, str], str]:
     return slots
 
 
-def _what(t: _Trend, slots: Mapping[tuple[str, str], str]) -> str:
-    if t.metric == "pair_busbw":
+def _what(t: _Trend, entity: Entity, slots: Mapping[tuple[str, str], str]) -> str:
+    if entity == "pair":
         return f"{t.node} ↔ {t.part}"
-    if t.metric == "tflops":
+    if entity == "gpu":
         slot = slots.get((t.node, t.part))
         return f"{t.node} GPU {slot} ({t.part})" if slot is not None else f"{t.node} GPU {t.part}"
     return t.node
 
 
-def _row(t: _Trend, why: str, slots: Mapping[tuple[str, str], str], anchors: Anchors) -> TrendRow:
-    name, unit = METRICS[t.metric]
-    what = text(_what(t, slots))
+def _row(
+    t: _Trend, measure: Measure, why: str, slots: Mapping[tuple[str, str], str], anchors: Anchors
+) -> TrendRow:
+    unit = measure.unit
+    what = text(_what(t, measure.entity, slots))
     now = f"{significant(t.now)} {unit}" if t.now is not None else "not measured"
     label = (
         f"{what}: {significant(t.low)} to {significant(t.high)} {unit} over {t.runs} runs, "
         f"mean {significant(t.mean)}; this run {now}"
     )
     return TrendRow(
-        metric=name,
+        metric=measure.label,
         what=what,
         anchor=anchors(t.node),
         now=now,
@@ -192,23 +194,29 @@ def _lowest(trends: Iterable[_Trend]) -> _Trend | None:
 
 
 def _node_rows(
-    trends: Sequence[_Trend], slots: Mapping[tuple[str, str], str], anchors: Anchors
+    trends: Sequence[_Trend],
+    measures: Mapping[str, Measure],
+    slots: Mapping[tuple[str, str], str],
+    anchors: Anchors,
 ) -> list[NodeRow]:
+    def entity(t: _Trend) -> Entity:
+        return measures[t.metric].entity
+
     by_node: dict[str, list[_Trend]] = {}
     for t in trends:
         by_node.setdefault(t.node, []).append(t)
-        if t.metric == "pair_busbw":
+        if entity(t) == "pair":
             by_node.setdefault(t.part, []).append(t)
     rows = []
     for node in sorted(by_node):
         its = by_node[node]
-        busbw = next((t for t in its if t.metric == "busbw"), None)
+        busbw = next((t for t in its if entity(t) == "node"), None)
         shown = ""
         if busbw is not None:
             now = significant(busbw.now) if busbw.now is not None else "not measured"
             shown = f"{now} (mean {significant(busbw.mean)})"
-        gpu = _lowest(t for t in its if t.metric == "tflops")
-        pair = _lowest(t for t in its if t.metric == "pair_busbw")
+        gpu = _lowest(t for t in its if entity(t) == "gpu")
+        pair = _lowest(t for t in its if entity(t) == "pair")
         gpu_text = ""
         if gpu is not None and gpu.ratio is not None:
             gpu_text = f"GPU {slots.get((gpu.node, gpu.part), gpu.part)} {ratio(gpu.ratio)}"
@@ -226,7 +234,8 @@ def history_view(report: RunReport) -> HistoryView | None:
         return None
     anchors = Anchors(report.hosts)
     slots = _gpu_slots(report)
-    trends = _trends(history)
+    measures = kept_measures()
+    trends = _trends(history, measures)
     offending = {(str(o.get("by")), str(o.get("name"))) for o in _records(history.get("offenders"))}
     why = reasons(trends, slower_keys(report.results), offending)
     every = len(trends) <= DRAW_ALL
@@ -261,7 +270,7 @@ def history_view(report: RunReport) -> HistoryView | None:
             )
             for f in _records(history.get("flaky"))
         ],
-        drawn=[_row(t, why.get(t.key, ""), slots, anchors) for t in drawn(trends, why)],
+        drawn=[_row(t, measures[t.metric], why.get(t.key, ""), slots, anchors) for t in drawn(trends, why)],
         trends=len(trends),
-        nodes=[] if every else _node_rows(trends, slots, anchors),
+        nodes=[] if every else _node_rows(trends, measures, slots, anchors),
     )
