@@ -15,6 +15,8 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from checks.allreduce.details import NAME as ALLREDUCE
+from checks.allreduce.measures import PAIR_BUSBW
 from checks.baseline.details import (
     NAME,
     AsGood,
@@ -52,7 +54,7 @@ def _policy(value: str) -> Status | None:
 def _sweep(results: Sequence[CheckResult]) -> dict[int, float]:
     """busbw (GB/s) by message size of the full-world all-reduce sweep."""
     for result in results:
-        if result.check == "allreduce":
+        if result.check == ALLREDUCE:
             rows = result.details.get("sweep") or []
             if rows:
                 return {int(r["size_bytes"]): float(r["busbw_gbps"]) for r in rows if r.get("busbw_gbps")}
@@ -60,14 +62,14 @@ def _sweep(results: Sequence[CheckResult]) -> dict[int, float]:
 
 
 def _pairs(results: Sequence[CheckResult]) -> dict[tuple[str, str], float]:
-    """The best busbw measured for each pair of nodes (first test or re-test)."""
+    """Each tested pair's bus bandwidth as ``allreduce`` declares it (its best test, first or
+    re-test), by the pair's names, sorted."""
     found: dict[tuple[str, str], float] = {}
     for result in results:
-        if result.check != "allreduce":
-            continue
-        for pair in result.details.get("pairs") or []:
-            a, b = sorted(str(n) for n in pair["nodes"])
-            found[(a, b)] = max(found.get((a, b), 0.0), float(pair.get("busbw_gbps") or 0.0))
+        if result.check == ALLREDUCE:
+            for sample in PAIR_BUSBW.read(result):
+                pair = (sample.node, sample.part)
+                found[pair] = max(found.get(pair, 0.0), sample.value)
     return found
 
 
@@ -203,7 +205,7 @@ def _as_named_now(baseline: RunReport, hosts: Sequence[HostReport]) -> tuple[Run
         return baseline, {}
     hosts_then = tuple(dataclasses.replace(h, name=renamed.get(h.name, h.name)) for h in baseline.hosts)
     results_then = tuple(
-        dataclasses.replace(r, details=_pairs_renamed(r.details, renamed)) if r.check == "allreduce" else r
+        dataclasses.replace(r, details=_pairs_renamed(r.details, renamed)) if r.check == ALLREDUCE else r
         for r in baseline.results
     )
     return dataclasses.replace(baseline, hosts=hosts_then, results=results_then), renamed
@@ -243,7 +245,7 @@ def compare(
 def run(ctx: CheckContext) -> list[CheckResult]:
     if ctx.baseline is None:
         return [_result("skip", "no baseline run given (--baseline RUN.json)", [], NoBaseline())]
-    return compare(ctx.baseline, ctx.hosts, ctx.findings.get("allreduce", ()), ctx.config)
+    return compare(ctx.baseline, ctx.hosts, ctx.findings.get(ALLREDUCE, ()), ctx.config)
 
 
 CHECK = Check(
@@ -252,6 +254,6 @@ CHECK = Check(
     run=run,
     presentation=PRESENTATION,
     needs_baseline=True,
-    reads=("allreduce",),
+    reads=(ALLREDUCE,),
     settings=Settings(BaselineSection),
 )
