@@ -8,10 +8,12 @@ import sys
 import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.lab import LabCluster, MakeLab, missing_requirements  # the lab cluster block, below
+from tests.lab.slurm import SlurmLab, missing_slurm
 
 # =============================================================================================
 # Lab cluster (tests/lab): SSH nodes built from Linux namespaces. Tests marked `lab` need root,
@@ -80,3 +82,24 @@ def _module_history_store() -> Iterator[None]:
 def _own_history_store() -> Iterator[None]:
     """Each test's own runs have a store of their own."""
     yield from _history_store_of_its_own()
+
+
+@pytest.fixture
+def slurm_on() -> Iterator[Any]:
+    """slurm_on(lab, prolog=None, node_prefix=""): a started Slurm over the lab
+    (tests/lab/slurm.py), stopped at teardown."""
+    if missing := missing_slurm():
+        message = "Slurm unavailable; missing: " + ", ".join(missing) + " (tests/run.sh installs them)"
+        if _on_ci():
+            pytest.fail(message + " (CI must run the Slurm tests)", pytrace=False)
+        pytest.skip(message)
+    started: list[SlurmLab] = []
+
+    def start(lab: LabCluster, prolog: Path | None = None, node_prefix: str = "") -> SlurmLab:
+        slurm = SlurmLab(lab, prolog=prolog, node_prefix=node_prefix)
+        started.append(slurm)
+        return slurm.start()
+
+    yield start
+    for slurm in started:
+        slurm.stop()

@@ -5,43 +5,22 @@ the next srun; the node-local mode gates jobs as Slurm's prolog."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.lab import NODE_PYTHON, LabCluster, MakeLab
-from tests.lab.slurm import SlurmLab, missing_slurm
+from tests.lab.slurm import SlurmLab
 
 pytestmark = pytest.mark.lab
 
 PREFLIGHT = str(Path(sys.executable).with_name("preflight"))
-
-
-@pytest.fixture
-def slurm_on() -> Iterator[Any]:
-    """slurm_on(lab, prolog=None): a started Slurm over the lab, stopped at teardown."""
-    if missing := missing_slurm():
-        message = "Slurm unavailable; missing: " + ", ".join(missing) + " (tests/run.sh installs them)"
-        if os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no"):
-            pytest.fail(message + " (CI must run the Slurm tests)", pytrace=False)
-        pytest.skip(message)
-    started: list[SlurmLab] = []
-
-    def start(lab: LabCluster, prolog: Path | None = None) -> SlurmLab:
-        slurm = SlurmLab(lab, prolog=prolog)
-        started.append(slurm)
-        return slurm.start()
-
-    yield start
-    for slurm in started:
-        slurm.stop()
 
 
 def salloc_check(

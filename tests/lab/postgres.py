@@ -9,7 +9,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -27,8 +27,10 @@ def _free_port() -> int:
 
 
 @contextmanager
-def postgres_server() -> Iterator[str]:
-    """A server for the duration of the block; its URL (``postgresql://postgres@127.0.0.1:PORT/postgres``)."""
+def postgres_server(also_on: Sequence[str] = ()) -> Iterator[str]:
+    """A server for the duration of the block; its URL (``postgresql://postgres@127.0.0.1:PORT/postgres``).
+    ``also_on``: more addresses it listens on, each open to its /24 (a lab's bridge address, for
+    the lab nodes' own runs)."""
     initdb = sorted(PG_BIN.glob("*/bin/initdb"))
     if not initdb or os.geteuid() != 0:
         raise PostgresUnavailable("PostgreSQL server binaries (Debian postgresql) and root are needed")
@@ -41,9 +43,12 @@ def postgres_server() -> Iterator[str]:
         subprocess.run(["runuser", "-u", "postgres", "--", *command], check=True, capture_output=True)
 
     as_postgres(str(bindir / "initdb"), "-D", str(data / "db"), "--auth=trust", "-U", "postgres")
+    with (data / "db" / "pg_hba.conf").open("a") as hba:
+        hba.writelines(f"host all all {address.rsplit('.', 1)[0]}.0/24 trust\n" for address in also_on)
+    listen = ",".join(["127.0.0.1", *also_on])
     as_postgres(
         str(bindir / "pg_ctl"), "-D", str(data / "db"), "-w", "-l", str(data / "log"),
-        "-o", f"-p {port} -k {data} -c listen_addresses=127.0.0.1", "start",
+        "-o", f"-p {port} -k {data} -c listen_addresses={listen}", "start",
     )  # fmt: skip
     try:
         yield f"postgresql://postgres@127.0.0.1:{port}/postgres"

@@ -41,9 +41,12 @@ def missing_slurm() -> tuple[str, ...]:
 class SlurmLab:
     """Slurm over a started lab: one partition ``lab`` with every node, jobs run as root."""
 
-    def __init__(self, lab: LabCluster, *, prolog: Path | None = None) -> None:
+    def __init__(self, lab: LabCluster, *, prolog: Path | None = None, node_prefix: str = "") -> None:
         self.lab = lab
         self.prolog = prolog
+        # Slurm's node names are the hosts' names behind this prefix ("" for the same names): a
+        # site whose Slurm calls its nodes otherwise than they call themselves.
+        self.node_prefix = node_prefix
         self.root = lab.root / "slurm"
         self.conf = self.root / "slurm.conf"
         self._munged: subprocess.Popen[bytes] | None = None
@@ -72,7 +75,7 @@ class SlurmLab:
             for node in self.lab.nodes:
                 self._prepare_node(node)
                 self.start_slurmd(node)
-            self.wait_idle([n.name for n in self.lab.nodes])
+            self.wait_idle([self.slurm_name(n) for n in self.lab.nodes])
         except BaseException:
             self.stop()
             raise
@@ -119,7 +122,7 @@ class SlurmLab:
     def _slurm_conf(self) -> str:
         controller = socket.gethostname().split(".")[0]
         nodes = [
-            f"NodeName={n.name} NodeAddr={n.address} NodeHostname={n.name} CPUs=2 State=UNKNOWN"
+            f"NodeName={self.slurm_name(n)} NodeAddr={n.address} NodeHostname={n.name} CPUs=2 State=UNKNOWN"
             for n in self.lab.nodes
         ]
         return "\n".join([
@@ -191,7 +194,7 @@ class SlurmLab:
         target = self.lab.node(node)
         nsenter = ["nsenter", "-t", str(self._holder_pid(target)), "-n", "-m", "-u", "--"]
         self._slurmd[target.name] = self._popen(
-            [*nsenter, SLURMD, "-D", "-N", target.name, "-f", str(self.conf)],
+            [*nsenter, SLURMD, "-D", "-N", self.slurm_name(target), "-f", str(self.conf)],
             self.root / f"slurmd-{target.name}.out",
         )
 
@@ -202,6 +205,10 @@ class SlurmLab:
             with _suppress_lookup():
                 os.killpg(proc.pid, 9)
             proc.wait(timeout=10)
+
+    def slurm_name(self, node: LabNode | str) -> str:
+        """The node's name in Slurm."""
+        return self.node_prefix + self.lab.node(node).name
 
     def _holder_pid(self, node: LabNode) -> int:
         if node.holder is None:
