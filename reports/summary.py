@@ -32,3 +32,29 @@ def headline(report: RunReport) -> str:
     nodes = {host for r in culprits for host in r.hosts}
     on = f" on {len(nodes)} node{'s' if len(nodes) != 1 else ''}" if nodes else ""
     return f"{label} — {len(summaries)} findings{on}; first: {summaries[0]}"
+
+
+def kept_as(report: RunReport) -> list[tuple[str, str, str]]:
+    """The run's nodes that the history store keeps under an identity other than the name that
+    reached them (docs/node-identity.md): ``(name, identity, source)``, as the report's ``history``
+    key lists them; none for a run without the store."""
+    rows = (report.history or {}).get("identities")
+    if not isinstance(rows, list):
+        return []
+    return [
+        (str(row.get("name", "")), str(row.get("node", "")), str(row.get("source", "")))
+        for row in rows
+        if isinstance(row, dict)
+    ]
+
+
+def kept_as_line(report: RunReport, most: int = 4) -> str | None:
+    """``history keeps sl-n01 as n01, sl-n02 as n02 (host names)``, the first ``most`` of them and
+    how many more; None when every node is kept under the name that reached it."""
+    rows = kept_as(report)
+    if not rows:
+        return None
+    shown = ", ".join(f"{name} as {node}" for name, node, _ in rows[:most])
+    more = f" and {len(rows) - most} more" if len(rows) > most else ""
+    sources = sorted({source for _, _, source in rows})
+    return f"history keeps {shown}{more} (by {', '.join(sources)})"

@@ -8,12 +8,15 @@ its GPUs and the host name each node reports."""
 
 from __future__ import annotations
 
+import io
 import json
+import re
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 
 from preflight.cli import main
 from preflight.history.local import GPU_SWAPPED
@@ -24,6 +27,8 @@ from preflight.history.store import open_store
 from preflight.history.write import _write_part_sets, digest_of
 from preflight.identity import INVENTORY, Identity
 from preflight.model import CheckResult, HostReport, RunReport
+from reports.html.page import render
+from reports.terminal import print_report
 from tests.test_history import NOW, _as_before_version_4, _facts, _report
 
 # The stores on both backends: test_history's fixtures (a SQLite file, a PostgreSQL database).
@@ -80,6 +85,29 @@ def test_one_node_reached_four_ways_is_one_node(target: str) -> None:
     assert sorted(_rows(target, "SELECT reached_as FROM nodes")) == sorted((n,) for n, _ in reached)
     # The node's parts were written once: the same set under one identity.
     assert _rows(target, "SELECT COUNT(*) FROM part_sets") == [(1,)]
+
+
+def test_the_reports_show_the_identity_a_node_is_kept_under_beside_the_name_that_reached_it(
+    target: str,
+) -> None:
+    _remember(target, _report(NOW - timedelta(days=1), [_node("10.77.0.13", "pfnode3", NODE3)], []))
+    out = _remember(target, _report(NOW, [_node("sl-n03", "pfnode3", NODE3)], [_limits("sl-n03")]))
+    console = Console(file=io.StringIO(), width=200, color_system=None)
+    print_report(out, console)
+    terminal = console.file.getvalue()  # type: ignore[attr-defined]
+    assert "history keeps sl-n03 as pfnode3 (by hostname)" in terminal
+    page = render(out)
+    kept = re.search(r'<table class="data history-kept-as-table">.*?</table>', page, re.S)
+    assert kept is not None
+    assert re.findall(r"<tr><th[^>]*>(.*?)</th><td[^>]*>(.*?)</td><td>(.*?)</td></tr>", kept[0]) == [
+        ("sl-n03", "pfnode3", "hostname")
+    ]
+    # A node reached by its own name: nothing to say.
+    same = _remember(target, _report(NOW + timedelta(hours=1), [_node("pfnode3", "pfnode3", NODE3)], []))
+    console = Console(file=io.StringIO(), width=200, color_system=None)
+    print_report(same, console)
+    assert "history keeps" not in console.file.getvalue()  # type: ignore[attr-defined]
+    assert "history-kept-as" not in render(same).split("</style>")[-1]
 
 
 def test_a_prolog_sees_the_gpu_replaced_since_the_full_run_that_reached_it_by_address(target: str) -> None:

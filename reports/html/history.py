@@ -23,6 +23,7 @@ from preflight.registry import kept_measures
 from preflight.units import significant
 from reports import charts
 from reports.html.text import Anchors, text, when
+from reports.summary import kept_as
 
 
 @dataclass(frozen=True)
@@ -67,10 +68,18 @@ class NodeRow:
 
 
 @dataclass(frozen=True)
+class KeptAsRow:
+    name: str  # the name that reached the node
+    node: str  # its identity in the store
+    source: str  # what the identity was read from: "hostname", "machine-id"...
+
+
+@dataclass(frozen=True)
 class HistoryView:
     store: str
     window_days: int
     since: str
+    kept_as: Sequence[KeptAsRow]  # the nodes kept under another identity than their name
     offenders: Sequence[OffenderRow]
     flaky: Sequence[FlakyRow]
     drawn: Sequence[TrendRow]
@@ -260,6 +269,7 @@ def history_view(report: RunReport) -> HistoryView | None:
         store=text(history.get("store", "")),
         window_days=int(_number(history.get("window_days"))),
         since=when(str(history.get("since", ""))),
+        kept_as=[KeptAsRow(text(name), text(node), text(source)) for name, node, source in kept_as(report)],
         offenders=offenders,
         flaky=[
             FlakyRow(
