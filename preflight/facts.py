@@ -223,6 +223,25 @@ class NodeFacts:
         return _int(self.value(("cpu", "count")))
 
     @property
+    def cpu_model(self) -> str | None:
+        return _str(self.value(("cpu", "model")))
+
+    @property
+    def nvme_models(self) -> list[str] | None:
+        """The model of each local NVMe controller (PCIe, live), in name order; None where the
+        node did not say (an older probe)."""
+        found = self.raw.get("nvme")
+        if not isinstance(found, list):
+            return None
+        return [
+            str(c.get("model") or "")
+            for c in found
+            if isinstance(c, Mapping)
+            and c.get("transport") in (None, "pcie")
+            and c.get("state") in (None, "live")
+        ]
+
+    @property
     def memory_total_bytes(self) -> float | None:
         return _float(self.value(("memory", "total_bytes")))
 

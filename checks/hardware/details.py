@@ -39,6 +39,34 @@ class NodeFinding(Finding):
     node: Required[str]
 
 
+class MemoryBelow(NodeFinding):
+    """A node with less memory than the nodes of its kind (``item`` ``memory_below_peers``)."""
+
+    memory_bytes: Required[int]
+    peers_bytes: Required[int]  # the kind's reference: its median, or the larger of two
+
+
+class CpusDiffer(NodeFinding):
+    """A node with another count of online CPUs than the nodes of its kind (``item``
+    ``cpus_below_peers``, or the note ``cpus_above_peers``)."""
+
+    cpus: Required[int]
+    peers_cpus: Required[int]
+
+
+class NvmeModelCount(TypedDict):
+    model: str
+    count: int
+    peers_count: int
+
+
+class NvmeMissing(NodeFinding):
+    """A node with fewer local NVMe disks of a model than the nodes of its kind (``item``
+    ``nvme_missing``)."""
+
+    models: Required[list[NvmeModelCount]]
+
+
 class HcasMissing(Finding):
     """HCAs the other nodes have and this one lacks (``item`` ``ib_hcas``)."""
 

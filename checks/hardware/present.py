@@ -84,6 +84,14 @@ ADVICE = {
     "ib_counters": "Counts since the counters were last cleared: compare with perfquery after a while, "
     "or clear them (perfquery -R) and rerun; link_downed on one port alone means its link went down "
     "since, so check its cable and switch port.",
+    "memory_below_peers": "Compare dmidecode -t memory (or the BMC's inventory) with a peer's: a DIMM "
+    "the firmware mapped out after errors, or one not seated, shows as an empty or disabled slot; "
+    "the BMC's event log says which.",
+    "cpus_below_peers": "lscpu shows the CPUs online and the threads per core: bring offline cores back "
+    "(/sys/devices/system/cpu/cpuN/online), or match the BIOS's SMT setting to the other nodes'.",
+    "nvme_missing": "ls /sys/class/nvme and nvme list show the disks the node sees: a disk gone or "
+    "not live has failed or lost its slot (the BMC's log says which); the node's local scratch is "
+    "smaller or its RAID degraded until it is replaced.",
     "nic_pcie_width": "Reseat the NIC and check its slot: a narrow PCIe link caps its bandwidth.",
     "fabric_manager": "Start nvidia-fabricmanager (systemctl start nvidia-fabricmanager): "
     "without it NVSwitch systems cannot run multi-GPU jobs.",

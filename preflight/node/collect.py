@@ -27,6 +27,7 @@ def _gatherers() -> list[tuple[tuple[str, ...], Callable[[Sink], None]]]:
         (("os",), system.gather_os),
         (("cpu",), system.gather_cpu),
         (("memory",), system.gather_memory),
+        (("nvme",), system.gather_nvme),
         (("python",), stack.gather_python),
         (("nccl_system", "cudnn_system"), stack.gather_system_libraries),
         (("driver", "gpus"), nvidia.gather_nvidia),

@@ -125,6 +125,37 @@ def gather_memory(sink: Sink) -> None:
     }
 
 
+SYS_CLASS_NVME = "/sys/class/nvme"
+
+
+def nvme_controllers(root: str = SYS_CLASS_NVME) -> list[JsonDict]:
+    """The node's NVMe controllers (``/sys/class/nvme/nvmeN``): name, model, state ("live") and
+    transport ("pcie"; "tcp", "rdma" or "fc" for a remote one), in name order."""
+    try:
+        names = sorted(os.listdir(root))
+    except OSError:
+        return []
+
+    def field(name: str, key: str) -> str | None:
+        text = read_text(os.path.join(root, name, key))
+        return (text.strip() or None) if text is not None else None
+
+    return [
+        {
+            "name": name,
+            "model": field(name, "model"),
+            "state": field(name, "state"),
+            "transport": field(name, "transport"),
+        }
+        for name in names
+        if re.fullmatch(r"nvme\d+", name)
+    ]
+
+
+def gather_nvme(sink: Sink) -> None:
+    sink.facts["nvme"] = nvme_controllers()
+
+
 # Kernel settings a multi-node job depends on. gc_thresh3 caps the neighbour (ARP) table:
 # a node that talks to more peers on its own subnet than this has some of them refused.
 SYSCTLS = (
