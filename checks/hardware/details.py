@@ -67,6 +67,18 @@ class NvmeMissing(NodeFinding):
     models: Required[list[NvmeModelCount]]
 
 
+class PcieDevice(TypedDict):
+    device: str  # "GPU 3, serial 1652... (0000:18:00.0)", "NIC (0000:3b:00.0)"
+    errors: str  # "2 non-fatal uncorrectable, 340 correctable (like devices' median 0)"
+
+
+class PcieErrors(NodeFinding):
+    """A node's GPUs and NICs that counted PCIe errors since boot where their like devices did not
+    (``item`` ``pcie_errors``, a note)."""
+
+    devices: Required[list[PcieDevice]]
+
+
 class HcasMissing(Finding):
     """HCAs the other nodes have and this one lacks (``item`` ``ib_hcas``)."""
 

@@ -29,6 +29,7 @@ from checks.hardware.gpu_settings import judge_gpu_settings
 from checks.hardware.ib_ports import ACTIVE_IB, judge_ib_ports
 from checks.hardware.kernel_log import xid_findings
 from checks.hardware.node_resources import judge_node_resources
+from checks.hardware.pcie_errors import judge_pcie_errors
 from checks.hardware.settings import HardwareSection
 from checks.job.node.nvml import reason_names
 from preflight.config import Config
@@ -293,7 +294,7 @@ def judge_hardware(nodes: Mapping[str, NodeFacts], config: Config) -> list[Check
     xid_results, unreadable, noted = xid_findings(nodes, config.section(HardwareSection).ignore_xids)
     results += xid_results
     # Error counters and GPU settings: notes, shown after the findings (or the pass), and findings.
-    results += facts_results(nodes) + judge_gpu_settings(nodes)
+    results += facts_results(nodes) + judge_gpu_settings(nodes) + judge_pcie_errors(nodes)
     notes = [r for r in results if r.is_note]
     results = [r for r in results if not r.is_note]
     gpus = sum(n.gpu_count for n in nodes.values())

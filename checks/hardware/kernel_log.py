@@ -66,7 +66,7 @@ class Seen:
         return f"{what} on {where}" + (f" \u00d7{self.lines}" if self.lines > 1 else "")
 
 
-def _gpus_by_pci(node: NodeFacts) -> dict[str, str]:
+def gpus_by_pci(node: NodeFacts) -> dict[str, str]:
     """The node's GPUs by their PCI address as the Xid lines write it: "GPU 3, serial ..."."""
     named: dict[str, str] = {}
     for gpu in node.gpus or []:
@@ -80,7 +80,7 @@ def _gpus_by_pci(node: NodeFacts) -> dict[str, str]:
 def _seen(events: Sequence[Mapping[str, Any]], node: NodeFacts) -> list[Seen]:
     """The node's XID events folded by (XID, GPU), in the order first logged, each with its
     action; XID 154 takes the action of the last one its GPU logged."""
-    gpus = _gpus_by_pci(node)
+    gpus = gpus_by_pci(node)
     last_recovery = {str(e.get("pci")): str(e.get("detail") or "") for e in events if e["xid"] == 154}
     lines: Counter[tuple[int, str]] = Counter()
     processes: dict[tuple[int, str], set[str]] = {}

@@ -92,6 +92,9 @@ ADVICE = {
     "nvme_missing": "ls /sys/class/nvme and nvme list show the disks the node sees: a disk gone or "
     "not live has failed or lost its slot (the BMC's log says which); the node's local scratch is "
     "smaller or its RAID degraded until it is replaced.",
+    "pcie_errors": "Counts since boot (the kernel's AER counters, /sys/bus/pci/devices/ADDR/aer_dev_*): "
+    "the kernel log's 'PCIe Bus Error' lines say when; a count that grows between runs is a slot, "
+    "riser or retimer going bad: reseat the card and check its link (lspci -vv, nvidia-smi -q -d PCIE).",
     "nic_pcie_width": "Reseat the NIC and check its slot: a narrow PCIe link caps its bandwidth.",
     "fabric_manager": "Start nvidia-fabricmanager (systemctl start nvidia-fabricmanager): "
     "without it NVSwitch systems cannot run multi-GPU jobs.",

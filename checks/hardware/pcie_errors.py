@@ -1,0 +1,88 @@
+"""The PCIe errors each GPU and network card counted since boot (the kernel's AER counters,
+:mod:`preflight.node.pcie_errors`), against the like devices of the other nodes: DCGM's ``pcie``
+plugin, NVSentinel's PCIe watch and ClusterMAX's "PCIe errors via NVML and DCGM counters" ask for
+them.
+
+A count since boot says what happened, not what happens: a link that retrained once at boot counts
+a few correctable errors forever. So a device is named in a note, never a failure, and only where it
+stands out from its like devices (GPUs with GPUs, NICs with NICs, across the run): uncorrectable
+errors (non-fatal or fatal) where the like devices' median is none; correctable errors at least
+:data:`CORRECTABLE_FLOOR` and :data:`CORRECTABLE_RATIO` times the like devices' median. What the
+link does under the job's traffic is the all-reduce's to judge.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping
+from typing import Any
+
+from checks.hardware.details import PcieErrors
+from checks.hardware.kernel_log import gpus_by_pci
+from preflight.facts import NodeFacts
+from preflight.facts_values import _records
+from preflight.model import CheckResult
+from preflight.node.hardware import pci_key
+
+NAME = "hardware"
+CORRECTABLE_FLOOR = 100
+CORRECTABLE_RATIO = 10.0
+KIND_TEXT = {"gpu": "GPU", "nic": "NIC"}
+
+
+def _devices(node: NodeFacts) -> list[Mapping[str, Any]]:
+    return [d for d in _records(node.raw.get("pcie_aer")) if d.get("kind") in KIND_TEXT]
+
+
+def _count(device: Mapping[str, Any], *keys: str) -> int:
+    return sum(v for k in keys if isinstance(v := device.get(k), int))
+
+
+def _medians(nodes: Mapping[str, NodeFacts]) -> dict[tuple[str, str], float]:
+    """(kind, "uncorrectable" or "correctable") -> the median count over every such device of the run."""
+    counts: dict[tuple[str, str], list[int]] = {}
+    for node in nodes.values():
+        for device in _devices(node):
+            kind = str(device["kind"])
+            counts.setdefault((kind, "uncorrectable"), []).append(_count(device, "nonfatal", "fatal"))
+            counts.setdefault((kind, "correctable"), []).append(_count(device, "correctable"))
+    return {key: statistics.median(values) for key, values in counts.items()}
+
+
+def _odd(device: Mapping[str, Any], medians: Mapping[tuple[str, str], float]) -> list[str]:
+    kind = str(device["kind"])
+    found = []
+    nonfatal, fatal = _count(device, "nonfatal"), _count(device, "fatal")
+    if nonfatal + fatal and medians[(kind, "uncorrectable")] == 0:
+        parts = [f"{fatal} fatal" if fatal else "", f"{nonfatal} non-fatal" if nonfatal else ""]
+        found.append(" and ".join(p for p in parts if p) + " uncorrectable")
+    correctable = _count(device, "correctable")
+    typical = medians[(kind, "correctable")]
+    if correctable >= CORRECTABLE_FLOOR and correctable >= CORRECTABLE_RATIO * max(typical, 1):
+        found.append(f"{correctable} correctable (like devices' median {typical:g})")
+    return found
+
+
+def judge_pcie_errors(nodes: Mapping[str, NodeFacts]) -> list[CheckResult]:
+    """A note per node whose GPUs or NICs counted PCIe errors its like devices did not."""
+    medians = _medians(nodes)
+    results = []
+    for host, node in nodes.items():
+        gpus = gpus_by_pci(node)
+        rows: list[tuple[str, str]] = []
+        for device in _devices(node):
+            odd = _odd(device, medians)
+            if odd:
+                address = str(device.get("address", ""))
+                where = gpus.get(pci_key(address)) or KIND_TEXT[str(device["kind"])]
+                rows.append((f"{where} ({address})", ", ".join(odd)))
+        if rows:
+            shown = "; ".join(f"{where}: {what}" for where, what in rows)
+            details: PcieErrors = {
+                "item": "pcie_errors",
+                "node": host,
+                "devices": [{"device": where, "errors": what} for where, what in rows],
+            }
+            summary = f"{host}: PCIe errors since boot: {shown}"
+            results.append(CheckResult.note(NAME, summary, (host,), dict(details)))
+    return results
