@@ -17,7 +17,7 @@ from checks.hardware import judge_hardware
 from checks.hardware.pcie_errors import judge_pcie_errors
 from preflight.config import Config
 from preflight.facts import NodeFacts
-from preflight.node import pcie_errors
+from preflight.node import pcie_devices
 
 H100 = json.loads((Path(__file__).parent / "data" / "runs" / "h100_node.json").read_text())
 CORRECTABLE = ("RxErr", "BadTLP", "BadDLLP", "Rollover", "Timeout", "NonFatalErr", "CorrIntErr", "HeaderOF")
@@ -37,6 +37,8 @@ def _device(root: Path, address: str, pci_class: str, vendor: str, **counts: dic
     device.mkdir()
     (device / "class").write_text(pci_class + "\n")
     (device / "vendor").write_text(vendor + "\n")
+    if pci_class != "0x020000":  # the virtio NIC's firmware gives no NUMA node
+        (device / "numa_node").write_text(("1" if address.startswith("0000:3b") else "0") + "\n")
     if counts is not None and "none" not in counts:
         (device / "aer_dev_correctable").write_text(
             _aer_file(CORRECTABLE, "TOTAL_ERR_COR", counts.get("cor"))
@@ -49,17 +51,41 @@ def _device(root: Path, address: str, pci_class: str, vendor: str, **counts: dic
         )
 
 
-def test_the_probe_reads_the_gpus_and_nics_aer_totals_and_leaves_the_rest_out(tmp_path: Path) -> None:
+def test_the_probe_lists_the_gpus_and_nics_with_their_numa_node_and_aer_totals(tmp_path: Path) -> None:
     _device(tmp_path, "0000:04:00.0", "0x030200", "0x10de", cor={"BadTLP": 3, "RxErr": 1})
     _device(tmp_path, "0000:3b:00.0", "0x020700", "0x15b3", nonfatal={"CmpltTO": 2})
-    _device(tmp_path, "0000:00:03.0", "0x020000", "0x1af4", none={})  # virtio-net: no AER capability
+    _device(
+        tmp_path, "0000:00:03.0", "0x020000", "0x1af4", none={}
+    )  # virtio-net: no AER capability, no NUMA node
     _device(tmp_path, "0000:00:01.0", "0x060400", "0x8086")  # a bridge: not read
-    assert pcie_errors.aer_counts(str(tmp_path)) == [
-        {"address": "0000:04:00.0", "kind": "gpu", "correctable": 4, "nonfatal": 0, "fatal": 0},
-        {"address": "0000:3b:00.0", "kind": "nic", "correctable": 0, "nonfatal": 2, "fatal": 0},
+    assert pcie_devices.pci_devices(str(tmp_path)) == [
+        {
+            "address": "0000:00:03.0",
+            "kind": "nic",
+            "numa_node": None,
+            "correctable": None,
+            "nonfatal": None,
+            "fatal": None,
+        },
+        {
+            "address": "0000:04:00.0",
+            "kind": "gpu",
+            "numa_node": 0,
+            "correctable": 4,
+            "nonfatal": 0,
+            "fatal": 0,
+        },
+        {
+            "address": "0000:3b:00.0",
+            "kind": "nic",
+            "numa_node": 1,
+            "correctable": 0,
+            "nonfatal": 2,
+            "fatal": 0,
+        },
     ]
-    assert pcie_errors.parse_aer("RxErr 2\nBadTLP 3\n") == 5  # no total line: the sum
-    assert pcie_errors.aer_counts(str(tmp_path / "absent")) == []
+    assert pcie_devices.parse_aer("RxErr 2\nBadTLP 3\n") == 5  # no total line: the sum
+    assert pcie_devices.pci_devices(str(tmp_path / "absent")) == []
 
 
 def _node(
@@ -78,7 +104,7 @@ def _node(
         }
         devices.append({"address": address, "kind": "gpu", **own})
     devices.append({"address": "0000:3b:00.0", "kind": "nic", "correctable": 0, "nonfatal": 0, "fatal": 0})
-    facts["pcie_aer"] = devices
+    facts["pci_devices"] = devices
     return NodeFacts(facts)
 
 

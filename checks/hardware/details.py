@@ -79,6 +79,14 @@ class PcieErrors(NodeFinding):
     devices: Required[list[PcieDevice]]
 
 
+class PcieNumaLayout(Finding):
+    """Nodes whose GPUs and NICs hang off other NUMA nodes than their kind's majority's (``item``
+    ``pcie_numa_layout``): the nodes, and the majority's layout (None where none has a majority)."""
+
+    nodes: Required[list[str]]
+    usual: Required[str | None]
+
+
 class HcasMissing(Finding):
     """HCAs the other nodes have and this one lacks (``item`` ``ib_hcas``)."""
 

@@ -30,6 +30,7 @@ from checks.hardware.ib_ports import ACTIVE_IB, judge_ib_ports
 from checks.hardware.kernel_log import xid_findings
 from checks.hardware.node_resources import judge_node_resources
 from checks.hardware.pcie_errors import judge_pcie_errors
+from checks.hardware.pcie_topology import judge_pcie_topology
 from checks.hardware.settings import HardwareSection
 from checks.job.node.nvml import reason_names
 from preflight.config import Config
@@ -290,6 +291,7 @@ def judge_hardware(nodes: Mapping[str, NodeFacts], config: Config) -> list[Check
         + _nic_findings(nodes)
         + _fabric_findings(nodes)
         + judge_node_resources(nodes)
+        + judge_pcie_topology(nodes)
     )
     xid_results, unreadable, noted = xid_findings(nodes, config.section(HardwareSection).ignore_xids)
     results += xid_results

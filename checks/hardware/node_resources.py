@@ -39,15 +39,17 @@ NETWORK_VOLUMES = frozenset({"Amazon Elastic Block Store", "nvme_card-pd"})
 Kind = tuple[str | None, str | None]  # CPU model, GPU model
 
 
-def _kind(node: NodeFacts) -> Kind:
+def kind_of(node: NodeFacts) -> Kind:
+    """What kind of node it is: its CPU model and its GPUs' model (None for none)."""
     names = Counter(g.name for g in node.gpus or [] if g.name)
     return (node.cpu_model, names.most_common(1)[0][0] if names else None)
 
 
-def _kinds(nodes: Mapping[str, NodeFacts]) -> dict[Kind, list[str]]:
+def kinds_of(nodes: Mapping[str, NodeFacts]) -> dict[Kind, list[str]]:
+    """The nodes by kind (:func:`kind_of`), in the order given."""
     kinds: dict[Kind, list[str]] = {}
     for host, node in nodes.items():
-        kinds.setdefault(_kind(node), []).append(host)
+        kinds.setdefault(kind_of(node), []).append(host)
     return kinds
 
 
@@ -155,6 +157,6 @@ def judge_node_resources(nodes: Mapping[str, NodeFacts]) -> list[CheckResult]:
     """Memory, CPUs and local NVMe disks of each node against the nodes of its kind (the same CPU
     and GPU models)."""
     results: list[CheckResult] = []
-    for kind, hosts in _kinds(nodes).items():
+    for kind, hosts in kinds_of(nodes).items():
         results += _memory(hosts, nodes, kind) + _cpus(hosts, nodes, kind) + _nvme(hosts, nodes)
     return results

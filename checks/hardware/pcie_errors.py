@@ -1,5 +1,5 @@
 """The PCIe errors each GPU and network card counted since boot (the kernel's AER counters,
-:mod:`preflight.node.pcie_errors`), against the like devices of the other nodes: DCGM's ``pcie``
+:mod:`preflight.node.pcie_devices`), against the like devices of the other nodes: DCGM's ``pcie``
 plugin, NVSentinel's PCIe watch and ClusterMAX's "PCIe errors via NVML and DCGM counters" ask for
 them.
 
@@ -30,8 +30,9 @@ CORRECTABLE_RATIO = 10.0
 KIND_TEXT = {"gpu": "GPU", "nic": "NIC"}
 
 
-def _devices(node: NodeFacts) -> list[Mapping[str, Any]]:
-    return [d for d in _records(node.raw.get("pcie_aer")) if d.get("kind") in KIND_TEXT]
+def pci_devices(node: NodeFacts) -> list[Mapping[str, Any]]:
+    """The node's GPUs and NICs as its probe listed them (none from an older probe)."""
+    return [d for d in _records(node.raw.get("pci_devices")) if d.get("kind") in KIND_TEXT]
 
 
 def _count(device: Mapping[str, Any], *keys: str) -> int:
@@ -42,7 +43,7 @@ def _medians(nodes: Mapping[str, NodeFacts]) -> dict[tuple[str, str], float]:
     """(kind, "uncorrectable" or "correctable") -> the median count over every such device of the run."""
     counts: dict[tuple[str, str], list[int]] = {}
     for node in nodes.values():
-        for device in _devices(node):
+        for device in pci_devices(node):
             kind = str(device["kind"])
             counts.setdefault((kind, "uncorrectable"), []).append(_count(device, "nonfatal", "fatal"))
             counts.setdefault((kind, "correctable"), []).append(_count(device, "correctable"))
@@ -70,7 +71,7 @@ def judge_pcie_errors(nodes: Mapping[str, NodeFacts]) -> list[CheckResult]:
     for host, node in nodes.items():
         gpus = gpus_by_pci(node)
         rows: list[tuple[str, str]] = []
-        for device in _devices(node):
+        for device in pci_devices(node):
             odd = _odd(device, medians)
             if odd:
                 address = str(device.get("address", ""))

@@ -95,6 +95,9 @@ ADVICE = {
     "pcie_errors": "Counts since boot (the kernel's AER counters, /sys/bus/pci/devices/ADDR/aer_dev_*): "
     "the kernel log's 'PCIe Bus Error' lines say when; a count that grows between runs is a slot, "
     "riser or retimer going bad: reseat the card and check its link (lspci -vv, nvidia-smi -q -d PCIE).",
+    "pcie_numa_layout": "nvidia-smi topo -m and lstopo show where each GPU and NIC sits: compare with a "
+    "peer's; a card in another slot, or a BIOS with other NUMA settings (sub-NUMA clustering, NPS), "
+    "gives NCCL other paths on this node than on its peers.",
     "nic_pcie_width": "Reseat the NIC and check its slot: a narrow PCIe link caps its bandwidth.",
     "fabric_manager": "Start nvidia-fabricmanager (systemctl start nvidia-fabricmanager): "
     "without it NVSwitch systems cannot run multi-GPU jobs.",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from preflight.node import hardware, nccl, net, nvidia, pcie_errors, stack, system
+from preflight.node import hardware, nccl, net, nvidia, pcie_devices, stack, system
 from preflight.node.gathering import Sink, Unavailable
 from preflight.node.masking import scrub
 from preflight.node.shared import error_text
@@ -41,7 +41,7 @@ def _gatherers() -> list[tuple[tuple[str, ...], Callable[[Sink], None]]]:
         (("name_resolution",), net.gather_name_resolution),
         (("net",), net.gather_net),
         (("hardware",), hardware.gather_hardware),
-        (("pcie_aer",), pcie_errors.gather_pcie_aer),
+        (("pci_devices",), pcie_devices.gather_pci_devices),
         (("sysctl",), system.gather_sysctl),
         (("torch",), stack.gather_torch),
     ]

@@ -1,8 +1,10 @@
-"""Each GPU's and network card's PCIe error counts since boot, as the kernel's AER driver keeps
-them: ``/sys/bus/pci/devices/ADDR/aer_dev_correctable``, ``aer_dev_nonfatal`` and
+"""Each GPU and network card on the node's PCI bus (``/sys/bus/pci/devices/ADDR``): the NUMA node it
+hangs off (``numa_node``, -1 where the firmware gives none) and its PCIe error counts since boot, as
+the kernel's AER driver keeps them: ``aer_dev_correctable``, ``aer_dev_nonfatal`` and
 ``aer_dev_fatal`` (Linux 4.19 and later; drivers/pci/pcie/aer.c writes one ``NAME COUNT`` line per
 error type, then ``TOTAL_ERR_COR``, ``TOTAL_ERR_NONFATAL`` or ``TOTAL_ERR_FATAL``). A device
-without the files (no AER capability, an older kernel, a virtual function) is left out.
+without the files (no AER capability, an older kernel, a virtual function) has no counts (None).
+Virtual functions (they have a ``physfn`` link) are left out: they share their card's link.
 """
 
 from __future__ import annotations
@@ -52,8 +54,9 @@ def device_kind(pci_class: str | None, vendor: str | None) -> str | None:
     return "nic" if prefix in NIC_CLASSES else None
 
 
-def aer_counts(root: str = SYS_BUS_PCI) -> list[JsonDict]:
-    """Each GPU's and NIC's correctable, non-fatal and fatal error counts, by PCI address."""
+def pci_devices(root: str = SYS_BUS_PCI) -> list[JsonDict]:
+    """Each GPU and NIC by PCI address: its kind, NUMA node, and correctable, non-fatal and fatal
+    error counts."""
     try:
         addresses = sorted(os.listdir(root))
     except OSError:
@@ -64,16 +67,16 @@ def aer_counts(root: str = SYS_BUS_PCI) -> list[JsonDict]:
         kind = device_kind(
             read_text(os.path.join(device, "class")), read_text(os.path.join(device, "vendor"))
         )
-        if kind is None:
+        if kind is None or os.path.exists(os.path.join(device, "physfn")):
             continue
-        counts = {}
+        numa = (read_text(os.path.join(device, "numa_node")) or "").strip()
+        counts: JsonDict = {"numa_node": int(numa) if numa.lstrip("-").isdigit() else None}
         for key, name in AER_FILES:
             text = read_text(os.path.join(device, name))
             counts[key] = parse_aer(text) if text is not None else None
-        if any(value is not None for value in counts.values()):
-            found.append({"address": address, "kind": kind, **counts})
+        found.append({"address": address, "kind": kind, **counts})
     return found
 
 
-def gather_pcie_aer(sink: Sink) -> None:
-    sink.facts["pcie_aer"] = aer_counts()
+def gather_pci_devices(sink: Sink) -> None:
+    sink.facts["pci_devices"] = pci_devices()
