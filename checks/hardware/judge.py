@@ -4,7 +4,7 @@ where the same GPUs elsewhere have them up, a GPU slowing itself down (hardware 
 thermal, power brake), persistence mode off where the others have it on, InfiniBand ports down
 or slower than their like ports (``ib_ports``), HCAs missing, error counters, NVSwitches without
 the fabric manager or GPUs not registered with their fabric, XID errors in the kernel log, memory
-CPUs and local NVMe disks below the nodes of the same kind (``node_resources``). Pure:
+CPUs and local NVMe disks below the nodes of the same kind (``resources``). Pure:
 facts in, findings out.
 """
 
@@ -28,9 +28,9 @@ from checks.hardware.details import (
 from checks.hardware.gpu_settings import judge_gpu_settings
 from checks.hardware.ib_ports import ACTIVE_IB, judge_ib_ports
 from checks.hardware.kernel_log import xid_findings
-from checks.hardware.node_resources import judge_node_resources
 from checks.hardware.pcie_errors import judge_pcie_errors
 from checks.hardware.pcie_topology import judge_pcie_topology
+from checks.hardware.resources import judge_resources
 from checks.hardware.settings import HardwareSection
 from checks.job.node.nvml import reason_names
 from preflight.config import Config
@@ -290,7 +290,7 @@ def judge_hardware(nodes: Mapping[str, NodeFacts], config: Config) -> list[Check
         + judge_ib_ports(nodes)
         + _nic_findings(nodes)
         + _fabric_findings(nodes)
-        + judge_node_resources(nodes)
+        + judge_resources(nodes)
         + judge_pcie_topology(nodes)
     )
     xid_results, unreadable, noted = xid_findings(nodes, config.section(HardwareSection).ignore_xids)

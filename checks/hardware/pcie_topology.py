@@ -1,7 +1,7 @@
 """Where each node's GPUs and NICs sit, against the nodes of its kind: the NUMA node each hangs off
 (``/sys/bus/pci/devices/ADDR/numa_node``). AzNHC's ``check_hw_topology`` holds a node's PCI devices
 per NUMA node against a topology file per machine type; here the other nodes of the same kind
-(the same CPU and GPU models, :func:`checks.hardware.node_resources.kind_of`) are the file.
+(the same CPU and GPU models, :func:`checks.hardware.resources.kind_of`) are the file.
 
 A node whose layout differs from the layout most of its kind have (a GPU or NIC in another slot, a
 BIOS with other NUMA settings: sub-NUMA clustering, NPS) is named: NCCL plans its rings and its
@@ -16,8 +16,8 @@ from collections import Counter
 from collections.abc import Mapping
 
 from checks.hardware.details import PcieNumaLayout
-from checks.hardware.node_resources import kinds_of
 from checks.hardware.pcie_errors import KIND_TEXT, pci_devices
+from checks.hardware.resources import kinds_of
 from preflight.facts import NodeFacts
 from preflight.model import CheckResult
 from preflight.nodeset import fold, minority

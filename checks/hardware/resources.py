@@ -153,7 +153,7 @@ def _nvme(hosts: Sequence[str], nodes: Mapping[str, NodeFacts]) -> list[CheckRes
     return results
 
 
-def judge_node_resources(nodes: Mapping[str, NodeFacts]) -> list[CheckResult]:
+def judge_resources(nodes: Mapping[str, NodeFacts]) -> list[CheckResult]:
     """Memory, CPUs and local NVMe disks of each node against the nodes of its kind (the same CPU
     and GPU models)."""
     results: list[CheckResult] = []
