@@ -207,3 +207,30 @@ class GpuFacts:
     def compute_mode(self) -> str | None:
         """ "default", "exclusive_process", "exclusive_thread" or "prohibited"."""
         return _str(self.raw.get("compute_mode"))
+
+    @property
+    def link_errors(self) -> dict[str, int]:
+        """Its PCIe replays and NVLink error counts since the driver loaded, those NVML gave
+        (``pcie_replays``, ``nvlink_crc_flit``, ``nvlink_crc_data``, ``nvlink_replay``,
+        ``nvlink_recovery``)."""
+        counts = self.raw.get("link_errors")
+        if not isinstance(counts, dict):
+            return {}
+        return {str(k): v for k, v in counts.items() if isinstance(v, int) and not isinstance(v, bool)}
+
+    @property
+    def vbios_version(self) -> str | None:
+        """The VBIOS version it runs ("96.00.A5.00.01"); None where the node did not say."""
+        return _str(self.raw.get("vbios_version"))
+
+    @property
+    def inforom_image(self) -> str | None:
+        """Its InfoROM image version ("G520.0200.00.05"); None where the node did not say."""
+        return _str(self.raw.get("inforom_image"))
+
+    @property
+    def inforom_valid(self) -> bool | None:
+        """False where NVML found its InfoROM corrupted, True where valid; None where not checked
+        (nvidia-smi's path, a GPU or driver that cannot say)."""
+        value = self.raw.get("inforom_valid")
+        return value if isinstance(value, bool) else None

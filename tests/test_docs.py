@@ -135,3 +135,43 @@ def test_nothing_in_the_repository_cites_a_file_outside_it() -> None:
             if not resolved.is_relative_to(ROOT) or not resolved.exists():
                 broken.append(f"{path.relative_to(ROOT)}: {target}")
     assert broken == []
+
+
+# The anchor lists of docs/coverage.md, as the README's table names them, and how a row names each.
+_ANCHORS = {
+    "LBNL NHC": r"(?<!Az)\bNHC\b",
+    "gpud": r"\bgpud\b",
+    "DCGM diag": r"\bDCGM\b",
+    "Azure AzNHC": r"\bAzNHC\b",
+    "ClusterMAX expectations": r"\bClusterMAX\b",
+    "NVSentinel": r"\bNVSentinel\b",
+    "AMD CVS preflight": r"\bCVS\b",
+}
+_VERDICTS = (("covered", "added"), ("not covered",), ("not applicable",))
+
+
+def _coverage_rows() -> Iterator[tuple[str, str]]:
+    """(the lists the row cites, its verdict) of each row of docs/coverage.md's item tables."""
+    in_items = False
+    for line in (DOCS / "coverage.md").read_text(encoding="utf-8").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if cells == ["item", "lists", "preflight"]:
+            in_items = True
+        elif not line.startswith("|"):
+            in_items = False
+        elif in_items and not set(cells[0]) <= {"-"}:
+            yield cells[1], cells[2]
+
+
+def test_every_coverage_row_has_a_verdict_and_the_readme_counts_them() -> None:
+    counts = {name: [0, 0, 0] for name in _ANCHORS}
+    for cited, verdict in _coverage_rows():
+        kinds = [k for k, starts in enumerate(_VERDICTS) if verdict.startswith(starts)]
+        assert kinds, f"docs/coverage.md: a row without a verdict: {verdict[:80]!r}"
+        for name, pattern in _ANCHORS.items():
+            if re.search(pattern, cited):
+                counts[name][kinds[0]] += 1
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for name, (covered, missing, not_applicable) in counts.items():
+        row = f"| {name} | {covered} | {missing} | {not_applicable} |"
+        assert row in readme, f"README.md's coverage table should read {row}"

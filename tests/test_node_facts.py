@@ -198,6 +198,9 @@ def test_smi_h100_idle() -> None:
             "ecc_mode_pending": "enabled",
             "mig_mode_pending": "disabled",
             "compute_mode": "default",
+            "vbios_version": "96.00.A5.00.01",
+            "inforom_image": "G520.0200.00.05",
+            "inforom_valid": None,  # NVML's validation only
         }
     ]
 
@@ -577,6 +580,9 @@ def fake_pynvml(*, init_error: Exception | None = None) -> Any:
         "power": 70500,
         "procs": [SimpleNamespace(pid=1234, usedGpuMemory=1048576000)],
         "mig": (0, 0),
+        # nvmlDeviceGetFieldValues: PCIe replays, NVLink CRC flit, CRC data and replay errors;
+        # the recovery count (59) answered NOT_SUPPORTED.
+        "fields": {94: 3, 38: 0, 45: 0, 52: 12},
     }
     volta = {
         "name": "Tesla V100-SXM2-16GB",
@@ -591,6 +597,7 @@ def fake_pynvml(*, init_error: Exception | None = None) -> Any:
         "power": FakeUnknownError(),
         "procs": [],
         "mig": None,  # MIG came with Ampere
+        "fields": FakeNotSupported(),
     }
     devices = [hopper, volta]
     calls: list[str] = []
@@ -610,6 +617,19 @@ def fake_pynvml(*, init_error: Exception | None = None) -> Any:
         if handle["ecc_counts"] is None:
             raise FakeNotSupported()
         return int(handle["ecc_counts"][counter])
+
+    def field_values(handle: dict[str, Any], ids: list[int]) -> list[SimpleNamespace]:
+        fields = handle["fields"]
+        if isinstance(fields, Exception):
+            raise fields
+        return [  # valueType 3: unsigned long long; nvmlReturn 3: NVML_ERROR_NOT_SUPPORTED
+            SimpleNamespace(
+                valueType=3,
+                nvmlReturn=0 if i in fields else 3,
+                value=SimpleNamespace(ullVal=fields.get(i, 0)),
+            )
+            for i in ids
+        ]
 
     def init() -> None:
         calls.append("init")
@@ -645,6 +665,7 @@ def fake_pynvml(*, init_error: Exception | None = None) -> Any:
         nvmlDeviceGetComputeRunningProcesses=value("procs"),
         nvmlDeviceGetMigMode=value("mig"),
         nvmlSystemGetProcessName=lambda pid: b"python",
+        nvmlDeviceGetFieldValues=field_values,
     )
 
 
@@ -684,7 +705,18 @@ def test_nvml_snapshot() -> None:
         "ecc_mode_pending": "enabled",
         "mig_mode_pending": "disabled",
         "compute_mode": None,
+        "vbios_version": None,
+        "inforom_image": None,
+        "inforom_valid": None,
+        "link_errors": {
+            "pcie_replays": 3,
+            "nvlink_crc_flit": 0,
+            "nvlink_crc_data": 0,
+            "nvlink_replay": 12,
+            "nvlink_recovery": None,
+        },
     }
+    assert volta["link_errors"] is None  # field values not supported: nothing read
     assert volta["pci_bus_id"] == "00000000:86:00.0"
     assert volta["ecc_mode"] == "disabled"
     assert volta["ecc_uncorrected_volatile"] is None  # NotSupported -> null

@@ -236,3 +236,10 @@ class DriverMismatch(NodeFinding):
     module: Required[str | None]
     library: Required[str | None]
     action: Required[str]
+
+
+class GpuLinkErrors(GpusFinding):
+    """GPUs whose PCIe replays or NVLink errors since the driver loaded stand out from their like
+    GPUs' (``item`` ``gpu_link_errors``, a note): each one's counts by GPU index."""
+
+    counts: Required[dict[str, dict[str, int]]]

@@ -25,6 +25,7 @@ from checks.hardware.details import (
     HcasMissing,
     NodeFinding,
 )
+from checks.hardware.gpu_link_errors import judge_gpu_link_errors
 from checks.hardware.gpu_settings import judge_gpu_settings
 from checks.hardware.ib_ports import ACTIVE_IB, judge_ib_ports
 from checks.hardware.kernel_log import xid_findings
@@ -297,6 +298,7 @@ def judge_hardware(nodes: Mapping[str, NodeFacts], config: Config) -> list[Check
     results += xid_results
     # Error counters and GPU settings: notes, shown after the findings (or the pass), and findings.
     results += facts_results(nodes) + judge_gpu_settings(nodes) + judge_pcie_errors(nodes)
+    results += judge_gpu_link_errors(nodes)
     notes = [r for r in results if r.is_note]
     results = [r for r in results if not r.is_note]
     gpus = sum(n.gpu_count for n in nodes.values())

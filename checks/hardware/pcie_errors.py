@@ -50,6 +50,12 @@ def _medians(nodes: Mapping[str, NodeFacts]) -> dict[tuple[str, str], float]:
     return {key: statistics.median(values) for key, values in counts.items()}
 
 
+def stands_out(count: int, typical: float) -> bool:
+    """Whether an error count since boot stands out from its like devices': at least
+    :data:`CORRECTABLE_FLOOR` and :data:`CORRECTABLE_RATIO` times their median."""
+    return count >= CORRECTABLE_FLOOR and count >= CORRECTABLE_RATIO * max(typical, 1)
+
+
 def _odd(device: Mapping[str, Any], medians: Mapping[tuple[str, str], float]) -> list[str]:
     kind = str(device["kind"])
     found = []
@@ -59,7 +65,7 @@ def _odd(device: Mapping[str, Any], medians: Mapping[tuple[str, str], float]) ->
         found.append(" and ".join(p for p in parts if p) + " uncorrectable")
     correctable = _count(device, "correctable")
     typical = medians[(kind, "correctable")]
-    if correctable >= CORRECTABLE_FLOOR and correctable >= CORRECTABLE_RATIO * max(typical, 1):
+    if stands_out(correctable, typical):
         found.append(f"{correctable} correctable (like devices' median {typical:g})")
     return found
 

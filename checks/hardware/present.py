@@ -98,6 +98,9 @@ ADVICE = {
     "pcie_numa_layout": "nvidia-smi topo -m and lstopo show where each GPU and NIC sits: compare with a "
     "peer's; a card in another slot, or a BIOS with other NUMA settings (sub-NUMA clustering, NPS), "
     "gives NCCL other paths on this node than on its peers.",
+    "gpu_link_errors": "Counts since the driver loaded: nvidia-smi -q -d PCIE shows the replays and "
+    "nvidia-smi nvlink -e the NVLink error counters; counts that grow between runs are a link going "
+    "bad (reseat the GPU or its riser; for NVLink, have the board or NVSwitch tray looked at).",
     "nic_pcie_width": "Reseat the NIC and check its slot: a narrow PCIe link caps its bandwidth.",
     "fabric_manager": "Start nvidia-fabricmanager (systemctl start nvidia-fabricmanager): "
     "without it NVSwitch systems cannot run multi-GPU jobs.",

@@ -7,6 +7,9 @@ driver's CUDA), ``torch``, ``torch_cuda``, ``cudnn`` and ``nccl`` (as torch repo
 ``nccl_system``, ``cudnn_system``, ``nvcc``, ``python``, ``kernel`` and ``os`` (the OS name).
 Any other name is a package as pip lists it (``numpy``, ``nvidia-nccl-cu12``).
 
+The GPUs' firmware is compared too: the VBIOS and InfoROM image versions of like GPUs between
+nodes, and a corrupted InfoROM fails its node (:mod:`checks.versions.gpu_firmware`).
+
 The judge is in :mod:`checks.versions.judge`, the matching of ``[expect]`` entries in
 :mod:`checks.versions.expectations`, the version matrix and advice in :mod:`checks.versions.present`.
 """

@@ -1,5 +1,6 @@
 """The JSON contract of the ``versions`` check's details: a fact that differs between nodes, packages that
-differ, an ``[expect]`` entry not met, or what every node agrees on (the pass).
+differ, an ``[expect]`` entry not met, GPU firmware that differs between like GPUs or a corrupted
+InfoROM, or what every node agrees on (the pass).
 """
 
 from __future__ import annotations
@@ -55,3 +56,45 @@ class Agreement(TypedDict):
     versions: dict[str, str]  # item name -> the value every node has
     packages: NotRequired[int]  # how many packages were compared
     expectations_met: list[str]
+
+
+FirmwareItem = Literal["gpu_vbios", "gpu_inforom", "gpu_firmware"]
+
+
+class FirmwareValues(TypedDict):
+    """One kind of GPU firmware on one model's nodes whose GPUs agree."""
+
+    majority: str | None
+    values: Values
+
+
+class GpuFirmwareDrift(TypedDict):
+    """``item: gpu_vbios | gpu_inforom | gpu_firmware``: nodes whose GPUs of one model run another
+    VBIOS, InfoROM image or both than the same model's GPUs on the other nodes."""
+
+    item: FirmwareItem
+    model: str  # the GPUs' name
+    firmware: dict[str, FirmwareValues]  # "vbios", "inforom": the kinds the named nodes differ in
+
+
+class GpuFirmwareMixed(TypedDict):
+    """``item: gpu_firmware_mixed``: one node whose GPUs of one model run different versions."""
+
+    item: Literal["gpu_firmware_mixed"]
+    model: str
+    node: str
+    gpus: dict[str, dict[str, list[int]]]  # "vbios", "inforom" -> version -> GPU indices
+
+
+class CorruptGpu(TypedDict):
+    index: int
+    serial: str | None
+
+
+class InforomCorrupt(TypedDict):
+    """``item: gpu_inforom_corrupt``: GPUs of one node whose InfoROM NVML found corrupted."""
+
+    item: Literal["gpu_inforom_corrupt"]
+    node: str
+    gpus: list[CorruptGpu]
+    action: Literal["drain"]

@@ -1,6 +1,7 @@
 """The ``versions`` judge: which facts and packages it compares (:data:`ITEMS`, also the rows
 of the version matrix), how one node's value is read, and the findings for drift and for
-``[expect]``. Pure: it reads the nodes' typed facts and writes typed details.
+``[expect]``; the GPUs' firmware is judged in :mod:`checks.versions.gpu_firmware`. Pure: it reads
+the nodes' typed facts and writes typed details.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Literal
 
 from checks.versions.details import Agreement, ExpectDetails, ItemDrift, PackageDetails
 from checks.versions.expectations import matches, specifier_error
+from checks.versions.gpu_firmware import judge_gpu_firmware
 from checks.versions.settings import VersionsSection
 from preflight.config import Config
 from preflight.facts import NodeFacts, version_text
@@ -392,10 +394,11 @@ def judge_versions(nodes: Mapping[str, NodeFacts], config: Config) -> list[Check
     expect_results, met = _judge_expectations(nodes, config)
     outcomes = {item.name: _judge_item(item, nodes) for item in ITEMS}
     agreed = {name: o.agreed for name, o in outcomes.items() if o.agreed is not None}
+    firmware_results = judge_gpu_firmware(nodes, NAME)
     if len(nodes) < 2:
         (host,) = nodes
-        if expect_results:
-            return expect_results
+        if expect_results or firmware_results:
+            return expect_results + firmware_results
         alone: Agreement = {"nodes": 1, "versions": agreed, "expectations_met": met}
         if met:
             met_on = f"{_plural(len(met), 'expectation')} met on {host}"
@@ -405,6 +408,7 @@ def judge_versions(nodes: Mapping[str, NodeFacts], config: Config) -> list[Check
     results = list(expect_results)
     item_results = [o.finding for o in outcomes.values() if o.finding is not None]
     results.extend(sorted(item_results, key=lambda r: r.status != "fail"))
+    results.extend(firmware_results)
     compared_items = sum(1 for o in outcomes.values() if o.compared)
     package_results, packages_compared = _judge_packages(nodes, config, outcomes["torch"].compared)
     results.extend(package_results)

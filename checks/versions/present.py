@@ -134,6 +134,11 @@ def _evidence(report: RunReport) -> list[Block]:
     return [] if table is None else [table]
 
 
+_FLASH = (
+    "Flash the named nodes' GPUs with the firmware the others run (nvflash, or the vendor's "
+    "firmware bundle for the board), or reboot them where an update is pending; "
+    "nvidia-smi --query-gpu=vbios_version,inforom.img --format=csv shows what each GPU runs."
+)
 _ADVICE = {
     "driver": "Install the majority's driver on the odd nodes (or drain them): ranks with "
     "different drivers can hang or crash inside NCCL.",
@@ -142,6 +147,14 @@ _ADVICE = {
     "packages-other": "Not part of the training stack: harmless unless your code imports these "
     "packages; align the environments when convenient.",
     "expect": "Install the expected version, or change [expect] in the config.",
+    "gpu_vbios": _FLASH,
+    "gpu_inforom": _FLASH,
+    "gpu_firmware": _FLASH,
+    "gpu_firmware_mixed": "A GPU from another batch or left behind by a firmware update: flash it "
+    "to match the node's other GPUs (nvflash, or the vendor's firmware bundle for the board), or "
+    "have the vendor replace it.",
+    "gpu_inforom_corrupt": "Drain the node: a corrupted InfoROM (nvidia-smi exits 14, DCGM's "
+    "Inforom test fails) needs the vendor to reflash it or replace the GPU; give them its serial.",
     "*": "Make the odd nodes match the majority (same image, same lock file) before the run.",
 }
 

@@ -1,6 +1,6 @@
 """GPU facts through NVML (pynvml, where the node has it): the driver, every GPU's identity, memory,
-ECC and row remapping, processes, PCIe and NVLink links, NVSwitch fabric registration, and the
-settings that change its speed or capacity.
+ECC and row remapping, processes, PCIe and NVLink links, NVSwitch fabric registration, the
+settings that change its speed or capacity, and its firmware (VBIOS, InfoROM).
 """
 
 from __future__ import annotations
@@ -111,6 +111,70 @@ def _nvml_settings(nv: Any, handle: Any, ecc: Any, mig: Any) -> JsonDict:
     }
 
 
+def _inforom_valid(nv: Any, handle: Any) -> bool | None:
+    """``nvmlDeviceValidateInforom``: True where the InfoROM checksums are valid, False where NVML
+    says it is corrupted (NVML_ERROR_CORRUPTED_INFOROM, nvidia-smi's exit status 14), None where
+    the GPU, driver or pynvml cannot say."""
+    validate = getattr(nv, "nvmlDeviceValidateInforom", None)
+    if validate is None:
+        return None
+    base, _ = _nvml_error_types(nv)
+    try:
+        validate(handle)
+    except base as exc:
+        corrupted = getattr(nv, "NVML_ERROR_CORRUPTED_INFOROM", 14)
+        return False if getattr(exc, "value", None) == corrupted else None
+    return True
+
+
+def _nvml_firmware(nv: Any, handle: Any) -> JsonDict:
+    """The GPU's firmware: its VBIOS version, its InfoROM image version and whether the InfoROM
+    is valid; best effort, without a problem noted (None where NVML cannot say)."""
+    vbios = _nvml_call(nv, {}, "", "nvmlDeviceGetVbiosVersion", handle)
+    image = _nvml_call(nv, {}, "", "nvmlDeviceGetInforomImageVersion", handle)
+    return {
+        "vbios_version": (text_of(vbios).strip() or None) if vbios is not None else None,
+        "inforom_image": (text_of(image).strip() or None) if image is not None else None,
+        "inforom_valid": _inforom_valid(nv, handle),
+    }
+
+
+# Error counters read in one nvmlDeviceGetFieldValues call: the GPU's PCIe replays and its NVLinks'
+# errors summed over its links (NVML_FI_DEV_*; the numbers are nvml.h's, for a pynvml that lacks
+# the names). Counted since the driver loaded.
+LINK_ERROR_FIELDS = (
+    ("pcie_replays", "NVML_FI_DEV_PCIE_REPLAY_COUNTER", 94),
+    ("nvlink_crc_flit", "NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", 38),
+    ("nvlink_crc_data", "NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL", 45),
+    ("nvlink_replay", "NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL", 52),
+    ("nvlink_recovery", "NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL", 59),
+)
+# nvmlValueType_t -> the member of nvmlValue_t that holds it.
+_VALUE_MEMBERS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
+
+
+def _nvml_link_errors(nv: Any, handle: Any) -> JsonDict | None:
+    """The GPU's PCIe replay count and NVLink error counts (:data:`LINK_ERROR_FIELDS`), each None
+    where the GPU does not count it (a GPU without NVLink, a field retired on newer GPUs); None
+    where NVML cannot read field values at all."""
+    read = getattr(nv, "nvmlDeviceGetFieldValues", None)
+    if read is None:
+        return None
+    ids = [int(getattr(nv, name, number)) for _, name, number in LINK_ERROR_FIELDS]
+    base, _ = _nvml_error_types(nv)
+    try:
+        values = read(handle, ids)
+    except base:
+        return None
+    counts: JsonDict = {}
+    for index, (key, _, _) in enumerate(LINK_ERROR_FIELDS):
+        value = values[index]
+        member = _VALUE_MEMBERS.get(int(getattr(value, "valueType", -1)))
+        ok = int(getattr(value, "nvmlReturn", -1)) == 0 and member is not None
+        counts[key] = int(getattr(value.value, member)) if ok and member else None
+    return counts
+
+
 def _nvml_gpu(nv: Any, index: int, problems: dict[str, str]) -> JsonDict:
     handle = nv.nvmlDeviceGetHandleByIndex(index)
     prefix = f"gpus[{index}]."
@@ -171,6 +235,8 @@ def _nvml_gpu(nv: Any, index: int, problems: dict[str, str]) -> JsonDict:
     }
     return {
         **_nvml_settings(nv, handle, ecc, mig),
+        **_nvml_firmware(nv, handle),
+        "link_errors": _nvml_link_errors(nv, handle),
         "serial": text_of(serial) if serial is not None else None,
         "pcie_link": {k: int(v) for k, v in link.items() if v is not None} or None,
         "fabric": _nvml_fabric(nv, handle),

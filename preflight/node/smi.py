@@ -67,6 +67,8 @@ SMI_HEALTH_GROUPS = (
     ("ecc.mode.pending",),
     ("mig.mode.pending",),
     ("compute_mode",),
+    # The GPU's firmware: its VBIOS and InfoROM image versions, compared between like GPUs.
+    ("vbios_version", "inforom.img"),
 )
 # nvidia-smi's compute modes (``--help-query-gpu``: "0: Default", "1: Exclusive_Thread",
 # "2: Prohibited", "3: Exclusive_Process"), as NVML numbers them.
@@ -262,6 +264,9 @@ def gpu_from_smi_row(row: Mapping[str, str]) -> JsonDict:
         "nvlink": None,  # from nvidia-smi nvlink --status (nvlinks_from_smi)
         "persistence_mode": persistence.lower() if persistence else None,
         "clock_event_reasons": _smi_hex(reasons),
+        "vbios_version": smi_value(row.get("vbios_version")),
+        "inforom_image": smi_value(row.get("inforom.img")),
+        "inforom_valid": None,  # NVML's validation only (nvmlDeviceValidateInforom)
         **gpu_settings_from_smi_row(row),
     }
 
