@@ -7,6 +7,7 @@ the controller's CPU time per host, and the bytes shipped to each node; then the
 
     sudo .venv/bin/python benchmarks/bundle_cost.py --nodes 3 --rounds 7
     sudo .venv/bin/python benchmarks/bundle_cost.py --nodes 32 --rounds 3
+    sudo .venv/bin/python benchmarks/bundle_cost.py --bundle-from 4edbd11   # against an older bundle
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -48,6 +50,20 @@ def single_file(revision: str) -> bytes:
     return subprocess.run(
         ["git", "-C", str(ROOT), "show", f"{revision}:{path}"], capture_output=True, check=True
     ).stdout
+
+
+def bundle_at(revision: str) -> bytes:
+    """The facts probe's bundle as ``revision`` packs it: its tree exported to a temporary folder,
+    packed there by its own :func:`preflight.bundle.pack`."""
+    with tempfile.TemporaryDirectory() as folder:
+        archive = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", revision], capture_output=True, check=True
+        )
+        subprocess.run(["tar", "-x", "-C", folder], input=archive.stdout, check=True)
+        packing = "import sys; from preflight.bundle import pack; sys.stdout.buffer.write(pack(sys.argv[1]))"
+        return subprocess.run(
+            [sys.executable, "-c", packing, FACTS], cwd=folder, capture_output=True, check=True
+        ).stdout
 
 
 def facts_phase(
@@ -83,10 +99,16 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--revision", default=SINGLE_FILE_REVISION, help="where the single file is read from")
+    parser.add_argument(
+        "--bundle-from", metavar="REVISION", help="compare with the facts bundle as REVISION packs it instead"
+    )
     args = parser.parse_args()
-    old = single_file(args.revision)
+    if args.bundle_from:
+        old, label = bundle_at(args.bundle_from), f"bundle ({args.bundle_from})"
+    else:
+        old, label = single_file(args.revision), f"one file ({args.revision})"
     shipped: dict[str, Callable[[str], bytes]] = {
-        f"one file ({args.revision})": lambda name: old if name == FACTS else bundle(name),
+        label: lambda name: old if name == FACTS else bundle(name),
         "bundle": bundle,
     }
     sizes = {label: len(script(FACTS)) for label, script in shipped.items()}
@@ -109,7 +131,7 @@ def main() -> None:
         print(f"| {label} | {sizes[label]:,} | {wall:.2f} | {cpu:.1f} |")
     one, bundled = (statistics.median(walls[label]) for label in shipped)
     one_cpu, bundled_cpu = (statistics.median(cpus[label]) for label in shipped)
-    print(f"\nbundle / one file: time {bundled / one:.2f}x, controller CPU {bundled_cpu / one_cpu:.2f}x")
+    print(f"\nbundle / {label}: time {bundled / one:.2f}x, controller CPU {bundled_cpu / one_cpu:.2f}x")
 
 
 if __name__ == "__main__":

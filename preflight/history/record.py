@@ -88,7 +88,9 @@ def parts_of(host: HostReport, node: str | None = None) -> list[Part]:
         parts.append(Part(node, "gpu", identity, slot, gpu.uuid, str(pci) if pci else None))
     for port in host.node.ib_ports:
         slot = f"{port.device}/{port.port}"
-        identity = f"{port.node_guid}/{port.port}" if port.node_guid else f"{node}:{slot}"
+        # An all-zero GUID (an AWS EFA device's) identifies nothing: the port is known by its node.
+        guid = port.node_guid if port.node_guid and port.node_guid.strip("0:") else None
+        identity = f"{guid}/{port.port}" if guid else f"{node}:{slot}"
         parts.append(Part(node, "hca", identity, slot, rate=port.rate))
     for interface in host.node.interfaces:
         # A NIC is a PCI device with a hardware address; virtual interfaces (bridges, veth) are no part.
