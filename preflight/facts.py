@@ -90,6 +90,27 @@ class IbPort:
     node_desc: str | None = None
     node_guid: str | None = None  # the card's GUID, its stable identity: "946d:ae03:00cd:e72c"
     virtual: bool | None = None  # an SR-IOV virtual function (None: not read)
+    pkeys: tuple[str, ...] | None = None  # its P_Key table's keys: ("0x8001", "0xffff"); None: not read
+    # A RoCE port's GIDs in use, (index, type, gid): (3, "RoCE v2", "0000:...:ffff:0a00:000b"); None:
+    # not read (or an InfiniBand port).
+    gids: tuple[tuple[int, str, str], ...] | None = None
+
+    @staticmethod
+    def read_pkeys(raw: Any) -> tuple[str, ...] | None:
+        """The ``pkeys`` the node reported: a list of ``0x%04x`` strings."""
+        return tuple(k for k in raw if isinstance(k, str)) if isinstance(raw, list) else None
+
+    @staticmethod
+    def read_gids(raw: Any) -> tuple[tuple[int, str, str], ...] | None:
+        """The ``gids`` the node reported: a list of ``[index, type, gid]``; ill-typed entries left out."""
+        if not isinstance(raw, list):
+            return None
+        return tuple(
+            (g[0], g[1], g[2])
+            for g in raw
+            if isinstance(g, list) and len(g) == 3 and type(g[0]) is int
+            and isinstance(g[1], str) and isinstance(g[2], str)
+        )  # fmt: skip
 
     @property
     def rate_gbps(self) -> float | None:
@@ -337,6 +358,8 @@ class NodeFacts:
                 node_desc=_str(d.get("node_desc")),
                 node_guid=_str(d.get("node_guid")),
                 virtual=d.get("virtual") if isinstance(d.get("virtual"), bool) else None,
+                pkeys=IbPort.read_pkeys(d.get("pkeys")),
+                gids=IbPort.read_gids(d.get("gids")),
             )
             for d in _records(_map(self.raw.get("net")).get("ib_devices"))
         ]

@@ -243,3 +243,44 @@ class GpuLinkErrors(GpusFinding):
     GPUs' (``item`` ``gpu_link_errors``, a note): each one's counts by GPU index."""
 
     counts: Required[dict[str, dict[str, int]]]
+
+
+class PkeyPort(TypedDict):
+    """A port whose P_Keys differ from its like ports': ``mlx5_2 port 1``, its keys, the keys most
+    of its like ports have (None where no majority decides) and the nodes it was compared with."""
+
+    port: str
+    pkeys: list[str]
+    peers_pkeys: list[str] | None
+    peers: list[str]
+
+
+class IbPkeys(NodeFinding):
+    """A node's ports whose P_Keys differ from their like ports' (``item`` ``ib_pkeys``)."""
+
+    ports: Required[list[PkeyPort]]
+
+
+class GidPort(TypedDict):
+    """A RoCE port whose RoCE v2 GID sits at another index than its like ports': ``mlx5_2 port 1``,
+    the index compared and the kind of address it holds (``IPv4``, ``IPv6``, ``link-local IPv6``),
+    the like ports' (None where no majority decides) and the nodes it was compared with."""
+
+    port: str
+    index: int | None
+    address: str | None
+    peers_index: int | None
+    peers_address: str | None
+    peers: list[str]
+
+
+class RoceGidIndex(NodeFinding):
+    """A node's RoCE ports whose RoCE v2 GID sits at another index (``item`` ``roce_gid_index``)."""
+
+    ports: Required[list[GidPort]]
+
+
+class RoceV2Missing(NodeFinding):
+    """A node's ACTIVE RoCE ports with GIDs but none of RoCE v2 (``item`` ``roce_v2_missing``)."""
+
+    ports: Required[list[str]]

@@ -192,13 +192,20 @@ def _cabled_not_active(nodes: Mapping[str, NodeFacts], faults: dict[str, list[Fa
                 faults.setdefault(host, []).append(Fault(port, None))
 
 
-def judge_ib_ports(nodes: Mapping[str, NodeFacts]) -> list[CheckResult]:
-    """Per node, one fail for its ports down (and cabled but not active) and one for its ports
-    slower than their like ports; one note for the ports down everywhere."""
+def like_ports(nodes: Mapping[str, NodeFacts]) -> dict[Key, dict[str, IbPort]]:
+    """Every port as the same port on every node that has it: by device, port number and kind of
+    card, each node's port of that key, in the nodes' order."""
     groups: dict[Key, dict[str, IbPort]] = {}
     for host, node in nodes.items():
         for port in node.ib_ports:
             groups.setdefault((port.device, port.port, kind_of(port)), {})[host] = port
+    return groups
+
+
+def judge_ib_ports(nodes: Mapping[str, NodeFacts]) -> list[CheckResult]:
+    """Per node, one fail for its ports down (and cabled but not active) and one for its ports
+    slower than their like ports; one note for the ports down everywhere."""
+    groups = like_ports(nodes)
     faults: dict[str, list[Fault]] = {}
     unused: dict[Key, list[str]] = {}
     _across_nodes({k: m for k, m in groups.items() if len(m) > 1}, faults, unused)

@@ -27,6 +27,7 @@ from checks.hardware.details import (
 )
 from checks.hardware.gpu_link_errors import judge_gpu_link_errors
 from checks.hardware.gpu_settings import judge_gpu_settings
+from checks.hardware.ib_partitions import judge_ib_partitions
 from checks.hardware.ib_ports import ACTIVE_IB, judge_ib_ports
 from checks.hardware.kernel_log import xid_findings
 from checks.hardware.pcie_errors import judge_pcie_errors
@@ -289,6 +290,7 @@ def judge_hardware(nodes: Mapping[str, NodeFacts], config: Config) -> list[Check
         + _nvlink_findings(nodes)
         + _ib_findings(nodes)
         + judge_ib_ports(nodes)
+        + judge_ib_partitions(nodes)
         + _nic_findings(nodes)
         + _fabric_findings(nodes)
         + judge_resources(nodes)

@@ -81,6 +81,15 @@ ADVICE = {
     "ib_port_unused": "Ports down on every node are taken as unused at this site and not judged; "
     "if the job should use one, check its cabling and switch ports on every node.",
     "ib_hcas": "An HCA is missing: check lspci, the driver (mlx5_core) and the firmware on the node.",
+    "ib_pkeys": "The subnet manager sets each port's P_Keys (opensm's partitions.conf, UFM): add the "
+    "port's GUID to the job's partition; cat /sys/class/infiniband/DEV/ports/N/pkeys/* shows them, and "
+    "NCCL_IB_PKEY names the partition NCCL uses.",
+    "roce_gid_index": "show_gids lists each port's GIDs; the RoCE v2 GID follows the interface's IP "
+    "addresses: give the interface the same addressing as its peers, or set NCCL_IB_GID_INDEX per node "
+    "(NCCL >= 2.21 picks one itself when unset).",
+    "roce_v2_missing": "show_gids (or ibv_devinfo -v) lists each GID's type: a port whose driver gives it "
+    "RoCE v1 GIDs only cannot carry NCCL across a routed fabric; compare its driver, firmware and their "
+    "RoCE settings with a peer's.",
     "ib_counters": "Counts since the counters were last cleared: compare with perfquery after a while, "
     "or clear them (perfquery -R) and rerun; link_downed on one port alone means its link went down "
     "since, so check its cable and switch port.",

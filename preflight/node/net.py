@@ -98,6 +98,84 @@ def _ib_device_files(device_dir: str) -> JsonDict:
     return found
 
 
+# The link layer of a RoCE port (drivers/infiniband/core/sysfs.c, link_layer_show).
+ETHERNET = "Ethernet"
+
+
+# Consecutive empty entries after which a table is read no further: the kernel fills a GID table
+# from its lowest free index and a subnet manager a P_Key table from its first, so what is in use
+# sits at the front (a GID table has 256 entries, a P_Key table 128, and on mlx5 each P_Key read is
+# a query to the card's firmware).
+EMPTY_RUN = {"pkeys": 4, "gids": 8}
+
+
+def _is_empty(text: str) -> bool:
+    """An all-zero entry (``0x0000``, ``0000:...:0000``), or one that is not a number."""
+    try:
+        return int(text.replace(":", ""), 16) == 0
+    except ValueError:
+        return True
+
+
+def _table_entries(port_dir: str, table: str) -> list[tuple[int, str]] | None:
+    """The entries of a port's table (``pkeys``, ``gids``) in index order as read, up to
+    :data:`EMPTY_RUN` empty entries in a row (entries whose read fails left out); None where the
+    directory cannot be listed."""
+    table_dir = os.path.join(port_dir, table)
+    try:
+        names = os.listdir(table_dir)
+    except OSError:
+        return None
+    entries: list[tuple[int, str]] = []
+    empty_run = 0
+    for name in sorted((n for n in names if n.isdigit()), key=int):
+        text = read_text(os.path.join(table_dir, name))
+        if text is None:
+            continue
+        entries.append((int(name), text.strip()))
+        empty_run = empty_run + 1 if _is_empty(text.strip()) else 0
+        if empty_run >= EMPTY_RUN[table]:
+            break
+    return entries
+
+
+def port_pkeys(port_dir: str) -> list[str] | None:
+    """The distinct P_Keys of a port's table (``pkeys/N``, ``0x%04x`` each), sorted, with the
+    membership bit as read (``0xffff`` full member, ``0x7fff`` limited); empty entries (``0x0000``)
+    left out. None where the table cannot be listed."""
+    entries = _table_entries(port_dir, "pkeys")
+    if entries is None:
+        return None
+    keys: set[str] = set()
+    for _, text in entries:
+        try:
+            value = int(text, 16)
+        except ValueError:
+            continue
+        if value:
+            keys.add(f"0x{value:04x}")
+    return sorted(keys)
+
+
+def port_gids(port_dir: str) -> list[list[Any]] | None:
+    """A RoCE port's GIDs in use: ``[index, type, gid]`` for each entry of ``gids/`` that is not all
+    zeros (``%pI6``), its type read from ``gid_attrs/types/I`` (``IB/RoCE v1`` or ``RoCE v2``). An
+    entry whose type cannot be read was emptied since (the kernel refuses the type of an empty
+    entry) and is left out. None where either directory cannot be listed."""
+    entries = _table_entries(port_dir, "gids")
+    types_dir = os.path.join(port_dir, "gid_attrs", "types")
+    if entries is None or not os.path.isdir(types_dir):
+        return None
+    gids: list[list[Any]] = []
+    for index, gid in entries:
+        if _is_empty(gid):
+            continue
+        gid_type = read_text(os.path.join(types_dir, str(index)))
+        if gid_type is not None and gid_type.strip():
+            gids.append([index, gid_type.strip(), gid.lower()])
+    return gids
+
+
 NAME_LOOKUP_TIMEOUT_S = 5.0
 
 
@@ -189,8 +267,9 @@ def ib_devices(ib_root: str = SYS_CLASS_INFINIBAND) -> list[JsonDict]:
     """InfiniBand/RoCE ports from sysfs (an empty list where there are none): each port's state,
     physical state, rate (and the width its rate line names), link layer and counters, with the
     files of its device that say which card it is on and its ``node_guid`` (the card's stable
-    identity, ``946d:ae03:00cd:e72c``) and whether it is a virtual function (``virtual``); files that
-    are missing are left out."""
+    identity, ``946d:ae03:00cd:e72c``) and whether it is a virtual function (``virtual``), its
+    P_Keys (``pkeys``) and, on a RoCE port, its GIDs in use (``gids``); files and tables that are
+    missing or cannot be listed are left out."""
     devices: list[JsonDict] = []
     if not os.path.isdir(ib_root):
         return devices
@@ -228,6 +307,13 @@ def ib_devices(ib_root: str = SYS_CLASS_INFINIBAND) -> list[JsonDict]:
             width = parse_ib_width(rate) if rate is not None else None
             if width is not None:
                 devices[-1]["width"] = width
+            pkeys = port_pkeys(base)
+            if pkeys is not None:
+                devices[-1]["pkeys"] = pkeys
+            # An InfiniBand port's GID 0 is its port GUID: only RoCE ports' GIDs say anything.
+            gids = port_gids(base) if devices[-1]["link_layer"] == ETHERNET else None
+            if gids is not None:
+                devices[-1]["gids"] = gids
             devices[-1].update(card)
     return devices
 

@@ -26,8 +26,9 @@ STAND_IN = Path(__file__).resolve().parent / "nvidia_smi.py"
 
 
 # A healthy NDR port as the kernel writes its files under /sys/class/infiniband/DEV/ports/N
-# (drivers/infiniband/core/sysfs.c: state_show "%d: %s", phys_state_show, rate_show), and the
-# port counters a healthy link has.
+# (drivers/infiniband/core/sysfs.c: state_show "%d: %s", phys_state_show, rate_show), the
+# port counters a healthy link has, and the first entry of its P_Key table (show_port_pkey,
+# "0x%04x"): the default partition, full member; the table's other entries are left out.
 IB_PORT_FILES: Mapping[str, str] = {
     "state": "4: ACTIVE",
     "phys_state": "5: LinkUp",
@@ -35,6 +36,7 @@ IB_PORT_FILES: Mapping[str, str] = {
     "link_layer": "InfiniBand",
     "counters/link_downed": "0",
     "counters/symbol_error": "0",
+    "pkeys/0": "0xffff",
 }
 # A port whose link is down: what an unplugged cable or a disabled switch port shows.
 IB_PORT_DOWN: Mapping[str, str] = {
@@ -64,7 +66,8 @@ class GpuNode:
     """What one emulated node reports: ``gpus`` GPUs like the recorded H100, with per-GPU field
     changes (``{3: {"remapped_rows.pending": "Yes"}}``), and the driver's proc text; with
     ``infiniband``, a /sys/class/infiniband tree of ``IB_HCAS`` (one port each) and the front-end
-    ``IB_FRONT_END``, with per-device port file changes (``{"mlx5_2": IB_PORT_DOWN}``)."""
+    ``IB_FRONT_END``, with per-device port file changes (``{"mlx5_2": IB_PORT_DOWN}``, or a file of
+    a table: ``{"mlx5_2": {"pkeys/1": "0x8001"}}``)."""
 
     gpus: int = 8
     changes: Mapping[int, Mapping[str, str]] = field(default_factory=dict)
