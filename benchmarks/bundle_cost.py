@@ -104,11 +104,11 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.bundle_from:
-        old, label = bundle_at(args.bundle_from), f"bundle ({args.bundle_from})"
+        old, before = bundle_at(args.bundle_from), f"bundle ({args.bundle_from})"
     else:
-        old, label = single_file(args.revision), f"one file ({args.revision})"
+        old, before = single_file(args.revision), f"one file ({args.revision})"
     shipped: dict[str, Callable[[str], bytes]] = {
-        label: lambda name: old if name == FACTS else bundle(name),
+        before: lambda name: old if name == FACTS else bundle(name),
         "bundle": bundle,
     }
     sizes = {label: len(script(FACTS)) for label, script in shipped.items()}
@@ -131,7 +131,7 @@ def main() -> None:
         print(f"| {label} | {sizes[label]:,} | {wall:.2f} | {cpu:.1f} |")
     one, bundled = (statistics.median(walls[label]) for label in shipped)
     one_cpu, bundled_cpu = (statistics.median(cpus[label]) for label in shipped)
-    print(f"\nbundle / {label}: time {bundled / one:.2f}x, controller CPU {bundled_cpu / one_cpu:.2f}x")
+    print(f"\nbundle / {before}: time {bundled / one:.2f}x, controller CPU {bundled_cpu / one_cpu:.2f}x")
 
 
 if __name__ == "__main__":
