@@ -284,3 +284,28 @@ class RoceV2Missing(NodeFinding):
     """A node's ACTIVE RoCE ports with GIDs but none of RoCE v2 (``item`` ``roce_v2_missing``)."""
 
     ports: Required[list[str]]
+
+
+class NicEvent(TypedDict):
+    """One error form of the ConnectX driver (mlx5_core) on one PCI function: the address as the
+    driver printed it, the function's RDMA device (``mlx5_2``; None where the node's sysfs named
+    none), the form (``health_compromised``, ``fw_fatal``, ``fw_syndrome``, ``pci_error``,
+    ``internal_error``, ``cmd_timeout``, ``insufficient_power``), ``fail`` or ``warn``, how many
+    lines and the first line's message."""
+
+    pci: str
+    hca: str | None
+    kind: str
+    status: str
+    lines: int
+    line: str
+
+
+class NicDriverErrors(NodeFinding):
+    """A node whose kernel log holds ConnectX driver errors (``item`` ``nic_driver_errors``): the
+    forms, worst first, each form's events by PCI function, and the log read (``dmesg``,
+    ``journalctl``)."""
+
+    kinds: Required[list[str]]
+    events: Required[list[NicEvent]]
+    source: Required[str | None]

@@ -18,6 +18,10 @@ fails the node, "Correctable" is a note, "Non-fatal" warns unless NVIDIA's Fabri
 Guide says the SXID has no impact (a note). An SXID whose lines print no severity takes its class
 from the guide: fatal and always fatal fail, non-fatal warns, no impact is a note; one the table
 does not list warns, with where to look.
+
+The errors the node's ConnectX cards' driver (mlx5_core) logged are judged beside them
+(checks/hardware/nic_log.py): one finding per node, failing it where a card's firmware or PCI
+channel failed.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from typing import Any
 
 from checks.hardware import sxid as sxids
 from checks.hardware.details import Sxid, SxidEvent, Xid, XidEvent
+from checks.hardware.nic_log import nic_findings
 from checks.hardware.xid import ACTION_TEXT, CATALOGUE_URL, Action, action_of, name_of
 from preflight.facts import NodeFacts
 from preflight.model import CheckResult
@@ -295,8 +300,9 @@ def sxid_findings(host: str, events: Sequence[Mapping[str, Any]]) -> tuple[list[
 def xid_findings(
     nodes: Mapping[str, NodeFacts], ignore: Sequence[int]
 ) -> tuple[list[CheckResult], dict[str, str], list[str]]:
-    """Findings for the kernel logs by node (a fail or warn for what needs action, a note for the
-    rest), the nodes whose kernel log could not be read (why), and the nodes with only notes."""
+    """Findings for the kernel logs by node (XIDs, SXIDs and ConnectX driver errors: a fail or warn
+    for what needs action, a note for the rest), the nodes whose kernel log could not be read (why),
+    and the nodes with only notes."""
     results: list[CheckResult] = []
     unreadable: dict[str, str] = {}
     noted: list[str] = []
@@ -323,7 +329,7 @@ def xid_findings(
         if quiet:
             results.append(_finding(host, None, quiet, seen))
         switch_results, switch_acting = sxid_findings(host, xid.get("sxid_events") or [])
-        results += switch_results
+        results += switch_results + nic_findings(host, xid)
         if (quiet or switch_results) and not acting and not switch_acting:
             noted.append(host)
     return results, unreadable, noted

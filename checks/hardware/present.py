@@ -28,11 +28,12 @@ def _row(host: HostReport) -> list[TCell]:
     elif not xid.get("readable"):
         xid_text = f"not readable ({plain(xid.get('reason') or '')})"
     else:
-        events = xid.get("events") or []
-        switch_events = xid.get("sxid_events") or []
-        seen = [f"{len(events)} XID line{'s' if len(events) != 1 else ''}"] if events else []
-        if switch_events:
-            seen.append(f"{len(switch_events)} SXID line{'s' if len(switch_events) != 1 else ''}")
+        counted = (("events", "XID"), ("sxid_events", "SXID"), ("nic_events", "mlx5_core error"))
+        seen = [
+            f"{len(lines)} {what} line{'s' if len(lines) != 1 else ''}"
+            for key, what in counted
+            if (lines := xid.get(key) or [])
+        ]
         xid_text = ", ".join(seen) or "none"
     return [
         TCell(plain(host.name), "mono"),
@@ -120,6 +121,12 @@ ADVICE = {
     "sxid": "An NVSwitch reported an error on its NVLinks: after a fatal SXID reset the GPUs and NVSwitches "
     "(or reboot the node) before the job; if it recurs on the same link, have the NVSwitch tray and "
     "that link inspected. NVIDIA's Fabric Manager User Guide (appendix D) lists each SXID.",
+    "nic_driver_errors": "A ConnectX card's firmware or PCIe link failed: devlink health show pci/ADDR "
+    "counts the fw and fw_fatal reporters' errors, devlink health diagnose pci/ADDR reporter fw gives the "
+    "syndrome. A reset (mlxfwreset -d ADDR reset, or a reboot) recovers the card; one that fails again "
+    "needs new firmware or replacing. A command timeout leaks a command slot until the driver reloads. "
+    "For a slot short of power, lspci -vv -s ADDR shows the slot's power limit (SlotPowerLimit): compare "
+    "it with a peer's, and check the card's seating, riser and the BMC's power settings.",
     "gpu_power_limit": "Restore the power limit with the command given (nvidia-smi -pl, as root); "
     "nvidia-smi -q -d POWER shows the current, requested and default limits. A lower limit slows "
     "that GPU, and a synchronous job runs at the pace of its slowest GPU.",

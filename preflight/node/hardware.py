@@ -1,5 +1,6 @@
 """Hardware health beside the GPUs: NVSwitches, whether the fabric manager runs, and the XID errors
-of the kernel log, with the SXID errors its NVSwitches reported.
+of the kernel log, with the SXID errors its NVSwitches reported and the errors its ConnectX cards'
+driver (mlx5_core) reported.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ if TYPE_CHECKING:
     JsonDict = dict[str, Any]
 
 PROC_NVSWITCH = "/proc/driver/nvidia-nvswitch/devices"
+SYS_BUS_PCI = "/sys/bus/pci/devices"
 # The fabric manager's process name as /proc/PID/comm shows it (15 characters at most).
 FABRIC_MANAGER_COMM = "nv-fabricmanage"
 
@@ -47,6 +49,45 @@ _SXID_RE = re.compile(
 )
 _SXID_SEVERITY = re.compile(
     r"^(?P<severity>Fatal|Non-fatal|Correctable),\s*(?:Link (?P<link>\d+)\s*)?(?P<what>.*)$"
+)
+
+# A ConnectX driver line about one PCI function: "mlx5_core 0000:3b:00.0: <message>", or with the
+# network interface after the address ("mlx5_core 0000:01:00.0 enp1s0np0: Link up"). Whatever
+# precedes "mlx5_core" on the line (a dmesg, journalctl or syslog prefix) is not read.
+_MLX5_RE = re.compile(
+    r"mlx5_core (?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])(?: [^\s:]+)?: (?P<message>.*)$"
+)
+# The error forms of the driver's messages (drivers/net/ethernet/mellanox/mlx5/core: health.c,
+# cmd.c, main.c, events.c), the first that matches naming the line. Everything else the driver
+# prints (its boot lines, link changes, port module events, commands the firmware refused with an
+# error status: "mlx5_cmd_out_err ... failed, status bad operation") is left out.
+MLX5_ERRORS = (
+    # The firmware's health counter stopped advancing.
+    ("health_compromised", re.compile(r"health compromised")),
+    # The PCI error handlers ran, or the card's registers read back as all ones.
+    (
+        "pci_error",
+        re.compile(
+            r"mlx5_pci_err_detected|PCI slot (?:\d+ )?is unavailable|PCI channel offline"
+            r"|PCI reads still not working"
+        ),
+    ),
+    # A fatal sensor tripped ("Fatal error 1 detected"), or the fatal firmware reporter ran.
+    ("fw_fatal", re.compile(r"Fatal error (?:\d+ )?detected|mlx5_fw_fatal_reporter_err_work")),
+    # The health buffer's syndrome, printed after either of the above: "synd 0x10: High temperature".
+    ("fw_syndrome", re.compile(r"(?:^|[\s:])synd 0x[0-9A-Fa-f]+: ")),
+    # The driver put the function in its internal error state.
+    (
+        "internal_error",
+        re.compile(
+            r"mlx5_enter_error_state|mlx5_error_sw_reset|NIC IFC still|Driver is in error state"
+            r"|health recovery failed|internal error state"
+        ),
+    ),
+    # A firmware command never completed.
+    ("cmd_timeout", re.compile(r"timeout\. Will cause a leak of a command resource")),
+    # The slot gives the card less power than it needs.
+    ("insufficient_power", re.compile(r"Detected insufficient power on the PCIe slot")),
 )
 
 
@@ -125,6 +166,43 @@ def parse_sxid_lines(text: str) -> list[JsonDict]:
     return [e for e in events if e["severity"] or (e["pci"], e["sxid"]) not in graded_keys]
 
 
+def parse_mlx5_lines(text: str) -> list[JsonDict]:
+    """Every ConnectX driver (mlx5_core) line of a kernel log in one of the error forms of
+    ``MLX5_ERRORS``: the PCI function's address as printed (lower case), the form's name, and the
+    message after the address (300 characters at most)."""
+    events: list[JsonDict] = []
+    for line in text.splitlines():
+        found = _MLX5_RE.search(line)
+        if not found:
+            continue
+        message = found.group("message").strip()
+        kind = next((name for name, pattern in MLX5_ERRORS if pattern.search(message)), None)
+        if kind:
+            events.append({"pci": found.group("pci").lower(), "kind": kind, "line": message[:300]})
+    return events
+
+
+def hca_name(pci: str, root: str) -> str | None:
+    """The RDMA device a PCI function carries now ("mlx5_2"), from sysfs under ``root``
+    (/sys/bus/pci/devices); None where it has none."""
+    try:
+        names = sorted(os.listdir(os.path.join(root, pci, "infiniband")))
+    except OSError:
+        return None
+    return names[0] if names else None
+
+
+def _nic_events(text: str) -> list[JsonDict]:
+    """The last 200 ConnectX driver errors of a kernel log, each with its function's RDMA device
+    (``hca``) where sysfs names one."""
+    events = parse_mlx5_lines(text)[-200:]
+    names = {pci: hca_name(pci, SYS_BUS_PCI) for pci in {e["pci"] for e in events}}
+    for event in events:
+        if names[event["pci"]]:
+            event["hca"] = names[event["pci"]]
+    return events
+
+
 def _running_comm(name: str) -> bool:
     for pid in os.listdir("/proc"):
         if pid.isdigit() and (read_text(os.path.join("/proc", pid, "comm")) or "").strip() == name:
@@ -151,8 +229,9 @@ def _kernel_log() -> tuple[str | None, str]:
 
 
 def hardware_facts() -> JsonDict:
-    """NVSwitches and whether the fabric manager runs; XID and SXID lines from the kernel log (and
-    which command read it), or why it could not be read (which is not the same as none)."""
+    """NVSwitches and whether the fabric manager runs; XID and SXID lines and the ConnectX driver's
+    errors from the kernel log (and which command read it), or why it could not be read (which is
+    not the same as none)."""
     facts: JsonDict = {}
     nvswitches = sorted(os.listdir(PROC_NVSWITCH)) if os.path.isdir(PROC_NVSWITCH) else []
     facts["nvswitches"] = len(nvswitches)
@@ -166,6 +245,7 @@ def hardware_facts() -> JsonDict:
         "source": source,
         "events": parse_xid_lines(text)[-200:],
         "sxid_events": parse_sxid_lines(text)[-200:],
+        "nic_events": _nic_events(text),
     }
     return facts
 
