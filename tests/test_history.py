@@ -692,3 +692,15 @@ def test_a_large_runs_key_carries_values_only_for_the_rates_its_report_draws(tar
     view = history_view(out)
     assert view is not None and 0 < len(view.drawn) == len(with_values) <= 40
     assert view.trends == len(trends) and len(view.nodes) == 12
+
+
+def test_a_rate_far_below_a_noisy_past_is_named_and_the_noise_itself_is_not() -> None:
+    """Two lab nodes' bus bandwidth (GB/s) over ten runs on a busy machine (a full test run beside
+    them), as the store kept it: moving by tens of percent. A link throttled to a tenth is below
+    their bound; the slowest of those runs is not."""
+    from preflight.history.annotate import lower_bound
+
+    past = [0.709, 0.813, 0.738, 0.853, 0.929, 0.764, 0.974, 0.856, 0.726, 1.002]
+    bound = lower_bound(past)
+    assert 0.11 < bound < min(past)
+    assert lower_bound([600.0 + i for i in range(10)]) > 570  # a steady GPU's rate: a tight bound

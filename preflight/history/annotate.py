@@ -11,6 +11,7 @@ that degrade together (after a driver or firmware change) still look alike to th
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -34,7 +35,8 @@ MIN_PAST_RUNS = 3
 # (a part judged at every run of a 30-day window has 180 of them at a run every 4 hours).
 PAST_RUNS = 30
 # A rate is below its own past only beyond that past's own spread: its earlier values' robust
-# standard deviation (1.4826 x their median absolute deviation) times a prediction bound for one
+# standard deviation (1.4826 x their median absolute deviation, of their logarithms: see
+# :func:`lower_bound`) times a prediction bound for one
 # new value from that many (:func:`preflight.history.spread.bound_sigmas`: 3 sigmas for a long past,
 # more for a short one, whose spread is barely known). A GPU's compute rate moves by a few percent
 # run to run and the margin decides; the CPU ranks of a shared machine move by tens of percent, and
@@ -123,11 +125,23 @@ def slower_than_own_past(
             if len(values) < MIN_PAST_RUNS:
                 continue
             typical = median(values)
-            spread = MAD_TO_SIGMA * median([abs(v - typical) for v in values])
-            bound = typical - bound_sigmas(len(values)) * spread
-            if typical > 0 and rate.value < min(typical * (1 - margin), bound):
+            if typical > 0 and rate.value < min(typical * (1 - margin), lower_bound(values)):
                 found.append(_slower(measure, rate, typical, len(values), record, window_days))
     return found
+
+
+def lower_bound(values: list[float]) -> float:
+    """The lowest a new value of a rate may fall and still be as its past ``values`` were: the
+    prediction bound (:func:`preflight.history.spread.bound_sigmas`) below their median, on the
+    scale of their logarithms. A rate's noise is a share of it (a busy machine halves a rate, it
+    does not take a fixed amount off), and on that scale a noisy past widens the bound towards zero
+    without passing it: a rate at a tenth of a past that moved by tens of percent is still named."""
+    logs = [math.log(v) for v in values if v > 0]
+    if not logs:
+        return 0.0
+    center = median(logs)
+    spread = MAD_TO_SIGMA * median([abs(v - center) for v in logs])
+    return math.exp(center - bound_sigmas(len(logs)) * spread)
 
 
 def _slower(
