@@ -14,6 +14,8 @@ from preflight.node.shared import decode_cuda_version, text_of
 from preflight.node.smi import COMPUTE_MODES, gpu_fabric
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     JsonDict = dict[str, Any]
 
 # nvmlGpuFabricState_t (nvml.h): NOT_SUPPORTED is left out, as nvidia-smi's "Not Supported" is.
@@ -175,16 +177,10 @@ def _nvml_link_errors(nv: Any, handle: Any) -> JsonDict | None:
     return counts
 
 
-def _nvml_gpu(nv: Any, index: int, problems: dict[str, str]) -> JsonDict:
-    handle = nv.nvmlDeviceGetHandleByIndex(index)
-    prefix = f"gpus[{index}]."
-
-    def call(field: str, fname: str, *args: Any) -> Any:
-        return _nvml_call(nv, problems, prefix + field, fname, handle, *args)
-
-    memory = _nvml_memory(nv, handle, problems, prefix + "memory")
-    pci = call("pci_bus_id", "nvmlDeviceGetPciInfo")
-    ecc = call("ecc_mode", "nvmlDeviceGetEccMode")
+def _nvml_memory_errors(nv: Any, handle: Any, call: Callable[..., Any]) -> JsonDict:
+    """The GPU memory's uncorrected ECC errors (volatile and aggregate), its remapped rows and,
+    before Ampere, whether a page retirement is pending (``call``: the GPU's reader that notes a
+    problem under the field's name)."""
     uncorrected = getattr(nv, "NVML_MEMORY_ERROR_TYPE_UNCORRECTED", 1)
     volatile = call(
         "ecc_uncorrected_volatile",
@@ -205,6 +201,45 @@ def _nvml_gpu(nv: Any, index: int, problems: dict[str, str]) -> JsonDict:
     retired_pending = None
     if not (isinstance(arch, int) and ampere <= arch < 0xFFFFFFFF):
         retired_pending = call("retired_pages_pending", "nvmlDeviceGetRetiredPagesPendingStatus")
+    return {
+        "ecc_uncorrected_volatile": int(volatile) if volatile is not None else None,
+        "ecc_uncorrected_aggregate": int(aggregate) if aggregate is not None else None,
+        "remapped_rows": None
+        if remapped is None
+        else {
+            "correctable": int(remapped[0]),
+            "uncorrectable": int(remapped[1]),
+            "pending": bool(remapped[2]),
+            "failure": bool(remapped[3]),
+        },
+        "retired_pages_pending": None if retired_pending is None else bool(retired_pending),
+    }
+
+
+def _nvml_pcie_link(nv: Any, handle: Any) -> JsonDict | None:
+    """The GPU's PCIe link now and at most (generation, width); best effort, no problem noted."""
+    link = {
+        key: _nvml_call(nv, {}, "", function, handle)
+        for key, function in (
+            ("gen_current", "nvmlDeviceGetCurrPcieLinkGeneration"),
+            ("gen_max", "nvmlDeviceGetMaxPcieLinkGeneration"),
+            ("width_current", "nvmlDeviceGetCurrPcieLinkWidth"),
+            ("width_max", "nvmlDeviceGetMaxPcieLinkWidth"),
+        )
+    }
+    return {k: int(v) for k, v in link.items() if v is not None} or None
+
+
+def _nvml_gpu(nv: Any, index: int, problems: dict[str, str]) -> JsonDict:
+    handle = nv.nvmlDeviceGetHandleByIndex(index)
+    prefix = f"gpus[{index}]."
+
+    def call(field: str, fname: str, *args: Any) -> Any:
+        return _nvml_call(nv, problems, prefix + field, fname, handle, *args)
+
+    memory = _nvml_memory(nv, handle, problems, prefix + "memory")
+    pci = call("pci_bus_id", "nvmlDeviceGetPciInfo")
+    ecc = call("ecc_mode", "nvmlDeviceGetEccMode")
     temperature = call("temperature_c", "nvmlDeviceGetTemperature", getattr(nv, "NVML_TEMPERATURE_GPU", 0))
     power_mw = call("power_w", "nvmlDeviceGetPowerUsage")
     procs = call("processes", "nvmlDeviceGetComputeRunningProcesses")
@@ -224,21 +259,12 @@ def _nvml_gpu(nv: Any, index: int, problems: dict[str, str]) -> JsonDict:
         else "nvmlDeviceGetCurrentClocksThrottleReasons"
     )
     reasons = _nvml_call(nv, quiet, "", reasons_function, handle)
-    link = {
-        key: _nvml_call(nv, quiet, "", function, handle)
-        for key, function in (
-            ("gen_current", "nvmlDeviceGetCurrPcieLinkGeneration"),
-            ("gen_max", "nvmlDeviceGetMaxPcieLinkGeneration"),
-            ("width_current", "nvmlDeviceGetCurrPcieLinkWidth"),
-            ("width_max", "nvmlDeviceGetMaxPcieLinkWidth"),
-        )
-    }
     return {
         **_nvml_settings(nv, handle, ecc, mig),
         **_nvml_firmware(nv, handle),
         "link_errors": _nvml_link_errors(nv, handle),
         "serial": text_of(serial) if serial is not None else None,
-        "pcie_link": {k: int(v) for k, v in link.items() if v is not None} or None,
+        "pcie_link": _nvml_pcie_link(nv, handle),
         "fabric": _nvml_fabric(nv, handle),
         "nvlink": _nvml_nvlinks(nv, handle),
         # NVML_FEATURE_ENABLED = 1
@@ -254,17 +280,7 @@ def _nvml_gpu(nv: Any, index: int, problems: dict[str, str]) -> JsonDict:
         "memory_used_bytes": int(memory.used) if memory is not None else None,
         "memory_free_bytes": int(memory.free) if memory is not None else None,
         "ecc_mode": None if ecc is None else ("enabled" if int(ecc[0]) else "disabled"),
-        "ecc_uncorrected_volatile": int(volatile) if volatile is not None else None,
-        "ecc_uncorrected_aggregate": int(aggregate) if aggregate is not None else None,
-        "remapped_rows": None
-        if remapped is None
-        else {
-            "correctable": int(remapped[0]),
-            "uncorrectable": int(remapped[1]),
-            "pending": bool(remapped[2]),
-            "failure": bool(remapped[3]),
-        },
-        "retired_pages_pending": None if retired_pending is None else bool(retired_pending),
+        **_nvml_memory_errors(nv, handle, call),
         # nvmlDeviceGetMigMode: (current, pending), NVML_DEVICE_MIG_ENABLE = 1.
         "mig_mode": None if mig is None else ("enabled" if int(mig[0]) == 1 else "disabled"),
         "processes": processes,
