@@ -17,7 +17,7 @@ from typing import Any
 # GpuFacts and PcieLink are read from here, with the other views.
 from preflight.facts_gpu import GpuFacts as GpuFacts
 from preflight.facts_gpu import PcieLink as PcieLink
-from preflight.facts_values import _float, _int, _map, _records, _str
+from preflight.facts_values import _float, _int, _map, _str, records
 
 
 def version_text(value: Any) -> str:
@@ -248,6 +248,12 @@ class NodeFacts:
         return _str(self.value(("cpu", "model")))
 
     @property
+    def pci_devices(self) -> list[Mapping[str, Any]]:
+        """The node's GPUs and NICs on its PCI bus, as its probe listed them (``address``, ``kind``:
+        ``gpu`` or ``nic``, ``numa_node``, AER counts); none from an older probe."""
+        return [d for d in records(self.raw.get("pci_devices")) if d.get("kind") in ("gpu", "nic")]
+
+    @property
     def nvme_models(self) -> list[str] | None:
         """The model of each local NVMe controller (PCIe, live), in name order; None where the
         node did not say (an older probe)."""
@@ -286,7 +292,7 @@ class NodeFacts:
     def gpus(self) -> list[GpuFacts] | None:
         """The node's GPUs; None where the node did not report them (``unavailable["gpus"]``)."""
         listed = self.raw.get("gpus")
-        return [GpuFacts(g) for g in _records(listed)] if isinstance(listed, list) else None
+        return [GpuFacts(g) for g in records(listed)] if isinstance(listed, list) else None
 
     @property
     def gpu_count(self) -> int:
@@ -332,7 +338,7 @@ class NodeFacts:
                 pcie=PcieLink.read(i.get("pcie")),
                 mac=_str(i.get("mac")),
             )
-            for i in _records(_map(self.raw.get("net")).get("interfaces"))
+            for i in records(_map(self.raw.get("net")).get("interfaces"))
         ]
 
     def interface_with(self, address: str) -> Interface | None:
@@ -361,7 +367,7 @@ class NodeFacts:
                 pkeys=IbPort.read_pkeys(d.get("pkeys")),
                 gids=IbPort.read_gids(d.get("gids")),
             )
-            for d in _records(_map(self.raw.get("net")).get("ib_devices"))
+            for d in records(_map(self.raw.get("net")).get("ib_devices"))
         ]
 
     @cached_property
@@ -402,13 +408,13 @@ class NodeFacts:
                 settings={str(k): str(v) for k, v in _map(f.get("settings")).items()},
                 unread=tuple(str(u) for u in f.get("unread") or [] if isinstance(u, str)),
             )
-            for f in _records(found.get("conf_files"))
+            for f in records(found.get("conf_files"))
         )
         wanted = found.get("net_plugin_wanted")
         return NcclFacts(
             conf_files=files,
             net_plugins=tuple(
-                (str(p.get("name")), str(p.get("path"))) for p in _records(found.get("net_plugins"))
+                (str(p.get("name")), str(p.get("path"))) for p in records(found.get("net_plugins"))
             ),
             net_plugin_wanted=tuple(str(w) for w in wanted) if isinstance(wanted, list) else (),
             net_plugin=_str(found.get("net_plugin")),

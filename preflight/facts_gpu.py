@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from preflight.facts_values import _float, _int, _map, _records, _str
+from preflight.facts_values import _float, _int, _map, _str, records
 
 
 @dataclass(frozen=True)
@@ -144,7 +144,7 @@ class GpuFacts:
     def processes(self) -> list[Mapping[str, Any]] | None:
         """Processes on the GPU; None where the node could not say (not the same as none)."""
         value = self.raw.get("processes")
-        return _records(value) if isinstance(value, list) else None
+        return records(value) if isinstance(value, list) else None
 
     @property
     def temperature_c(self) -> float | None:

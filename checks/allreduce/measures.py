@@ -4,22 +4,13 @@ largest size, and each node's ratio to its peers."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+import statistics
+from collections.abc import Mapping
 
+from preflight.facts_values import records
 from preflight.measures import Gauge, Measure, Sample
 from preflight.model import CheckResult
 from preflight.view import listed, number
-
-
-def _records(value: Any) -> list[Mapping[str, Any]]:
-    return [v for v in listed(value) if isinstance(v, Mapping)]
-
-
-def _median(values: Sequence[float]) -> float:
-    ordered = sorted(values)
-    middle = len(ordered) // 2
-    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
 def node_busbw(result: CheckResult) -> list[Sample]:
@@ -27,15 +18,15 @@ def node_busbw(result: CheckResult) -> list[Sample]:
     two nodes, which is one pair the sweep measures whole, the sweep's largest size when it reached
     it (a pair test of theirs in a larger run is the same traffic)."""
     per_node: dict[str, list[float]] = {}
-    for test in _records(result.details.get("pairs")):
+    for test in records(result.details.get("pairs")):
         busbw = number(test.get("busbw_gbps"))
         if test.get("retest") or busbw is None:
             continue
         for node in listed(test.get("nodes")):
             per_node.setdefault(str(node), []).append(busbw)
     if per_node:
-        return [Sample(_median(values), node=node) for node, values in per_node.items()]
-    nodes, rows = listed(result.details.get("nodes")), _records(result.details.get("sweep"))
+        return [Sample(statistics.median(values), node=node) for node, values in per_node.items()]
+    nodes, rows = listed(result.details.get("nodes")), records(result.details.get("sweep"))
     if len(nodes) != 2 or not rows or not result.details.get("sweep_complete"):
         return []
     busbw = number(rows[-1].get("busbw_gbps"))
@@ -51,7 +42,7 @@ def pair_busbw(result: CheckResult) -> list[Sample]:
     chance, keeps its own rate, and a pair slow in every test stays slow. Node and part: the
     pair's names, sorted."""
     best: dict[tuple[str, str], float] = {}
-    for test in _records(result.details.get("pairs")):
+    for test in records(result.details.get("pairs")):
         busbw, nodes = number(test.get("busbw_gbps")), listed(test.get("nodes"))
         if busbw is None or len(nodes) != 2:
             continue
@@ -64,7 +55,7 @@ def world_busbw(result: CheckResult) -> list[Sample]:
     """The whole world's bus bandwidth at the largest size the sweep measured."""
     sized = [
         (number(row.get("size_bytes")), number(row.get("busbw_gbps")))
-        for row in _records(result.details.get("sweep"))
+        for row in records(result.details.get("sweep"))
     ]
     measured = [(size, busbw) for size, busbw in sized if size is not None and busbw is not None]
     if not measured:

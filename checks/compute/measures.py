@@ -7,13 +7,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from preflight.facts_values import records
 from preflight.measures import Measure, Sample
 from preflight.model import CheckResult
-from preflight.view import listed, number
+from preflight.view import number
 
 
 def _ranks(result: CheckResult) -> list[Mapping[str, Any]]:
-    return [r for r in listed(result.details.get("ranks")) if isinstance(r, Mapping)]
+    return records(result.details.get("ranks"))
 
 
 def gpu_tflops(result: CheckResult) -> list[Sample]:

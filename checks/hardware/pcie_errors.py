@@ -20,7 +20,6 @@ from typing import Any
 from checks.hardware.details import PcieErrors
 from checks.hardware.kernel_log import gpus_by_pci
 from preflight.facts import NodeFacts
-from preflight.facts_values import _records
 from preflight.model import CheckResult
 from preflight.node.hardware import pci_key
 
@@ -28,11 +27,6 @@ NAME = "hardware"
 CORRECTABLE_FLOOR = 100
 CORRECTABLE_RATIO = 10.0
 KIND_TEXT = {"gpu": "GPU", "nic": "NIC"}
-
-
-def pci_devices(node: NodeFacts) -> list[Mapping[str, Any]]:
-    """The node's GPUs and NICs as its probe listed them (none from an older probe)."""
-    return [d for d in _records(node.raw.get("pci_devices")) if d.get("kind") in KIND_TEXT]
 
 
 def _count(device: Mapping[str, Any], *keys: str) -> int:
@@ -43,7 +37,7 @@ def _medians(nodes: Mapping[str, NodeFacts]) -> dict[tuple[str, str], float]:
     """(kind, "uncorrectable" or "correctable") -> the median count over every such device of the run."""
     counts: dict[tuple[str, str], list[int]] = {}
     for node in nodes.values():
-        for device in pci_devices(node):
+        for device in node.pci_devices:
             kind = str(device["kind"])
             counts.setdefault((kind, "uncorrectable"), []).append(_count(device, "nonfatal", "fatal"))
             counts.setdefault((kind, "correctable"), []).append(_count(device, "correctable"))
@@ -77,7 +71,7 @@ def judge_pcie_errors(nodes: Mapping[str, NodeFacts]) -> list[CheckResult]:
     for host, node in nodes.items():
         gpus = gpus_by_pci(node)
         rows: list[tuple[str, str]] = []
-        for device in pci_devices(node):
+        for device in node.pci_devices:
             odd = _odd(device, medians)
             if odd:
                 address = str(device.get("address", ""))

@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Mapping
 
 from checks.hardware.details import PcieNumaLayout
-from checks.hardware.pcie_errors import KIND_TEXT, pci_devices
+from checks.hardware.pcie_errors import KIND_TEXT
 from checks.hardware.resources import kinds_of
 from preflight.facts import NodeFacts
 from preflight.model import CheckResult
@@ -29,7 +29,7 @@ Layout = tuple[tuple[str, int, int], ...]  # (kind, NUMA node, devices), sorted
 def layout_of(node: NodeFacts) -> Layout:
     """How many GPUs and NICs hang off each NUMA node (-1: none given)."""
     counts: Counter[tuple[str, int]] = Counter()
-    for device in pci_devices(node):
+    for device in node.pci_devices:
         numa = device.get("numa_node")
         counts[(str(device["kind"]), numa if isinstance(numa, int) else -1)] += 1
     return tuple(sorted((kind, numa, count) for (kind, numa), count in counts.items()))

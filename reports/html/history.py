@@ -16,6 +16,7 @@ from typing import Any
 
 from markupsafe import Markup
 
+from preflight.facts_values import records
 from preflight.history.drawn import DRAW_ALL, drawn, reasons, slower_keys
 from preflight.measures import Entity, Measure
 from preflight.model import RunReport
@@ -113,17 +114,13 @@ def ratio(value: float) -> str:
     return f"{value:.2f}x"
 
 
-def _records(value: Any) -> list[Mapping[str, Any]]:
-    return [v for v in value if isinstance(v, Mapping)] if isinstance(value, list) else []
-
-
 def _number(value: Any, default: float = 0.0) -> float:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else default
 
 
 def _trends(history: Mapping[str, Any], measures: Mapping[str, Measure]) -> list[_Trend]:
     found = []
-    for t in _records(history.get("trends")):
+    for t in records(history.get("trends")):
         metric = str(t.get("metric", ""))
         if metric not in measures:  # a rate this version does not keep
             continue
@@ -245,12 +242,12 @@ def history_view(report: RunReport) -> HistoryView | None:
     slots = _gpu_slots(report)
     measures = kept_measures()
     trends = _trends(history, measures)
-    offending = {(str(o.get("by")), str(o.get("name"))) for o in _records(history.get("offenders"))}
+    offending = {(str(o.get("by")), str(o.get("name"))) for o in records(history.get("offenders"))}
     why = reasons(trends, slower_keys(report.results), offending)
     every = len(trends) <= DRAW_ALL
     offenders = []
-    for o in _records(history.get("offenders")):
-        failures = _records(o.get("failures"))
+    for o in records(history.get("offenders")):
+        failures = records(o.get("failures"))
         last = failures[-1] if failures else {}
         offenders.append(
             OffenderRow(
@@ -278,7 +275,7 @@ def history_view(report: RunReport) -> HistoryView | None:
                 int(_number(f.get("failed"))),
                 int(_number(f.get("checked"))),
             )
-            for f in _records(history.get("flaky"))
+            for f in records(history.get("flaky"))
         ],
         drawn=[_row(t, measures[t.metric], why.get(t.key, ""), slots, anchors) for t in drawn(trends, why)],
         trends=len(trends),
