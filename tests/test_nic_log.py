@@ -243,6 +243,7 @@ def test_every_form_the_probe_reads_is_judged_and_the_finding_has_advice() -> No
         "cmd_timeout",
         "insufficient_power",
     ]
-    assert {name for name, _ in hardware.MLX5_ERRORS} == set(KINDS)
+    assert {name for catalogue in hardware.NIC_ERRORS.values() for name, _ in catalogue} == set(KINDS)
     assert {status for status, _ in KINDS.values()} == {"fail", "warn"}
     assert "mlxfwreset" in ADVICE[ITEM]
+    assert "rmmod efa" in ADVICE[ITEM]

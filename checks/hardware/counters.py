@@ -2,10 +2,18 @@
 cleared, so mostly the noise every healthy fabric accumulates: notes), and by how much they grew
 while the job drove traffic over the fabric (evidence, with its rate).
 
-What the facts found is a note, with one exception: ``link_downed`` on a port where every other
-node reports the same port at 0. A working H100 node in service has shown ``port_rcv_errors`` 14 on
-every port and ``link_downed`` 255 (the counter's maximum) on one of them (tests/data/hardware/
-counters): a count since the last clear says little until it grows.
+What the facts found is a note, with one exception: a counter of :data:`ALONE_COUNTERS` above 0 on
+a port where every other node reports the same port at 0 (a warning). A working H100 node in
+service has shown ``port_rcv_errors`` 14 on every port and ``link_downed`` 255 (the counter's
+maximum) on one of them (tests/data/hardware/counters): a count since the last clear says little
+until it grows. An AWS EFA port's error counters (its ``hw_counters``, counted since the driver
+loaded) are judged the same way: ``rdma_read_wr_err`` and ``rdma_write_wr_err`` (RDMA operations
+that failed), ``retrans_timeout_events`` (SRD traffic that timed out and changed its network
+path), ``unresponsive_remote_events``, ``impaired_remote_conn_events`` (a connection throttled to
+a lower rate) and ``no_completion_cmds`` (an admin command the device never completed, after which
+the driver closes its admin queue) warn on a port alone in counting them; ``rx_drops``,
+``retrans_pkts`` (SRD's own loss recovery) and ``cmds_err`` (which counts commands the device
+refused, such as a process's over its limits) are notes however they compare.
 
 During the job: ``link_downed`` growing is a link that went down and came back while the job ran
 (a fail on a port the job's fabric uses); ``symbol_error`` growing faster than the InfiniBand
@@ -42,11 +50,22 @@ COUNTER_MAX = {
     "port_xmit_discards": 0xFFFF,
     "port_xmit_wait": 0xFFFFFFFF,
 }
+# Counters that warn on a port counting them where every other node's same port counts none.
+ALONE_COUNTERS = (
+    "link_downed",
+    "no_completion_cmds",
+    "rdma_read_wr_err",
+    "rdma_write_wr_err",
+    "retrans_timeout_events",
+    "unresponsive_remote_events",
+    "impaired_remote_conn_events",
+)
 # Counters whose growth on a port of the job's fabric fails the node.
 LINK_COUNTERS = ("link_downed", "symbol_error")
 # The InfiniBand specification's bit error rate (10^-12) as symbol errors an hour.
 SYMBOL_ERRORS_PER_HOUR = 120.0
 NET_ERRORS = ("rx_errors", "tx_errors")
+SINCE_CLEARED = "(since the counters were last cleared; what grows during the job is judged there)"
 NET_DROPS = ("rx_dropped", "tx_dropped")
 
 
@@ -63,43 +82,67 @@ def _value_text(counter: str, value: int) -> str:
     return f"{counter} {value}{full}"
 
 
+def _peer_counts(nodes: Mapping[str, NodeFacts]) -> dict[tuple[str, str, str], dict[str, int]]:
+    """(device, port, counter) -> node -> count, for the counters of :data:`ALONE_COUNTERS`."""
+    counts: dict[tuple[str, str, str], dict[str, int]] = {}
+    for host, node in nodes.items():
+        for port in node.ib_ports:
+            for counter in ALONE_COUNTERS:
+                if counter in port.counters:
+                    counts.setdefault((port.device, str(port.port), counter), {})[host] = port.counters[
+                        counter
+                    ]
+    return counts
+
+
+def _alone(host: str, port: IbPort, counts: Mapping[tuple[str, str, str], Mapping[str, int]]) -> list[str]:
+    """The counters of :data:`ALONE_COUNTERS` ``port`` counts where every other node that reports
+    the same port counts none (a port no other node reports is not compared)."""
+    alone = []
+    for counter in ALONE_COUNTERS:
+        others = {
+            h: v for h, v in counts.get((port.device, str(port.port), counter), {}).items() if h != host
+        }
+        if port.counters.get(counter) and others and not any(others.values()):
+            alone.append(counter)
+    return alone
+
+
+def _node_counters(
+    host: str, node: NodeFacts, counts: Mapping[tuple[str, str, str], Mapping[str, int]]
+) -> CheckResult | None:
+    """A node's note, or its warning where a port counts an error alone."""
+    counted = {_port_name(p): c for p in node.ib_ports if (c := _counted(p))}
+    if not counted:
+        return None
+    alone = {_port_name(p): found for p in node.ib_ports if (found := _alone(host, p, counts))}
+    shown = "; ".join(
+        f"{name} " + ", ".join(_value_text(k, v) for k, v in values.items())
+        for name, values in counted.items()
+    )
+    details: IbCounters = {"item": "ib_counters", "node": host, "counters": counted}
+    if not alone:
+        summary = f"{host}: {shown} {SINCE_CLEARED}"
+        return CheckResult.note(HARDWARE, summary, (host,), dict(details))
+    downed = [name for name, found in alone.items() if "link_downed" in found]
+    if downed:
+        details["link_downed_alone"] = downed
+    where = "; ".join(f"{', '.join(found)} on {name}" for name, found in alone.items())
+    summary = (
+        f"{host}: {shown} (since the counters were last cleared); {where} where the other nodes' same port "
+        "counts none"
+    )
+    details["alone"] = alone
+    return CheckResult(HARDWARE, "warn", summary, (host,), dict(details))
+
+
 def facts_results(nodes: Mapping[str, NodeFacts]) -> list[CheckResult]:
     """Per node with error counters above 0: a note naming each port and its counts, or a warning
-    where a port counts ``link_downed`` while every other node's same port reads 0."""
-    downed: dict[tuple[str, str], dict[str, int]] = {}
-    for host, node in nodes.items():
-        for port in node.ib_ports:
-            if "link_downed" in port.counters:
-                downed.setdefault((port.device, str(port.port)), {})[host] = port.counters["link_downed"]
-    results: list[CheckResult] = []
-    for host, node in nodes.items():
-        counted = {_port_name(p): c for p in node.ib_ports if (c := _counted(p))}
-        if not counted:
-            continue
-        alone = []
-        for port in node.ib_ports:
-            others = {h: v for h, v in downed.get((port.device, str(port.port)), {}).items() if h != host}
-            if port.counters.get("link_downed") and others and not any(others.values()):
-                alone.append(_port_name(port))
-        shown = "; ".join(
-            f"{name} " + ", ".join(_value_text(k, v) for k, v in values.items())
-            for name, values in counted.items()
-        )
-        details: IbCounters = {"item": "ib_counters", "node": host, "counters": counted}
-        if alone:
-            details["link_downed_alone"] = alone
-            summary = (
-                f"{host}: {shown} (since the counters were last cleared); link_downed on "
-                f"{', '.join(alone)} where the other nodes' same port counts none"
-            )
-            results.append(CheckResult(HARDWARE, "warn", summary, (host,), details))
-        else:
-            summary = (
-                f"{host}: {shown} (since the counters were last cleared; what grows during the job "
-                "is judged there)"
-            )
-            results.append(CheckResult.note(HARDWARE, summary, (host,), dict(details)))
-    return results
+    where a port counts a counter of :data:`ALONE_COUNTERS` while every other node's same port
+    reads 0 (``alone``: port -> those counters; ``link_downed_alone`` lists the ports counting
+    ``link_downed``)."""
+    counts = _peer_counts(nodes)
+    return [r for host, node in nodes.items() if (r := _node_counters(host, node, counts)) is not None]
 
 
 def _grown(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, tuple[int, int]]:

@@ -188,10 +188,12 @@ class IbPortUnused(Finding):
 
 class IbCounters(NodeFinding, total=False):
     """Error counters above 0 as the facts found them, by port (``item`` ``ib_counters``): a note,
-    or a warning that names the ports counting ``link_downed`` alone."""
+    or a warning that names the counters a port counts alone (``alone``: port -> counters), and
+    the ports counting ``link_downed`` alone."""
 
     counters: Required[dict[str, dict[str, int]]]
     link_downed_alone: list[str]
+    alone: dict[str, list[str]]
 
 
 class GrowthRow(TypedDict):
@@ -287,13 +289,15 @@ class RoceV2Missing(NodeFinding):
 
 
 class NicEvent(TypedDict):
-    """One error form of the ConnectX driver (mlx5_core) on one PCI function: the address as the
-    driver printed it, the function's RDMA device (``mlx5_2``; None where the node's sysfs named
-    none), the form (``health_compromised``, ``fw_fatal``, ``fw_syndrome``, ``pci_error``,
-    ``internal_error``, ``cmd_timeout``, ``insufficient_power``), ``fail`` or ``warn``, how many
-    lines and the first line's message."""
+    """One error form of a NIC driver (``driver``: ``mlx5_core`` or ``efa``) on one card: the PCI
+    function's address as the driver printed it (None where an efa line named its RDMA device only
+    and sysfs linked it to none), the RDMA device (``mlx5_2``, ``efa_0``; None where neither the
+    line nor sysfs named one), the form (``health_compromised``, ``fw_fatal``, ``admin_cmd_timeout``
+    ...: ``preflight.node.hardware``'s catalogues), ``fail`` or ``warn``, how many lines and the
+    first line's message."""
 
-    pci: str
+    driver: str
+    pci: str | None
     hca: str | None
     kind: str
     status: str

@@ -28,7 +28,7 @@ def _row(host: HostReport) -> list[TCell]:
     elif not xid.get("readable"):
         xid_text = f"not readable ({plain(xid.get('reason') or '')})"
     else:
-        counted = (("events", "XID"), ("sxid_events", "SXID"), ("nic_events", "mlx5_core error"))
+        counted = (("events", "XID"), ("sxid_events", "SXID"), ("nic_events", "NIC driver error"))
         seen = [
             f"{len(lines)} {what} line{'s' if len(lines) != 1 else ''}"
             for key, what in counted
@@ -93,7 +93,10 @@ ADVICE = {
     "RoCE settings with a peer's.",
     "ib_counters": "Counts since the counters were last cleared: compare with perfquery after a while, "
     "or clear them (perfquery -R) and rerun; link_downed on one port alone means its link went down "
-    "since, so check its cable and switch port.",
+    "since, so check its cable and switch port. An EFA device's counters (rdma -p statistic show, or "
+    "/sys/class/infiniband/DEV/ports/1/hw_counters) count since the driver loaded: retransmission "
+    "timeouts, unresponsive or impaired remotes and failed RDMA operations on one node alone point "
+    "at its device or its path; compare after a while, and stop and start the instance if they grow.",
     "memory_below_peers": "Compare dmidecode -t memory (or the BMC's inventory) with a peer's: a DIMM "
     "the firmware mapped out after errors, or one not seated, shows as an empty or disabled slot; "
     "the BMC's event log says which.",
@@ -126,7 +129,11 @@ ADVICE = {
     "syndrome. A reset (mlxfwreset -d ADDR reset, or a reboot) recovers the card; one that fails again "
     "needs new firmware or replacing. A command timeout leaks a command slot until the driver reloads. "
     "For a slot short of power, lspci -vv -s ADDR shows the slot's power limit (SlotPowerLimit): compare "
-    "it with a peer's, and check the card's seating, riser and the BMC's power settings.",
+    "it with a peer's, and check the card's seating, riser and the BMC's power settings. An EFA device "
+    "(efa) whose admin command timed out or whose admin queue closed takes no command (queue pairs, "
+    "memory registration) until the driver reloads: stop its users and rmmod efa && modprobe efa, or "
+    "reboot; one that fails again, or that did not answer its register reads, reset or probe, needs "
+    "the instance stopped and started (a new host) or an AWS support case.",
     "gpu_power_limit": "Restore the power limit with the command given (nvidia-smi -pl, as root); "
     "nvidia-smi -q -d POWER shows the current, requested and default limits. A lower limit slows "
     "that GPU, and a synchronous job runs at the pace of its slowest GPU.",

@@ -1,6 +1,6 @@
 """Hardware health beside the GPUs: NVSwitches, whether the fabric manager runs, and the XID errors
-of the kernel log, with the SXID errors its NVSwitches reported and the errors its ConnectX cards'
-driver (mlx5_core) reported.
+of the kernel log, with the SXID errors its NVSwitches reported and the errors its NICs' drivers
+reported (ConnectX cards' mlx5_core, AWS EFA devices' efa).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
 PROC_NVSWITCH = "/proc/driver/nvidia-nvswitch/devices"
 SYS_BUS_PCI = "/sys/bus/pci/devices"
+SYS_CLASS_INFINIBAND = "/sys/class/infiniband"
 # The fabric manager's process name as /proc/PID/comm shows it (15 characters at most).
 FABRIC_MANAGER_COMM = "nv-fabricmanage"
 
@@ -51,16 +52,24 @@ _SXID_SEVERITY = re.compile(
     r"^(?P<severity>Fatal|Non-fatal|Correctable),\s*(?:Link (?P<link>\d+)\s*)?(?P<what>.*)$"
 )
 
-# A ConnectX driver line about one PCI function: "mlx5_core 0000:3b:00.0: <message>", or with the
-# network interface after the address ("mlx5_core 0000:01:00.0 enp1s0np0: Link up"). Whatever
-# precedes "mlx5_core" on the line (a dmesg, journalctl or syslog prefix) is not read.
-_MLX5_RE = re.compile(
-    r"mlx5_core (?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])(?: [^\s:]+)?: (?P<message>.*)$"
+_PCI_FUNCTION = r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]"
+# A NIC driver's line about one PCI function, as dev_err() prints it: "mlx5_core 0000:3b:00.0:
+# <message>", with a name after the address where the driver printed through its network or RDMA
+# device ("mlx5_core 0000:01:00.0 enp1s0np0: Link up"; the efa driver's ibdev_err(): "efa
+# 0000:a0:1a.0 rdmap160s26: <message>", the kernel's __ibdev_printk). Whatever precedes the
+# driver's name on the line (a dmesg, journalctl or syslog prefix) is not read.
+_NIC_RE = re.compile(
+    rf"(?<![\w-])(?P<driver>mlx5_core|efa) (?P<pci>{_PCI_FUNCTION})(?: (?P<name>[^\s:]+))?: (?P<message>.*)$"
 )
-# The error forms of the driver's messages (drivers/net/ethernet/mellanox/mlx5/core: health.c,
-# cmd.c, main.c, events.c), the first that matches naming the line. Everything else the driver
-# prints (its boot lines, link changes, port module events, commands the firmware refused with an
-# error status: "mlx5_cmd_out_err ... failed, status bad operation") is left out.
+# The same efa messages where the kernel has no ibdev_err() and the driver falls back to dev_err()
+# on the RDMA device itself (amzn-drivers efa kcompat.h): "infiniband efa_0: <message>", no PCI
+# address. Only EFA devices' names are read ("efa_0", or "rdmap79s0" as rdma-core renames them):
+# another RDMA driver's lines under "infiniband" are not this driver's.
+_EFA_IBDEV_RE = re.compile(r"(?<![\w-])infiniband (?P<name>efa_\d+|rdmap\w+): (?P<message>.*)$")
+# The error forms of the ConnectX driver's messages (drivers/net/ethernet/mellanox/mlx5/core:
+# health.c, cmd.c, main.c, events.c), the first that matches naming the line. Everything else the
+# driver prints (its boot lines, link changes, port module events, commands the firmware refused
+# with an error status: "mlx5_cmd_out_err ... failed, status bad operation") is left out.
 MLX5_ERRORS = (
     # The firmware's health counter stopped advancing.
     ("health_compromised", re.compile(r"health compromised")),
@@ -89,6 +98,65 @@ MLX5_ERRORS = (
     # The slot gives the card less power than it needs.
     ("insufficient_power", re.compile(r"Detected insufficient power on the PCIe slot")),
 )
+# The error forms of the AWS EFA driver's messages (amzn-drivers kernel/linux/efa/src, upstream
+# drivers/infiniband/hw/efa: efa_com.c, efa_main.c), the first that matches naming the line, each
+# judged by what the driver does after printing it. Left out: its boot lines ("enabling device",
+# "Setup irq", "IB device registered"), and a command the device answered with an error status
+# ("Failed to process command DEREG_MR (opcode 8) comp_status 7 err -22", then "Failed to
+# allocate pd[-12]" and the like, efa_com_cmd_exec() and efa_com_cmd.c): the device is answering,
+# the command was refused (a resource limit, a race with a process's exit), and the caller gets
+# the error; a command that timed out also prints one of the forms below.
+EFA_ERRORS = (
+    # efa_com_wait_and_process_admin_cq_interrupts() and _polling(): no completion within the
+    # admin timeout; the driver then clears EFA_AQ_STATE_RUNNING_BIT, closing its admin queue
+    # until the driver is reloaded.
+    (
+        "admin_cmd_timeout",
+        re.compile(
+            r"The device didn't send any completion for admin cmd"
+            r"|didn't receive any MSI-X interrupt for admin cmd|Wait for completion \(polling\) timeout"
+        ),
+    ),
+    # efa_com_submit_admin_cmd(): every command refused once the queue was closed; efa_com_cmd_exec()
+    # and efa_com_alloc_comp_ctx() close it themselves when a completion context is still in use.
+    (
+        "admin_queue_closed",
+        re.compile(
+            r"Admin queue is closed|Completion context\[\d+\] is used|Completion context for command_id"
+            r" \S+ is occupied|comp_ctx is NULL\. Changing the admin queue running state"
+        ),
+    ),
+    # efa_com_reg_read32(): the device did not answer a register read; the caller gets all ones.
+    ("mmio_read_timeout", re.compile(r"Reading register timed out|Reading register failed")),
+    # efa_com_dev_reset(): the device did not enter or leave reset; probe and removal fail.
+    ("reset_failed", re.compile(r"Reset indication didn't turn (?:on|off)")),
+    # efa_com_admin_init() and efa_com_dev_reset(): the device's status register says not ready.
+    ("device_not_ready", re.compile(r"Device isn't ready, (?:abort com init|can't reset device)")),
+    # efa_probe_device(), efa_device_init(), efa_enable_msix(), efa_request_irq(),
+    # efa_request_doorbell_bar(), efa_com_validate_version(), efa_com_get_dma_width(): the probe
+    # gave up and registered no RDMA device for the function.
+    (
+        "probe_failed",
+        re.compile(
+            r"EFA device init failed|Failed to init readless MMIO|Failed to remap register bar"
+            r"|pci_enable_device_mem\(\) failed|^BARs unavailable|Doorbells BAR unavailable"
+            r"|pci_request_selected_regions(?: for bar \d+)? failed|Device alloc failed"
+            r"|Failed to enable MSI-X|Failed to request (?:admin )?irq|dma_set_mask_and_coherent failed"
+            r"|EFA (?:ctrl )?version is lower than the minimal|DMA width illegal value"
+        ),
+    ),
+    # unimplemented_aenq_handler(): the device raised an asynchronous event the driver has no
+    # handler for; its fatal-error and warning groups are enabled (EFA_AENQ_ENABLED_GROUPS) and
+    # only keep-alive has a handler, so a device's fatal-error report lands here, unread.
+    ("device_event", re.compile(r"Unknown event was received or event with unimplemented handler")),
+)
+# Each driver's catalogue, by the name it prints.
+NIC_ERRORS = {"mlx5_core": MLX5_ERRORS, "efa": EFA_ERRORS}
+# The forms a probe prints before it gives up, or defers when the device timed out
+# (efa_probe_device(): -ETIME becomes -EPROBE_DEFER): a later "IB device registered" for the same
+# function (efa_ib_device_add()) says the retry brought the device up.
+EFA_PROBE_KINDS = frozenset({"probe_failed", "device_not_ready", "reset_failed", "mmio_read_timeout"})
+_EFA_REGISTERED = re.compile(r"^IB device registered")
 
 
 def pci_key(address: str) -> str:
@@ -166,20 +234,59 @@ def parse_sxid_lines(text: str) -> list[JsonDict]:
     return [e for e in events if e["severity"] or (e["pci"], e["sxid"]) not in graded_keys]
 
 
-def parse_mlx5_lines(text: str) -> list[JsonDict]:
-    """Every ConnectX driver (mlx5_core) line of a kernel log in one of the error forms of
-    ``MLX5_ERRORS``: the PCI function's address as printed (lower case), the form's name, and the
-    message after the address (300 characters at most)."""
+def _nic_line(line: str) -> tuple[str, str | None, str | None, str] | None:
+    """A NIC driver's line as (driver, PCI function or None, RDMA device or None, message); None
+    for any other line. A name the kernel printed for a device not yet named ("(null)", vsprintf's
+    NULL string, before ib_register_device()) is no name."""
+    found = _NIC_RE.search(line)
+    if found:
+        driver = found.group("driver")
+        name = found.group("name") if driver == "efa" else None
+        name = None if name is None or name.startswith("(") else name
+        return driver, found.group("pci").lower(), name, found.group("message").strip()
+    found = _EFA_IBDEV_RE.search(line)
+    if found:
+        return "efa", None, found.group("name"), found.group("message").strip()
+    return None
+
+
+def _retried(event: JsonDict, pci: str | None, name: str | None) -> bool:
+    """Whether ``event`` is an efa probe error on the function (``pci``) or RDMA device (``name``)
+    that has just registered its device."""
+    same = (pci and event.get("pci") == pci) or (name and event.get("hca") == name)
+    return bool(same) and event["driver"] == "efa" and event["kind"] in EFA_PROBE_KINDS
+
+
+def parse_nic_lines(text: str) -> list[JsonDict]:
+    """Every NIC driver line of a kernel log in one of its driver's error forms (``NIC_ERRORS``):
+    the driver (``mlx5_core``, ``efa``), the PCI function's address as printed (lower case; absent
+    where the line names the RDMA device only), the RDMA device where an efa line names it
+    (``hca``), the form's name, and the message (300 characters at most). An efa probe's errors on
+    a function that registered its device later in the log are dropped: the retry succeeded."""
     events: list[JsonDict] = []
     for line in text.splitlines():
-        found = _MLX5_RE.search(line)
-        if not found:
+        parsed = _nic_line(line)
+        if parsed is None:
             continue
-        message = found.group("message").strip()
-        kind = next((name for name, pattern in MLX5_ERRORS if pattern.search(message)), None)
-        if kind:
-            events.append({"pci": found.group("pci").lower(), "kind": kind, "line": message[:300]})
+        driver, pci, name, message = parsed
+        if driver == "efa" and _EFA_REGISTERED.search(message):
+            events = [e for e in events if not _retried(e, pci, name)]
+            continue
+        kind = next((k for k, pattern in NIC_ERRORS[driver] if pattern.search(message)), None)
+        if kind is None:
+            continue
+        event: JsonDict = {"driver": driver, "kind": kind, "line": message[:300]}
+        if pci:
+            event["pci"] = pci
+        if name:
+            event["hca"] = name
+        events.append(event)
     return events
+
+
+def parse_mlx5_lines(text: str) -> list[JsonDict]:
+    """The ConnectX driver's (mlx5_core) events of :func:`parse_nic_lines`."""
+    return [e for e in parse_nic_lines(text) if e["driver"] == "mlx5_core"]
 
 
 def hca_name(pci: str, root: str) -> str | None:
@@ -192,14 +299,28 @@ def hca_name(pci: str, root: str) -> str | None:
     return names[0] if names else None
 
 
+def hca_function(name: str, root: str) -> str | None:
+    """The PCI function an RDMA device is on ("0000:00:1b.0"), from its ``device`` link in sysfs
+    under ``root`` (/sys/class/infiniband); None where it has none."""
+    target = os.path.realpath(os.path.join(root, name, "device"))
+    found = re.fullmatch(_PCI_FUNCTION, os.path.basename(target))
+    return found.group(0).lower() if found and os.path.isdir(target) else None
+
+
 def _nic_events(text: str) -> list[JsonDict]:
-    """The last 200 ConnectX driver errors of a kernel log, each with its function's RDMA device
-    (``hca``) where sysfs names one."""
-    events = parse_mlx5_lines(text)[-200:]
-    names = {pci: hca_name(pci, SYS_BUS_PCI) for pci in {e["pci"] for e in events}}
+    """The last 200 NIC driver errors of a kernel log, each with its function's RDMA device
+    (``hca``) where the line or sysfs names one, and its PCI function where only the RDMA device
+    was printed and sysfs links it to one."""
+    events = parse_nic_lines(text)[-200:]
     for event in events:
-        if names[event["pci"]]:
-            event["hca"] = names[event["pci"]]
+        if "pci" not in event:
+            pci = hca_function(str(event["hca"]), SYS_CLASS_INFINIBAND)
+            if pci:
+                event["pci"] = pci
+        elif "hca" not in event:
+            name = hca_name(str(event["pci"]), SYS_BUS_PCI)
+            if name:
+                event["hca"] = name
     return events
 
 
@@ -229,7 +350,7 @@ def _kernel_log() -> tuple[str | None, str]:
 
 
 def hardware_facts() -> JsonDict:
-    """NVSwitches and whether the fabric manager runs; XID and SXID lines and the ConnectX driver's
+    """NVSwitches and whether the fabric manager runs; XID and SXID lines and the NIC drivers'
     errors from the kernel log (and which command read it), or why it could not be read (which is
     not the same as none)."""
     facts: JsonDict = {}
