@@ -32,6 +32,7 @@ def registry() -> tuple[Check, ...]:
         limits,
         names,
         ports,
+        rails,
         storage,
         versions,
     )
@@ -49,6 +50,7 @@ def registry() -> tuple[Check, ...]:
         storage.CHECK,
         compute.CHECK,
         intranode.CHECK,
+        rails.CHECK,
         allreduce.CHECK,
         ddp.CHECK,
         baseline.CHECK,

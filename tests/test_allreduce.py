@@ -30,8 +30,8 @@ NCCL = DATA / "nccl"
 MIB = 1024 * 1024
 
 
-def load_job(name: str) -> JobOutcome:
-    data = json.loads((JOBS / f"{name}.json").read_text(encoding="utf-8"))
+def load_job(name: str, directory: Path = JOBS) -> JobOutcome:
+    data = json.loads((directory / f"{name}.json").read_text(encoding="utf-8"))
     data["nodes"] = tuple(NodeOutcome(**node) for node in data["nodes"])
     data["phases"] = tuple(data["phases"])
     return JobOutcome(**data)

@@ -13,7 +13,13 @@ def test_the_controller_knows_the_node_sides_phases_in_order_each_judged_by_a_ch
     assert list(PHASES) == list(NODE_PHASES)
     checks = {c.name for c in all_checks()}
     assert all(phase.check in checks for phase in PHASES.values())
-    assert [p.label for p in PHASES.values()] == ["compute", "inside-the-node", "all-reduce", "DDP"]
+    assert [p.label for p in PHASES.values()] == [
+        "compute",
+        "inside-the-node",
+        "all-reduce",
+        "per-rail",
+        "DDP",
+    ]
 
 
 def test_a_small_cluster_has_time_for_its_repeats_and_a_large_one_does_not_pay_for_them() -> None:

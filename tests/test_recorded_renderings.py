@@ -4,7 +4,8 @@
 was recorded (``python -m tests.test_recorded_renderings`` writes it again); a change to
 the code that moves a verdict, a headline or a culprit in any format fails here. The runs
 are the lab recordings of ``tests/data/reports`` and the runs built with the checks' own
-judges (``make_synthetic``, ``make_faults``): the judges are covered as well as the renderers.
+judges (``make_synthetic``, ``make_faults``, the recorded jobs of ``tests/data/jobs`` and
+``tests/data/rails``): the judges are covered as well as the renderers.
 Between them, every registered check shows a finding other than a pass in some run.
 """
 
@@ -43,6 +44,8 @@ def _runs() -> dict[str, Callable[[], RunReport]]:
     runs["faults"] = make_faults.faults_run
     for p in sorted((DATA / "jobs").glob("*.json")):
         runs[f"job_{p.stem}"] = lambda p=p: make_synthetic.recorded_job_run(p)
+    for p in sorted((DATA / "rails").glob("*.json")):
+        runs[f"rails_{p.stem}"] = lambda p=p: make_synthetic.recorded_job_run(p)
     return runs
 
 

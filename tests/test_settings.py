@@ -127,7 +127,7 @@ def test_every_table_is_named_after_its_check_and_every_section_has_defaults() -
 def test_the_checks_keep_their_tables_options_and_quick_profile() -> None:
     assert set(setting_tables()) == {
         "versions", "gpu_memory", "ports", "allreduce", "ddp", "baseline", "storage",
-        "environment", "limits", "names", "clocks", "compute", "hardware", "intranode",
+        "environment", "limits", "names", "clocks", "compute", "hardware", "intranode", "rails",
     }  # fmt: skip
     quick = ["connect", "versions", "ports", "gpu_memory", "environment", "limits", "allreduce"]
     assert checks_of("quick") == quick
@@ -146,14 +146,17 @@ def test_the_expected_duration_keeps_its_figures() -> None:
     every = [c.name for c in all_checks()]
     facts = FACTS_S + FACTS_PER_DOUBLING_S * math.log2(3)
     # Ports 0.4, names and clocks 0.2 each, storage nothing without paths, the job's start 0.4,
-    # the burn 1 s, the sweep 1.8 s, three pair rounds at a quarter of 2 s, DDP 0.4 + 0.1 + 30 steps.
-    standard = facts + 0.4 + 0.2 + 0.2 + 0.4 + 1.0 + 1.8 + 3 * 0.5 + 0.4 + 0.1 + 30 * 0.005
+    # the burn 1 s, the sweep 1.8 s, three pair rounds at a quarter of 2 s, the ring's three rounds
+    # of rail tests at a quarter of 2 s (a GPU node's rails at once), DDP 0.4 + 0.1 + 30 steps.
+    standard = facts + 0.4 + 0.2 + 0.2 + 0.4 + 1.0 + 1.8 + 3 * 0.5 + 3 * 0.5 + 0.4 + 0.1 + 30 * 0.005
     assert expected_duration_s(Config(), 3, every) == pytest.approx(standard)
     with_data = Config().with_sections(StorageSection(data=("/data",)))
     assert expected_duration_s(with_data, 3, every) == pytest.approx(standard + 0.4)
     # Deep: the burn 10 s, the sweep at a factor of 2 and 50 iterations within 20 s, pair rounds
     # at a quarter of 4 s, 200 DDP steps.
-    deep = facts + 0.4 + 0.2 + 0.2 + 0.4 + 10.0 + 1.8 * 2 * 50 / 20 + 3 * 1.0 + 0.4 + 0.1 + 200 * 0.005
+    deep = (
+        facts + 0.4 + 0.2 + 0.2 + 0.4 + 10.0 + 1.8 * 2 * 50 / 20 + 3 * 1.0 + 3 * 0.5 + 0.4 + 0.1 + 200 * 0.005
+    )
     assert expected_duration_s(apply_profile(Config(), "deep"), 3, every) == pytest.approx(deep)
     quick = facts + 0.4 + 0.4 + 1.8 * 5 / 20  # ports, the job's start, the sweep at 5 iterations; no pairs
     quick_config = apply_profile(Config(), "quick")

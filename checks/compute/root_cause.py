@@ -2,7 +2,8 @@
 so the network checks' findings about that node's speed (a slow node or link, a pair under the
 floor, a DDP straggler) are turned into references to the compute finding instead of sending the
 user to the node's NIC; so are they for a node slow inside itself (``intranode``) or with NVLinks
-down (``hardware``), and ``intranode``'s own for the latter. Pure: findings in, findings out.
+down (``hardware``), and ``intranode``'s own for the latter; and for a node with a slow card on one
+rail (``rails``), which names the card. Pure: findings in, findings out.
 """
 
 from __future__ import annotations
@@ -30,11 +31,13 @@ ROOT_CAUSES = {
     "slow_compute": "being slow at compute",
     "slow_inside_node": "being slow inside itself",
     "gpu_nvlink": "having NVLinks down",
+    "slow_rail": "having a slow card on one of its rails",
+    "slow_on_every_rail": "being slow on every rail",
 }
 
 
 # The checks whose findings can be a node's root cause, in the order they take precedence.
-CAUSE_CHECKS = ("compute", "hardware", "intranode")
+CAUSE_CHECKS = ("compute", "hardware", "intranode", "rails")
 
 
 def causes_in(findings: Mapping[str, Sequence[CheckResult]]) -> list[CheckResult]:
@@ -74,11 +77,13 @@ def refer_to_compute(
         cause = slow[named[0]]
         ratio = cause.details.get("ratio")
         unit = "rank" if cause.check == COMPUTE else "node"
-        how = f" at {ratio:.2g}x the median {unit}" if isinstance(ratio, float) else ""
+        # A slow rail is the node's network: its ratio is against the rail's healthy tests.
+        in_network = cause.details.get("item") in ("slow_rail", "slow_on_every_rail")
+        how = f" at {ratio:.2g}x the median {unit}" if isinstance(ratio, float) and not in_network else ""
         being = ROOT_CAUSES[str(cause.details.get("item"))]
         summary = f"{result.summary.rstrip('.')}; caused by {fold(named)} {being}{how}"
         summary += f" (see the {cause.check} finding)"
-        if not_by:
+        if not_by and not in_network:
             summary += f", not by {not_by}"
         details = {**result.details, "item": ITEM, "refers_to": cause.check, "slow_at_compute": named}
         referred.append(dataclasses.replace(result, status="warn", summary=summary, details=details))

@@ -12,8 +12,10 @@ from typing import Any
 
 from checks.job.node.compute import RETEST_SHARE
 from checks.job.node.planning import REPEATS, SMALL_PAIRS
+from checks.job.node.rail_speeds import ring_pairs
+from checks.job.node.rails import MAX_CPU_RAILS
 from checks.job.pair_plan import pairs_tested, plan_mode, plan_rounds
-from checks.job.settings import AllreduceSection, ComputeSection, DdpSection
+from checks.job.settings import AllreduceSection, ComputeSection, DdpSection, RailsSection
 from preflight.config import Config
 
 # The largest all-reduce message of the sweep and the pair tests' message, by device: gloo between
@@ -31,6 +33,7 @@ COPY_BYTES = 256 << 20
 DDP_S = 20.0
 COMPUTE_S = 10.0  # the compute phase's set-up and gather, on top of its burn
 INTRANODE_S = 15.0  # the all-reduce inside each node and the GPUs' copies
+RAILS_S = 5.0  # the rails phase's set-up and gathers, on top of its tests
 
 
 @dataclass(frozen=True)
@@ -97,6 +100,28 @@ def _allreduce_budget_s(settings: Mapping[str, Any]) -> float:
     return float(budget)
 
 
+def _rails(config: Config, names: Sequence[str], gpu: bool) -> dict[str, Any]:
+    cfg = config.section(RailsSection)
+    pairs = config.section(AllreduceSection)
+    return {
+        "pairs": ring_pairs(len(names)) if cfg.test == "auto" else [],
+        "interfaces": list(cfg.interfaces),
+        "slow_ratio": cfg.slow_ratio,
+        "pair_bytes": pairs.pair_bytes or (GPU_PAIR_BYTES if gpu else CPU_PAIR_BYTES),
+        "pair_budget_s": cfg.test_budget_s,
+        "iters": pairs.iters,
+        # The rounds a ring pair's rails take: a GPU node's rails run at once, a CPU node's in turn.
+        "rail_rounds": 1 if gpu else MAX_CPU_RAILS,
+    }
+
+
+def _rails_budget_s(settings: Mapping[str, Any]) -> float:
+    # A ring's pairs take three rounds at most (two when even), each its rails' rounds; the slow
+    # tests again as many at most.
+    rounds = min(3, len(settings["pairs"])) * settings["rail_rounds"]
+    return float(RAILS_S + 2 * rounds * (settings["pair_budget_s"] + 1))
+
+
 def _intranode(config: Config, names: Sequence[str], gpu: bool) -> dict[str, Any]:
     return {"size_bytes": INTRANODE_BYTES, "iters": INTRANODE_ITERS, "copy_bytes": COPY_BYTES}
 
@@ -111,6 +136,7 @@ PHASES: dict[str, Phase] = {
         Phase("compute", "compute", "compute", _compute, _compute_budget_s),
         Phase("intranode", "inside-the-node", "intranode", _intranode, lambda _: INTRANODE_S),
         Phase("allreduce", "all-reduce", "allreduce", _allreduce, _allreduce_budget_s),
+        Phase("rails", "per-rail", "rails", _rails, _rails_budget_s),
         Phase("ddp", "DDP", "ddp", _ddp, lambda _: DDP_S),
     )
 }

@@ -1,4 +1,4 @@
-"""The settings of the checks judged in the job (``[allreduce]``, ``[ddp]``, ``[compute]``): kept
+"""The settings of the checks judged in the job (``[allreduce]``, ``[rails]``, ``[ddp]``, ``[compute]``): kept
 here because the job reads them to run its phases, and declared by those checks
 (``checks/<check>/settings.py``); and what starting the job adds to a run's expected duration.
 """
@@ -61,6 +61,23 @@ class AllreduceSection:
     # Seconds the ranks may take to join (rendezvous and process group): longer, since eight
     # processes per node importing torch from a cold shared filesystem start far apart.
     join_timeout_s: float = 60.0
+
+
+@dataclass(frozen=True)
+class RailsSection:
+    """Each rail between two nodes tested on its own (a GPU and the NIC nearest it, or one of a CPU
+    node's interfaces), against the same rail of its neighbours in a ring."""
+
+    # The interfaces of a CPU node's rails, the same names on every node (GPU nodes' rails are
+    # their GPUs); empty: GLOO_SOCKET_IFNAME's list where a node names several.
+    interfaces: tuple[str, ...] = ()
+    # A rail test below this fraction of what a healthy test of the rail does is slow (re-tested,
+    # then named).
+    slow_ratio: float = 0.5
+    # Seconds one rail test may take; its message is [allreduce]'s pair message.
+    test_budget_s: float = 2.0
+    # "auto": every rail of nodes with two or more; "never".
+    test: Literal["auto", "never"] = "auto"
 
 
 @dataclass(frozen=True)

@@ -62,7 +62,7 @@ SHELL_DOTFILES = ("/root/.bashrc", "/root/.profile", "/root/.bash_profile", "/ro
 RESOLV_CONF = "nameserver 127.0.0.1\noptions timeout:1 attempts:1\n"
 REQUIRED_TOOLS = ("ip", "tc", "iptables", "unshare", "nsenter", "ssh-keygen", "sleep")
 
-_NAME_RE = re.compile(r"^pflab(\d+)(?:[nv]\d+)?$")
+_NAME_RE = re.compile(r"^pflab(\d+)(?:[nv]\d+|r\d+|v\d+r\d+)?$")
 
 
 class LabError(RuntimeError):
@@ -320,11 +320,12 @@ def _teardown_index(k: int, root: Path | None) -> None:
             _try(["ip", "link", "del", link])
     for ns in namespaces:
         _try(["ip", "netns", "del", ns])
-    bridge = f"pflab{k}"
-    _try(["ip", "link", "del", bridge])
-    if shutil.which("iptables") is not None:
-        while _try(["iptables", "-w", "-D", *_forward_rule(bridge)]):
-            pass
+    bridges = [f"pflab{k}", *(link for link in _link_names() if re.match(rf"^pflab{k}r\d+$", link))]
+    for bridge in bridges:
+        _try(["ip", "link", "del", bridge])
+        if shutil.which("iptables") is not None:
+            while _try(["iptables", "-w", "-D", *_forward_rule(bridge)]):
+                pass
     if root is not None:
         shutil.rmtree(root, ignore_errors=True)
     _claim_path(k).unlink(missing_ok=True)
@@ -999,6 +1000,37 @@ class LabCluster:
         (processes of one node talk over it, even to the node's own eth0 address)."""
         _check_rate(rate_mbit)
         _tc_htb(["tc", "-n", self.node(node).netns], "lo", rate_mbit, {})
+
+    def add_rails(self, count: int) -> list[str]:
+        """Gives every node ``count`` more interfaces, ``rail1``.., each on a bridge of its own
+        (subnet 10.(199-j).K.0/24): the stand-in for a node's NICs on a rail-optimised fabric.
+        Returns the interface names."""
+        k = self.index
+        names = []
+        for j in range(1, count + 1):
+            bridge, name = f"pflab{k}r{j}", f"rail{j}"
+            _run(["ip", "link", "add", bridge, "type", "bridge"])
+            _run(["ip", "link", "set", bridge, "up"])
+            if _bridge_netfilter_active():
+                _run(["iptables", "-w", "-I", *_forward_rule(bridge)])
+            for node in self.nodes:
+                host_side = f"{node.veth_host}r{j}"
+                address = f"10.{199 - j}.{k}.{FIRST_HOST + node.index - 1}/24"
+                _run(["ip", "link", "add", host_side, "type", "veth",
+                      "peer", "name", name, "netns", node.netns])  # fmt: skip
+                _run(["ip", "link", "set", host_side, "master", bridge, "up"])
+                _run(["ip", "-n", node.netns, "addr", "add", address, "dev", name])
+                _run(["ip", "-n", node.netns, "link", "set", name, "up"])
+            names.append(name)
+        return names
+
+    def throttle_rail(self, node: NodeRef, rail: str, rate_mbit: float) -> None:
+        """Limits one of the node's rails (an interface from :meth:`add_rails`), both directions."""
+        target = self.node(node)
+        _check_rate(rate_mbit)
+        host_side = f"{target.veth_host}r{int(rail.removeprefix('rail'))}"
+        _tc_htb(["tc", "-n", target.netns], rail, rate_mbit, {})
+        _tc_htb(["tc"], host_side, rate_mbit, {})
 
     def limit_cpu(self, node: NodeRef, fraction: float) -> None:
         """Limits every process the node's sshd starts from now on (the sessions, and what they

@@ -1,10 +1,13 @@
 """Pair tests between nodes: rounds of pairs, the pairs of a round at once, each all-reducing over
 its own communicator at one message size the whole world agrees on, so that pairs compare like
-with like. The first wave and the re-tests it calls for (``allreduce``) run here.
+with like. The first wave and the re-tests it calls for (``allreduce``), and the tests of each rail
+between two nodes (``rails``: a test is then a pair and a rail, and its ranks are that rail's), run
+here.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -21,12 +24,13 @@ from checks.job.node.planning import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
     from checks.job.node.harness import Job, Settings
 
     JsonDict = dict[str, Any]
-    Pair = tuple[int, int]
+    # A test: the two nodes (node ranks, the lower first), then, for a rail's test, the rail.
+    Test = tuple[int, ...]
 
 # A pair test first times a message this small: a link too slow for the full pair message then
 # gets a smaller one, so that one op stays well inside the pair's budget and the collective timeout.
@@ -34,24 +38,49 @@ PAIR_PROBE_BYTES = 64 * 1024
 
 
 class PairTests:
-    """The pair tests of one job: one communicator per pair of nodes, made once and reused by
-    re-tests, destroyed after."""
+    """The pair tests of one job: one communicator per test, made once and reused by re-tests,
+    destroyed after.
 
-    def __init__(self, job: Job) -> None:
+    ``members`` are a test's ranks (by default every rank of its two nodes); ``environment``, the
+    variables this rank sets while the test's communicator is made (a rail's interface for gloo,
+    which reads GLOO_SOCKET_IFNAME as each group starts), put back after."""
+
+    def __init__(
+        self,
+        job: Job,
+        members: Callable[[Test], list[int]] | None = None,
+        environment: Callable[[Test], Mapping[str, str]] | None = None,
+    ) -> None:
         self.job = job
-        self.groups: dict[Pair, Any] = {}
+        self.groups: dict[Test, Any] = {}
+        self.members = members or self._node_ranks
+        self.environment = environment
 
-    def group(self, pair: Pair) -> Any:
-        """The pair's communicator: made on first use by every rank in the same order (as
+    def _node_ranks(self, test: Test) -> list[int]:
+        ranks_of_node = self.job.ranks_of_node
+        return sorted(ranks_of_node.get(test[0], []) + ranks_of_node.get(test[1], []))
+
+    def group(self, test: Test) -> Any:
+        """The test's communicator: made on first use by every rank in the same order (as
         new_group requires), reused by re-tests."""
-        if pair not in self.groups:
+        if test not in self.groups:
             job = self.job
-            ranks = sorted(job.ranks_of_node.get(pair[0], []) + job.ranks_of_node.get(pair[1], []))
-            self.groups[pair] = job.dist.new_group(ranks, timeout=timedelta(seconds=job.timeout_s))
-        return self.groups[pair]
+            wanted = dict(self.environment(test)) if self.environment else {}
+            before = {name: os.environ.get(name) for name in wanted}
+            os.environ.update(wanted)
+            try:
+                made = job.dist.new_group(self.members(test), timeout=timedelta(seconds=job.timeout_s))
+            finally:
+                for name, value in before.items():
+                    if value is None:
+                        os.environ.pop(name, None)
+                    else:
+                        os.environ[name] = value
+            self.groups[test] = made
+        return self.groups[test]
 
     def destroy(self) -> None:
-        """Destroy every pair's communicator (after the last re-test)."""
+        """Destroy every test's communicator (after the last re-test)."""
         for group in self.groups.values():
             self.job.dist.destroy_process_group(group)
         self.groups.clear()
@@ -73,10 +102,10 @@ class PairTests:
         nodes on one machine) slow each other by the scheduler's luck: a pair slow alone is slow
         on its own."""
         job = self.job
-        plan = [[pair_key(int(a), int(b)) for a, b in pairs] for pairs in rounds]
-        for pairs in plan:
-            for pair in pairs:
-                self.group(pair)
+        plan = [[(*pair_key(int(t[0]), int(t[1])), *map(int, t[2:])) for t in tests] for tests in rounds]
+        for tests in plan:
+            for test in tests:
+                self.group(test)
         alone = in_turn_s > 0
         if alone:
             plan = [[pair] for pairs in plan for pair in pairs]
@@ -96,7 +125,7 @@ class PairTests:
             index += 1
         return _by_pair(job.gather(local), retest)
 
-    def _test_round(self, pairs: Sequence[Pair], settings: Settings) -> JsonDict | None:
+    def _test_round(self, pairs: Sequence[Test], settings: Settings) -> JsonDict | None:
         """This rank's part of one round: the message size every rank agrees on, then its pair's
         probe and timed ops within the pair's budget; None for a rank whose node sits it out."""
         job = self.job
@@ -104,7 +133,7 @@ class PairTests:
         target = max(FLOAT32_BYTES, int(settings["pair_bytes"]) // FLOAT32_BYTES * FLOAT32_BYTES)
         budget = float(settings["pair_budget_s"])
         probe_bytes = min(target, PAIR_PROBE_BYTES)
-        mine = next((p for p in pairs if job.node_rank in p), None)
+        mine = next((p for p in pairs if job.rank in self.members(p)), None)
         group = self.groups[mine] if mine is not None else None
         started = time.perf_counter()
         proposal = float(target)
@@ -120,7 +149,7 @@ class PairTests:
         buffer = job.allocate(size // FLOAT32_BYTES, f"the {size}-byte pair message", group is not None)
         if mine is None or group is None:
             return None
-        ranks = sorted(job.ranks_of_node.get(mine[0], []) + job.ranks_of_node.get(mine[1], []))
+        ranks = self.members(mine)
         probe_local = job.time_ops(buffer, 1, group, aligned=True)  # allocate() agreed
         probe, spent = job.agree_max([probe_local, time.perf_counter() - started], group)
         requested = max(1, int(settings["iters"]))
@@ -130,18 +159,19 @@ class PairTests:
         return {
             "size_bytes": size, "iters": timed, "probe_s": probe_local,
             "time_s": cut_short_time(per_op_local, timed, requested, probe_local),
-            "cpu_wait": waiting.share(per_op_local * timed), "nodes": list(mine), "ranks": ranks,
+            "cpu_wait": waiting.share(per_op_local * timed), "nodes": list(mine[:2]), "ranks": ranks,
+            **({"rail": mine[2]} if len(mine) > 2 else {}),
         }  # fmt: skip
 
 
 def _by_pair(gathered: Sequence[Sequence[JsonDict]], retest: bool) -> list[JsonDict]:
     """Every rank's measurements as one record a pair and round, in round order: the pair's time is
     its slowest rank's, its CPU wait its most held-back rank's."""
-    by_pair: dict[tuple[int, int, int], JsonDict] = {}
-    waits: dict[tuple[int, int, int], list[float]] = {}
+    by_pair: dict[tuple[int, ...], JsonDict] = {}
+    waits: dict[tuple[int, ...], list[float]] = {}
     for rank_results in gathered:
         for result in rank_results:
-            key = (int(result["round"]), int(result["nodes"][0]), int(result["nodes"][1]))
+            key = (int(result["round"]), *map(int, result["nodes"]), int(result.get("rail", -1)))
             known = by_pair.get(key)
             # A pair runs at its slowest member's pace (nccl-tests averages over ranks by
             # default, -a 1; -a 3 takes the maximum, as here).
@@ -167,6 +197,7 @@ def _by_pair(gathered: Sequence[Sequence[JsonDict]], retest: bool) -> list[JsonD
                 "retest": retest,
                 "alone": bool(result.get("alone")),
                 "cpu_wait": max(waits[key]) if key in waits else None,
+                **({"rail": result["rail"]} if "rail" in result else {}),
             }
         )
     return measurements

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from checks.job.node import allreduce, compute, ddp, intranode
+from checks.job.node import allreduce, compute, ddp, intranode, rails
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -17,5 +17,6 @@ PHASES: dict[str, Callable[[Job], dict[str, Any]]] = {
     "compute": compute.run,
     "intranode": intranode.run,
     "allreduce": allreduce.run,
+    "rails": rails.run,
     "ddp": ddp.run,
 }

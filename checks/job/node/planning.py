@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import random
 import statistics
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
 
     Pair = tuple[int, int]
+
+Test = TypeVar("Test", bound="tuple[int, ...]")
 
 GB = 1e9
 FLOAT32_BYTES = 4
@@ -231,18 +233,20 @@ def slow_everywhere(measured: Mapping[Pair, Sequence[float]], threshold: float) 
     return {node for node, others in partners.items() if len(others) >= 2 and node not in fast}
 
 
-def pack_rounds(tests: Iterable[Pair]) -> list[list[Pair]]:
-    """Tests packed first-fit into rounds of disjoint pairs, in the order given."""
-    rounds: list[list[Pair]] = []
+def pack_rounds(tests: Iterable[Test]) -> list[list[Test]]:
+    """Tests packed first-fit into rounds of disjoint pairs, in the order given (a test's first two
+    numbers are its nodes)."""
+    rounds: list[list[Test]] = []
     busy: list[set[int]] = []
-    for a, b in tests:
+    for test in tests:
+        a, b = test[0], test[1]
         for index, nodes in enumerate(busy):
             if a not in nodes and b not in nodes:
-                rounds[index].append((a, b))
+                rounds[index].append(test)
                 nodes.update((a, b))
                 break
         else:
-            rounds.append([(a, b)])
+            rounds.append([test])
             busy.append({a, b})
     return rounds
 

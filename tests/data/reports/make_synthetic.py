@@ -258,14 +258,16 @@ def job_results(names: list[str], facts: Mapping[str, Mapping[str, Any]], **kwar
 
 def recorded_job_run(path: Path) -> RunReport:
     """A run around a recorded distributed job (tests/data/jobs: a real torchrun of the job script
-    over gloo), judged by the compute (where the job ran it), allreduce and ddp judges, the network
-    findings referring to compute's; the hosts are the job's nodes."""
+    over gloo; tests/data/rails: a real check on the lab), judged by the compute and intranode (where
+    the job ran them), rails, allreduce and ddp judges, the network findings referring to their
+    root causes; the hosts are the job's nodes."""
     from checks.allreduce import judge_allreduce
     from checks.compute import judge_compute
     from checks.compute.root_cause import refer_to_compute
     from checks.ddp import judge_ddp
     from checks.intranode import judge_intranode
     from checks.job.outcome import JobOutcome, NodeOutcome
+    from checks.rails import judge_rails
 
     data = json.loads(path.read_text())
     nodes = tuple(NodeOutcome(**n) for n in data["nodes"])
@@ -275,6 +277,7 @@ def recorded_job_run(path: Path) -> RunReport:
     config = Config()
     compute = judge_compute(outcome, config) if "compute" in outcome.phases else []
     compute += judge_intranode(outcome, config) if "intranode" in outcome.phases else []
+    compute += refer_to_compute(judge_rails(outcome, config), compute) if "rails" in outcome.phases else []
     results = [
         *compute,
         *refer_to_compute(judge_allreduce(outcome, config, {}), compute),

@@ -1,0 +1,39 @@
+"""``rails``: each rail between two nodes (a GPU's rank and the NIC nearest it, or one of a CPU
+node's interfaces) all-reduced on its own with the same rail of the node's ring neighbours; a node's
+slow card is named by its rail. Its phase runs in the job (``checks.job``); ``judge`` judges it,
+``present`` shows it. Skipped with a reason where nodes have one rail.
+"""
+
+from __future__ import annotations
+
+from checks.compute.root_cause import CAUSE_CHECKS, causes_in, refer_to_compute
+from checks.job import launch
+from checks.rails.details import NAME
+from checks.rails.judge import judge_rails
+from checks.rails.present import PRESENTATION
+from checks.rails.settings import DURATION, SETTINGS
+from preflight.check import Check, CheckContext
+from preflight.model import CheckResult
+
+__all__ = ["CHECK", "NAME", "PRESENTATION", "judge_rails"]
+
+# The causes this check's slow rails may have (a node slow at compute, or inside itself, is slow on
+# every rail): the other checks whose findings are causes.
+CAUSES = tuple(name for name in CAUSE_CHECKS if name != NAME)
+
+
+def _run(ctx: CheckContext) -> list[CheckResult]:
+    found = launch.judge_job(ctx, NAME, lambda outcome: judge_rails(outcome, ctx.config))
+    return refer_to_compute(found, causes_in(ctx.findings))
+
+
+CHECK = Check(
+    name=NAME,
+    title="each rail between nodes on its own (a GPU and its NIC, or one interface); the slow card named",
+    run=_run,
+    presentation=PRESENTATION,
+    warm_imports=launch.JOB_IMPORTS,
+    reads=("ports", *CAUSES),
+    settings=SETTINGS,
+    duration=DURATION,
+)

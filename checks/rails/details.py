@@ -1,0 +1,45 @@
+"""The ``rails`` check's name and the JSON contract of its details: every rail test (the pass, or
+the first finding), and what each finding measured.
+"""
+
+from __future__ import annotations
+
+from typing import NotRequired, TypedDict
+
+NAME = "rails"
+PHASE = "rails"
+
+
+class RailTest(TypedDict):
+    """One rail test or re-test between two nodes."""
+
+    nodes: list[str]  # inventory names
+    rail: int
+    busbw_gbps: float
+    size_bytes: int
+    retest: bool
+
+
+class Measured(TypedDict):
+    """What the phase measured: the rails every node has, each node's rails by name (an interface,
+    or a GPU with its PCI address), the tests, each rail's typical test and what a healthy rail test
+    does (GB/s busbw: the upper median of the typical ones), the phase's seconds."""
+
+    rails: int
+    rail_names: dict[str, list[str]]  # host -> the name of each of its rails
+    tests: list[RailTest]
+    typical_gbps: dict[str, float]  # by rail, as a string
+    healthy_gbps: float
+    duration_s: float | None
+
+
+class SlowRail(TypedDict):
+    """A node's rail slow in its tests with every partner (or, ``pair`` and ``link``, a rail test
+    whose slow side cannot be told; ``everywhere``, a rail slow on every node)."""
+
+    item: str  # "slow_rail", "slow_on_every_rail", "slow_rail_pair", "slow_rail_link", "slow_rail_everywhere"
+    rails: list[int]
+    ratio: float  # the slowest test's busbw against a healthy rail test
+    busbw_gbps: float
+    node: NotRequired[str]
+    nodes: NotRequired[list[str]]

@@ -1,0 +1,224 @@
+"""The ``rails`` judge: each node's rails against what a healthy test of the same rail does between
+other nodes (``rail_speeds``). A rail slow with both its ring neighbours is the node's card on that
+rail; every rail of a node slow is the node, not a card; one test slow while both its nodes do well
+with their other neighbour is the path between them; with two nodes, which side is slow cannot be
+told. Pure: a job's outcome in, findings out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from checks.job.node.rail_speeds import best_busbw, healthy_rail, rail_typicals, slow_tests
+from checks.job.outcome import JobOutcome, node_names
+from checks.job.phase import read_phase
+from checks.job.settings import RailsSection
+from checks.rails.details import NAME, PHASE, Measured, RailTest, SlowRail
+from preflight.config import Config
+from preflight.facts_values import records
+from preflight.model import CheckResult
+from preflight.nodeset import fold
+from preflight.status import Status
+
+Test = tuple[int, int, int]
+
+
+def rail_names(section: Mapping[str, Any], names: Sequence[str], gpu: bool) -> dict[str, list[str]]:
+    """Each node's rails by name: its interfaces, or its GPUs (with their PCI addresses)."""
+    rails = int(section.get("rails") or 0)
+    named: dict[str, list[str]] = {name: [f"rail {r}" for r in range(rails)] for name in names}
+    for card in records(section.get("cards")):
+        node, local = card.get("node_rank"), card.get("local_rank")
+        if not isinstance(node, int) or not 0 <= node < len(names):
+            continue
+        host = names[node]
+        if gpu and isinstance(local, int) and local < rails:
+            address = card.get("gpu")
+            named[host][local] = f"GPU {local}" + (f" at {address}" if address else "")
+        elif not gpu and local == 0:
+            for rail, interface in enumerate(list(card.get("interfaces") or [])[:rails]):
+                named[host][rail] = str(interface)
+    return named
+
+
+def judge_rails(outcome: JobOutcome, config: Config) -> list[CheckResult]:
+    phase = read_phase(NAME, outcome, PHASE)
+    if phase.section is None:
+        return phase.findings
+    results, section = phase.findings, phase.section
+    if section.get("skipped"):
+        return [*results, CheckResult(NAME, "skip", f"not measured: {section['skipped']}")]
+    names = node_names(outcome)
+    gpu = (outcome.document or {}).get("device") == "cuda"
+    tests = [t for t in records(section.get("tests")) if _known(t, len(names))]
+    busbw = best_busbw(tests)
+    healthy = healthy_rail(busbw)
+    slow = slow_tests(busbw, config.section(RailsSection).slow_ratio)
+    named = rail_names(section, names, gpu)
+    details: Measured = {
+        "rails": int(section.get("rails") or 0),
+        "rail_names": named,
+        "tests": [_named_test(t, names) for t in tests],
+        "typical_gbps": {str(rail): value for rail, value in rail_typicals(busbw).items()},
+        "healthy_gbps": healthy,
+        "duration_s": section.get("duration_s"),
+    }
+    found = Culprits(busbw, healthy, slow, names, named, gpu).findings()
+    if not found and not results:
+        return [CheckResult(NAME, "pass", _passed(details, len(busbw)), (), dict(details))]
+    found = [*results, *found]
+    first = found[0]
+    found[0] = CheckResult(
+        first.check, first.status, first.summary, first.hosts, {**details, **first.details}
+    )
+    return found
+
+
+def _known(test: Mapping[str, Any], n_nodes: int) -> bool:
+    nodes = test.get("nodes")
+    return isinstance(nodes, list) and all(isinstance(n, int) and 0 <= n < n_nodes for n in nodes)
+
+
+def _named_test(test: Mapping[str, Any], names: Sequence[str]) -> RailTest:
+    return {
+        "nodes": [names[int(n)] for n in test["nodes"]],
+        "rail": int(test.get("rail", -1)),
+        "busbw_gbps": float(test.get("busbw_gbps") or 0.0),
+        "size_bytes": int(test.get("size_bytes") or 0),
+        "retest": bool(test.get("retest")),
+    }
+
+
+def _passed(details: Measured, n_tests: int) -> str:
+    typical = list(details["typical_gbps"].items())[:8]
+    shown = ", ".join(f"rail {rail} {value:.3g}" for rail, value in typical)
+    hosts = fold(details["rail_names"])
+    return (
+        f"each of the {details['rails']} rails of {hosts} runs alike in {n_tests} tests with its ring "
+        f"neighbours ({shown} GB/s busbw)"
+    )
+
+
+class Culprits:
+    """Who is at fault for the slow rail tests of one run."""
+
+    def __init__(
+        self,
+        busbw: Mapping[Test, float],
+        healthy: float,
+        slow: Sequence[Test],
+        names: Sequence[str],
+        named: Mapping[str, Sequence[str]],
+        gpu: bool,
+    ) -> None:
+        self.busbw, self.healthy, self.slow = busbw, healthy, set(slow)
+        self.names, self.named, self.gpu = names, named, gpu
+        self.nodes = sorted({n for test in busbw for n in test[:2]})
+        self.rails = sorted({test[2] for test in busbw})
+        tests_of: dict[tuple[int, int], list[Test]] = {}
+        for test in busbw:
+            for node in test[:2]:
+                tests_of.setdefault((node, test[2]), []).append(test)
+        # A node's rail is slow when every one of its tests on that rail is.
+        self.slow_rails = {key for key, tests in tests_of.items() if all(t in self.slow for t in tests)}
+
+    def ratio(self, tests: Sequence[Test]) -> tuple[float, float]:
+        """The slowest of ``tests``: its share of a healthy rail test, and its busbw."""
+        worst = min(self.busbw[t] for t in tests)
+        return worst / self.healthy, worst
+
+    def how(self, tests: Sequence[Test]) -> str:
+        ratio, busbw = self.ratio(tests)
+        return f"{ratio:.2g}x a healthy rail test ({busbw:.3g} vs {self.healthy:.3g} GB/s busbw)"
+
+    def findings(self) -> list[CheckResult]:
+        if not self.slow:
+            return []
+        if len(self.nodes) == 2:
+            return [self._pair()]
+        everywhere = [r for r in self.rails if all((n, r) in self.slow_rails for n in self.nodes)]
+        found = [self._everywhere(everywhere)] if everywhere else []
+        blamed: set[tuple[int, int]] = set()
+        for node in self.nodes:
+            rails = [r for r in self.rails if (node, r) in self.slow_rails and r not in everywhere]
+            if rails:
+                blamed.update((node, r) for r in rails)
+                found.append(self._node(node, rails))
+        links = sorted(
+            t for t in self.slow if t[2] not in everywhere and not {(t[0], t[2]), (t[1], t[2])} & blamed
+        )
+        found += [self._link(test) for test in links]
+        return found
+
+    def _rail_label(self, host: str, rail: int) -> str:
+        names = self.named.get(host) or []
+        label = names[rail] if rail < len(names) else ""
+        return f"rail {rail} ({label})" if label and label != f"rail {rail}" else f"rail {rail}"
+
+    def _result(
+        self,
+        status: Status,
+        summary: str,
+        hosts: Sequence[str],
+        item: str,
+        rails: Sequence[int],
+        tests: Sequence[Test],
+    ) -> CheckResult:
+        ratio, busbw = self.ratio(tests)
+        found: SlowRail = {"item": item, "rails": list(rails), "ratio": ratio, "busbw_gbps": busbw}
+        if len(hosts) == 1:
+            found["node"] = hosts[0]
+        else:
+            found["nodes"] = list(hosts)
+        return CheckResult(NAME, status, summary, tuple(hosts), dict(found))
+
+    def _node(self, node: int, rails: Sequence[int]) -> CheckResult:
+        host = self.names[node]
+        tests = [t for t in self.slow if node in t[:2] and t[2] in rails]
+        partners = fold(sorted({self.names[n] for t in tests for n in t[:2] if n != node}))
+        if len(rails) == len(self.rails):
+            summary = (
+                f"{host} is slow on every one of its {len(rails)} rails with {partners}, re-tested: "
+                f"{self.how(tests)}; the node itself (its PCIe, CPU or a setting all its NICs share), "
+                "not one card"
+            )
+            return self._result("fail", summary, (host,), "slow_on_every_rail", rails, tests)
+        shown = " and ".join(self._rail_label(host, r) for r in rails)
+        card = (
+            "the NIC nearest that GPU, its cable or switch port, or the GPU's PCIe path to it"
+            if self.gpu
+            else "that interface, its cable or its switch port"
+        )
+        verb = "are" if len(rails) > 1 else "is"
+        summary = f"{host}'s {shown} {verb} slow with both its neighbours ({partners}), re-tested: "
+        return self._result("fail", f"{summary}{self.how(tests)}; {card}", (host,), "slow_rail", rails, tests)
+
+    def _pair(self) -> CheckResult:
+        tests = sorted(self.slow)
+        a, b = self.names[tests[0][0]], self.names[tests[0][1]]
+        rails = sorted({t[2] for t in tests})
+        shown = " and ".join(self._rail_label(a, r) for r in rails)
+        summary = (
+            f"{shown} between {a} and {b} {'are' if len(rails) > 1 else 'is'} slow, re-tested: "
+            f"{self.how(tests)}; with two nodes, which side is slow cannot be told from the run"
+        )
+        return self._result("fail", summary, (a, b), "slow_rail_pair", rails, tests)
+
+    def _link(self, test: Test) -> CheckResult:
+        a, b = self.names[test[0]], self.names[test[1]]
+        summary = (
+            f"{self._rail_label(a, test[2])} between {a} and {b} is slow, re-tested: {self.how([test])}, "
+            "while both do well on it with their other neighbour: the path between them on that rail"
+        )
+        return self._result("fail", summary, (a, b), "slow_rail_link", [test[2]], [test])
+
+    def _everywhere(self, rails: Sequence[int]) -> CheckResult:
+        tests = [t for t in self.slow if t[2] in rails]
+        shown = " and ".join(f"rail {r}" for r in rails)
+        summary = (
+            f"{shown} {'are' if len(rails) > 1 else 'is'} slow between every pair of nodes: "
+            f"{self.how(tests)}; the rail's switch, or a setting of that rail's NICs on every node"
+        )
+        hosts = [self.names[n] for n in self.nodes]
+        return self._result("fail", summary, hosts, "slow_rail_everywhere", rails, tests)
