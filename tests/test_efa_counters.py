@@ -12,13 +12,16 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 from checks.hardware import judge_hardware
-from checks.hardware.counters import ALONE_COUNTERS
+from checks.hardware.counters import ALONE_COUNTERS, growth_results
+from checks.job.node.counters import sample
+from checks.job.outcome import JobOutcome, NodeOutcome
 from preflight.config import Config
 from preflight.facts import NodeFacts
 from preflight.model import CheckResult
-from preflight.node import net
+from preflight.node import net, sysfs_counters
 
 EFA = Path(__file__).parent / "data" / "hardware" / "efa"
 GUIDE = EFA / "hw_counters_aws_user_guide_rdmap0s31.txt"
@@ -76,7 +79,7 @@ def guide_nodes(tmp_path: Path, raised: dict[str, dict[str, str]]) -> dict[str, 
 def test_a_healthy_listing_reads_the_error_counters_only_and_gives_no_finding(tmp_path: Path) -> None:
     nodes = guide_nodes(tmp_path, {})
     [port] = nodes["p5-1"].ib_ports
-    assert dict(port.counters) == dict.fromkeys(net.EFA_PORT_COUNTERS, 0)
+    assert dict(port.counters) == dict.fromkeys(sysfs_counters.EFA_PORT_COUNTERS, 0)
     assert counter_findings(nodes) == []
     assert [r.status for r in judge_hardware(nodes, Config())] == ["pass"]
 
@@ -148,3 +151,28 @@ def test_hw_counters_of_a_device_of_another_driver_are_not_read(tmp_path: Path) 
     (root / "mlx5_0" / "ports" / "1" / "counters" / "link_downed").write_text("0\n")
     [port] = node_of(root).ib_ports
     assert dict(port.counters) == {"link_downed": 0}
+
+
+def test_the_job_samples_efa_error_counters_and_judges_their_growth(tmp_path: Path) -> None:
+    """The job's host samples an EFA port's error counters before and after the ranks (the user
+    guide's listing; the growth is built here: no public capture of two samples was found): a
+    retransmission timeout during the job warns, SRD's own retransmits are a note."""
+    listing = guide_counters()
+    before = sample(str(efa_tree(tmp_path / "before", "rdmap0s31", listing)), str(tmp_path / "no-net"))
+    assert before["ib"]["rdmap0s31/1"]["counters"] == dict.fromkeys(sysfs_counters.EFA_PORT_COUNTERS, 0)
+    quiet = {**listing, "retrans_pkts": "1200"}
+    after = sample(str(efa_tree(tmp_path / "quiet", "rdmap0s31", quiet)), str(tmp_path / "no-net"))
+    after["t"] = before["t"] + 30
+    (note,) = growth_results(outcome_of(before, after), "allreduce")
+    assert note.status == "pass" and "retrans_pkts +1200" in note.summary
+    faulty = {**quiet, "retrans_timeout_events": "3"}
+    after = sample(str(efa_tree(tmp_path / "faulty", "rdmap0s31", faulty)), str(tmp_path / "no-net"))
+    after["t"] = before["t"] + 30
+    (warning,) = growth_results(outcome_of(before, after), "allreduce")
+    assert warning.status == "warn"
+    assert warning.summary.startswith("p5-2: rdmap0s31 port 1 retrans_timeout_events +3")
+
+
+def outcome_of(before: dict[str, Any], after: dict[str, Any]) -> JobOutcome:
+    node = NodeOutcome("p5-2", 1, 0, False, False, False, "", counters={"before": before, "after": after})
+    return JobOutcome(("allreduce",), "nccl", "p5-1", 29500, (node,), 30.0)

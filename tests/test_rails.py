@@ -42,16 +42,30 @@ def changed(outcome: JobOutcome, change: Callable[[dict[str, Any]], None]) -> Jo
     return dataclasses.replace(outcome, document=document)
 
 
-def scale_tests(outcome: JobOutcome, keep: Callable[[dict[str, Any]], bool], factor: float) -> JobOutcome:
-    """The job with the rail tests ``keep`` picks (test and re-test) ``factor`` times as fast."""
+def made_slow(outcome: JobOutcome, keep: Callable[[dict[str, Any]], bool], factor: float) -> JobOutcome:
+    """The job with the rail tests ``keep`` picks ``factor`` times as fast, each re-tested as slow
+    again by ranks blocked on their sockets (waiting for a CPU 0.01 s a second, as the throttled
+    node's ranks of tests/data/pairs did), as the job re-tests a slow test."""
 
     def change(document: dict[str, Any]) -> None:
-        for test in document["rails"]["tests"]:
-            if keep(test):
-                test["busbw_gbps"] *= factor
-                test["algbw_gbps"] *= factor
+        tests = document["rails"]["tests"]
+        last = max(int(t["round"]) for t in tests)
+        for test in [t for t in tests if keep(t) and not t["retest"]]:
+            test["busbw_gbps"] *= factor
+            test["algbw_gbps"] *= factor
+            test["time_s"] /= factor
+            last += 1
+            tests.append(dict(test, retest=True, alone=True, round=last, cpu_wait=0.01))
 
     return changed(outcome, change)
+
+
+def slow_to_answer(outcome: JobOutcome, node: int, rail: int) -> JobOutcome:
+    """``node``'s 8-byte tests on ``rail`` three times as long: a card slow to answer, its
+    bandwidth untouched."""
+    return made_slow(
+        outcome, lambda t: bool(t.get("latency")) and node in t["nodes"] and t["rail"] == rail, 1 / 3
+    )
 
 
 @pytest.mark.parametrize("name", ["lab_three_nodes_two_rails", "lab_four_nodes_two_rails"])
@@ -61,6 +75,8 @@ def test_healthy_rails_pass_and_say_what_each_rail_does(name: str) -> None:
     assert result.details["rails"] == 2
     assert set(result.details["typical_gbps"]) == {"0", "1"}
     assert "each of the 2 rails of" in result.summary
+    assert "µs an all-reduce of 8 bytes" in result.summary
+    assert {t["latency"] for t in result.details["tests"]} == {False, True}
 
 
 @pytest.mark.parametrize(
@@ -84,7 +100,7 @@ def test_a_slow_card_is_named_on_its_node_by_its_rail_and_no_partner_is_blamed(
     )
     assert "that interface, its cable or its switch port" in finding.summary
     # The evidence: the slow tests were tested again, and stayed slow.
-    retests = [t for t in finding.details["tests"] if t["retest"]]
+    retests = [t for t in finding.details["tests"] if t["retest"] and not t["latency"]]
     assert retests and all(node in t["nodes"] and t["rail"] == 1 for t in retests)
 
 
@@ -104,9 +120,11 @@ def test_a_node_slow_on_every_rail_is_the_node_not_a_card() -> None:
 
 
 def test_one_slow_test_between_nodes_that_do_well_elsewhere_is_the_path_between_them() -> None:
-    # Four healthy nodes; the rail-0 test of one ring pair (and its re-test) made four times slower.
-    outcome = scale_tests(
-        job("lab_four_nodes_two_rails"), lambda t: t["nodes"] == [0, 1] and t["rail"] == 0, 0.25
+    # Four healthy nodes; the rail-0 test of one ring pair (and its re-test) four times slower.
+    outcome = made_slow(
+        job("lab_four_nodes_two_rails"),
+        lambda t: t["nodes"] == [0, 1] and t["rail"] == 0 and not t.get("latency"),
+        0.25,
     )
     (finding,) = failures(outcome)
     assert finding.details["item"] == "slow_rail_link"
@@ -114,12 +132,57 @@ def test_one_slow_test_between_nodes_that_do_well_elsewhere_is_the_path_between_
     assert "the path between them on that rail" in finding.summary
 
 
+def test_a_test_slow_once_that_was_never_re_tested_is_not_named() -> None:
+    """The judge names what the job confirmed: a test the job did not re-test (it was not slow
+    against the first tests' healthy rail when the job looked) is not a finding."""
+
+    def slower_first_test(document: dict[str, Any]) -> None:
+        test = next(t for t in document["rails"]["tests"] if not t.get("latency"))
+        test["busbw_gbps"] *= 0.2
+
+    assert failures(changed(job("lab_four_nodes_two_rails"), slower_first_test)) == []
+
+
 def test_a_rail_slow_between_every_pair_is_one_finding_for_the_rail() -> None:
-    outcome = scale_tests(job("lab_three_nodes_two_rails"), lambda t: t["rail"] == 1, 0.3)
+    outcome = made_slow(
+        job("lab_three_nodes_two_rails"), lambda t: t["rail"] == 1 and not t.get("latency"), 0.3
+    )
     (finding,) = failures(outcome)
     assert finding.details["item"] == "slow_rail_everywhere"
     assert finding.details["rails"] == [1]
     assert len(finding.hosts) == 3
+
+
+def test_a_rail_slow_to_answer_at_eight_bytes_is_named_for_its_latency() -> None:
+    (finding,) = failures(slow_to_answer(job("lab_three_nodes_two_rails"), 1, 1))
+    assert finding.details["item"] == "rail_latency"
+    assert finding.details["form"] == "slow_rail"
+    assert finding.hosts == ("10.199.1.12",)
+    assert finding.summary.startswith("10.199.1.12's rail 1 (rail2) is slow with both its neighbours")
+    assert "the latency of a healthy rail test" in finding.summary
+    (healthy,) = judged(job("lab_three_nodes_two_rails"))
+    assert finding.details["latency_us"] > 2 * max(healthy.details["latency_us"].values())
+
+
+def test_a_rail_slow_at_both_sizes_is_one_finding_for_its_bandwidth() -> None:
+    (finding,) = failures(slow_to_answer(job("lab_three_nodes_rail2_throttled"), 1, 1))
+    assert finding.details["item"] == "slow_rail"
+
+
+def test_slow_latency_tests_whose_ranks_waited_for_a_cpu_are_not_judged() -> None:
+    (result,) = judged(job("lab_four_nodes_latency_waits"))
+    assert result.status == "pass"
+    assert len(result.details["latency_unjudged"]) == 4
+    assert "4 slow latency tests not judged: the ranks waited for a CPU" in result.summary
+
+    # The same tests, their ranks not waiting, are named.
+    def no_wait(document: dict[str, Any]) -> None:
+        for test in document["rails"]["tests"]:
+            test["cpu_wait"] = 0.01
+
+    assert {r.details["item"] for r in failures(changed(job("lab_four_nodes_latency_waits"), no_wait))} == {
+        "rail_latency"
+    }
 
 
 def test_gpu_rails_are_named_by_gpu_and_pci_address_and_point_at_the_nic_beside_it() -> None:

@@ -116,10 +116,10 @@ def _rails(config: Config, names: Sequence[str], gpu: bool) -> dict[str, Any]:
 
 
 def _rails_budget_s(settings: Mapping[str, Any]) -> float:
-    # A ring's pairs take three rounds at most (two when even), each its rails' rounds; the slow
-    # tests again as many at most.
+    # A ring's pairs take three rounds at most (two when even), each its rails' rounds, at the pair
+    # message and at the latency message; the slow tests again as many at most.
     rounds = min(3, len(settings["pairs"])) * settings["rail_rounds"]
-    return float(RAILS_S + 2 * rounds * (settings["pair_budget_s"] + 1))
+    return float(RAILS_S + 2 * 2 * rounds * (settings["pair_budget_s"] + 1))
 
 
 def _intranode(config: Config, names: Sequence[str], gpu: bool) -> dict[str, Any]:

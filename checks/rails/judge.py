@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from checks.job.node.rail_speeds import best_busbw, healthy_rail, rail_typicals, slow_tests
+from checks.job.node.rails import LATENCY_BYTES
 from checks.job.outcome import JobOutcome, node_names
 from checks.job.phase import read_phase
 from checks.job.settings import RailsSection
@@ -22,6 +23,13 @@ from preflight.nodeset import fold
 from preflight.status import Status
 
 Test = tuple[int, int, int]
+# A latency re-test whose most held-back rank's threads waited for a CPU this long a second of it
+# is not judged (checks.job.node.cpu_wait): on the lab's shared cores healthy 8-byte all-reduces
+# waited 0.6-1.6 s a second and ran up to 2.4x slower than the fastest; NCCL's ranks on their own
+# cores do not wait.
+LATENCY_CPU_WAIT = 0.25
+# A finding about a rail's latency: ``form`` says which of the bandwidth findings' forms it takes.
+LATENCY_ITEM = "rail_latency"
 
 
 def rail_names(section: Mapping[str, Any], names: Sequence[str], gpu: bool) -> dict[str, list[str]]:
@@ -52,27 +60,38 @@ def judge_rails(outcome: JobOutcome, config: Config) -> list[CheckResult]:
     names = node_names(outcome)
     gpu = (outcome.document or {}).get("device") == "cuda"
     tests = [t for t in records(section.get("tests")) if _known(t, len(names))]
-    busbw = best_busbw(tests)
-    healthy = healthy_rail(busbw)
-    slow = slow_tests(busbw, config.section(RailsSection).slow_ratio)
     named = rail_names(section, names, gpu)
+    slow_ratio = config.section(RailsSection).slow_ratio
+    bandwidth = Culprits([t for t in tests if not t.get("latency")], slow_ratio, names, named, gpu)
+    latency = Culprits([t for t in tests if t.get("latency")], slow_ratio, names, named, gpu, latency=True)
     details: Measured = {
         "rails": int(section.get("rails") or 0),
         "rail_names": named,
         "tests": [_named_test(t, names) for t in tests],
-        "typical_gbps": {str(rail): value for rail, value in rail_typicals(busbw).items()},
-        "healthy_gbps": healthy,
+        "typical_gbps": {str(rail): value for rail, value in rail_typicals(bandwidth.busbw).items()},
+        "healthy_gbps": bandwidth.healthy,
+        "latency_us": {str(rail): latency.micros(v) for rail, v in rail_typicals(latency.busbw).items()},
+        "healthy_latency_us": latency.micros(latency.healthy) if latency.busbw else None,
+        "latency_unjudged": [[names[t[0]], names[t[1]], t[2]] for t in latency.unjudged],
         "duration_s": section.get("duration_s"),
     }
-    found = Culprits(busbw, healthy, slow, names, named, gpu).findings()
+    found = bandwidth.findings()
+    # One root cause, one finding: a rail slow at both sizes is named for its bandwidth.
+    blamed = {host for result in found for host in result.hosts}
+    found += [r for r in latency.findings() if not set(r.hosts) <= blamed]
     if not found and not results:
-        return [CheckResult(NAME, "pass", _passed(details, len(busbw)), (), dict(details))]
+        return [CheckResult(NAME, "pass", _passed(details, len(bandwidth.busbw)), (), dict(details))]
     found = [*results, *found]
     first = found[0]
     found[0] = CheckResult(
         first.check, first.status, first.summary, first.hosts, {**details, **first.details}
     )
     return found
+
+
+def _waited(test: Mapping[str, Any]) -> float:
+    wait = test.get("cpu_wait")
+    return float(wait) if isinstance(wait, int | float) and not isinstance(wait, bool) else 0.0
 
 
 def _known(test: Mapping[str, Any], n_nodes: int) -> bool:
@@ -85,43 +104,75 @@ def _named_test(test: Mapping[str, Any], names: Sequence[str]) -> RailTest:
         "nodes": [names[int(n)] for n in test["nodes"]],
         "rail": int(test.get("rail", -1)),
         "busbw_gbps": float(test.get("busbw_gbps") or 0.0),
+        "time_s": float(test.get("time_s") or 0.0),
         "size_bytes": int(test.get("size_bytes") or 0),
         "retest": bool(test.get("retest")),
+        "latency": bool(test.get("latency")),
     }
 
 
 def _passed(details: Measured, n_tests: int) -> str:
     typical = list(details["typical_gbps"].items())[:8]
     shown = ", ".join(f"rail {rail} {value:.3g}" for rail, value in typical)
+    shown += " GB/s busbw"
+    latencies = list(details["latency_us"].values())
+    if latencies:
+        shown += f"; {min(latencies):.3g}-{max(latencies):.3g} µs an all-reduce of {LATENCY_BYTES} bytes"
+    if details["latency_unjudged"]:
+        count = len(details["latency_unjudged"])
+        tests = "1 slow latency test" if count == 1 else f"{count} slow latency tests"
+        shown += f"; {tests} not judged: the ranks waited for a CPU"
     hosts = fold(details["rail_names"])
     return (
         f"each of the {details['rails']} rails of {hosts} runs alike in {n_tests} tests with its ring "
-        f"neighbours ({shown} GB/s busbw)"
+        f"neighbours ({shown})"
     )
 
 
 class Culprits:
-    """Who is at fault for the slow rail tests of one run."""
+    """Who is at fault for the slow rail tests of one run, at the pair message (bandwidth) or, with
+    ``latency``, at LATENCY_BYTES (their busbw is the inverse of their time: the same rules apply,
+    and the findings say the latency)."""
 
     def __init__(
         self,
-        busbw: Mapping[Test, float],
-        healthy: float,
-        slow: Sequence[Test],
+        tests: Sequence[Mapping[str, Any]],
+        slow_ratio: float,
         names: Sequence[str],
         named: Mapping[str, Sequence[str]],
         gpu: bool,
+        latency: bool = False,
     ) -> None:
-        self.busbw, self.healthy, self.slow = busbw, healthy, set(slow)
-        self.names, self.named, self.gpu = names, named, gpu
-        self.nodes = sorted({n for test in busbw for n in test[:2]})
-        self.rails = sorted({test[2] for test in busbw})
+        # Held to the first tests' healthy rail, as the job was when it chose the re-tests; a test is
+        # slow when its best, re-test included, is below that, and it was re-tested.
+        first = best_busbw([t for t in tests if not t.get("retest")])
+        self.healthy = healthy_rail(first)
+        self.busbw = best_busbw(tests)
+        retests = [t for t in tests if t.get("retest")]
+        slow = {t for t in slow_tests(self.busbw, slow_ratio, self.healthy) if t in set(best_busbw(retests))}
+        # An op of a few bytes takes as long as its ranks wait to be scheduled: a latency re-test
+        # whose ranks waited for a CPU says the node's load, not its card (CPU ranks sharing cores).
+        waited = {
+            test
+            for test in best_busbw([t for t in retests if _waited(t) >= LATENCY_CPU_WAIT])
+            if latency and test in slow
+        }
+        self.slow, self.unjudged = slow - waited, sorted(waited)
+        self.names, self.named, self.gpu, self.latency = names, named, gpu, latency
+        self.nodes = sorted({n for test in self.busbw for n in test[:2]})
+        self.rails = sorted({test[2] for test in self.busbw})
         tests_of: dict[tuple[int, int], list[Test]] = {}
-        for test in busbw:
+        for test in self.busbw:
             for node in test[:2]:
                 tests_of.setdefault((node, test[2]), []).append(test)
         # A node's rail is slow when every one of its tests on that rail is.
         self.slow_rails = {key for key, tests in tests_of.items() if all(t in self.slow for t in tests)}
+
+    @staticmethod
+    def micros(busbw: float) -> float:
+        """The microseconds an all-reduce of LATENCY_BYTES took between two ranks, from its busbw
+        (two ranks: busbw is algbw, bytes over seconds)."""
+        return LATENCY_BYTES / (busbw * 1e9) * 1e6 if busbw > 0 else float("inf")
 
     def ratio(self, tests: Sequence[Test]) -> tuple[float, float]:
         """The slowest of ``tests``: its share of a healthy rail test, and its busbw."""
@@ -130,6 +181,11 @@ class Culprits:
 
     def how(self, tests: Sequence[Test]) -> str:
         ratio, busbw = self.ratio(tests)
+        if self.latency:
+            return (
+                f"{1 / ratio:.2g}x the latency of a healthy rail test ({self.micros(busbw):.3g} vs "
+                f"{self.micros(self.healthy):.3g} µs an all-reduce of {LATENCY_BYTES} bytes)"
+            )
         return f"{ratio:.2g}x a healthy rail test ({busbw:.3g} vs {self.healthy:.3g} GB/s busbw)"
 
     def findings(self) -> list[CheckResult]:
@@ -167,6 +223,8 @@ class Culprits:
     ) -> CheckResult:
         ratio, busbw = self.ratio(tests)
         found: SlowRail = {"item": item, "rails": list(rails), "ratio": ratio, "busbw_gbps": busbw}
+        if self.latency:
+            found["item"], found["form"], found["latency_us"] = LATENCY_ITEM, item, self.micros(busbw)
         if len(hosts) == 1:
             found["node"] = hosts[0]
         else:

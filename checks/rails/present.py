@@ -14,34 +14,44 @@ from preflight.model import RunReport
 from preflight.view import MAX_TABLE_ROWS, Block, Presentation, Table, TCell, advice_by_item, listed, number
 
 
-def _row(test: Mapping[str, Any], share: float | None, slow: bool) -> list[TCell]:
-    busbw = number(test.get("busbw_gbps")) or 0.0
-    odd = "odd odd-fail" if slow else ""
+def _row(test: Mapping[str, Any], measured: str, share: float | None, named: bool) -> list[TCell]:
+    odd = "num odd odd-fail" if named else "num"
+    kind = "latency" if test.get("latency") else "bandwidth"
     return [
         TCell(" \u2013 ".join(str(n) for n in listed(test.get("nodes")))),
         TCell(str(test.get("rail")), "num"),
-        TCell("re-test" if test.get("retest") else ""),
-        TCell(f"{busbw:.3g}", f"num {odd}".strip()),
-        TCell(f"{share:.2f}x" if share is not None else "-", f"num {odd}".strip()),
+        TCell(f"{kind}, re-test" if test.get("retest") else kind),
+        TCell(measured, odd),
+        TCell(f"{share:.2f}x" if share is not None else "-", odd),
     ]
+
+
+def _measured(test: Mapping[str, Any], details: Mapping[str, Any]) -> tuple[str, float | None]:
+    """A test's figure as read (GB/s busbw, or microseconds an all-reduce at 8 bytes) and its share
+    of a healthy rail test's (below 1: slower)."""
+    if test.get("latency"):
+        micros = (number(test.get("time_s")) or 0.0) * 1e6
+        healthy = number(details.get("healthy_latency_us"))
+        return f"{micros:.3g} \u00b5s", healthy / micros if healthy and micros else None
+    busbw = number(test.get("busbw_gbps")) or 0.0
+    healthy = number(details.get("healthy_gbps"))
+    return f"{busbw:.3g} GB/s", busbw / healthy if healthy else None
 
 
 def evidence(report: RunReport) -> Sequence[Block]:
     details = merged_details(report.results_for(NAME))
-    healthy = number(details.get("healthy_gbps"))
     slow = {h for r in report.results_for(NAME) if r.status in ("fail", "warn") for h in r.hosts}
     rows: list[tuple[float, list[TCell]]] = []
     for test in (t for t in listed(details.get("tests")) if isinstance(t, Mapping)):
-        busbw = number(test.get("busbw_gbps"))
-        share = busbw / healthy if busbw is not None and healthy else None
+        measured, share = _measured(test, details)
         named = bool(slow & set(map(str, listed(test.get("nodes"))))) and share is not None and share < 1
-        rows.append((share if share is not None else 1.0, _row(test, share, named)))
+        rows.append((share if share is not None else 1.0, _row(test, measured, share, named)))
     if not rows:
         return []
     rows.sort(key=lambda row: row[0])
     note = f"{len(rows) - MAX_TABLE_ROWS} more tests in the JSON report" if len(rows) > MAX_TABLE_ROWS else ""
     table = Table(
-        ["nodes", "rail", "", "busbw GB/s", "of a healthy rail"],
+        ["nodes", "rail", "test", "measured", "of a healthy rail"],
         [cells for _, cells in rows[:MAX_TABLE_ROWS]],
         title="Each rail between ring neighbours, slowest first",
         note=note,

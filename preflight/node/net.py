@@ -14,7 +14,13 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from preflight.node.gathering import Sink, Unavailable, read_text, run_command
-from preflight.node.sysfs_counters import SYS_CLASS_INFINIBAND, SYS_CLASS_NET, port_counters, read_number
+from preflight.node.sysfs_counters import (
+    SYS_CLASS_INFINIBAND,
+    SYS_CLASS_NET,
+    efa_counters,
+    is_efa,
+    port_counters,
+)
 
 if TYPE_CHECKING:
     JsonDict = dict[str, Any]
@@ -22,17 +28,6 @@ if TYPE_CHECKING:
 # Port counters read from /sys/class/infiniband/DEV/ports/N/counters.
 IB_COUNTERS = ("link_downed", "symbol_error", "link_error_recovery", "port_rcv_errors",
                "port_rcv_remote_physical_errors", "port_xmit_discards")  # fmt: skip
-# An AWS EFA device's error counters (the efa driver's efa_verbs.c, EFA_DEFINE_PORT_STATS and
-# EFA_DEFINE_DEVICE_STATS): an EFA port has no InfiniBand ``counters`` directory, but
-# ``ports/N/hw_counters/`` (read from the device with admin commands) and the device's own
-# ``hw_counters/`` (the driver's counts of admin commands). Only the error counters are read: the
-# byte, packet and work-request counts, the keep-alives and the verbs' own errors (a process's
-# failed create_qp or reg_mr, its own resource limits) are left out.
-EFA_PORT_COUNTERS = ("rx_drops", "rdma_read_wr_err", "rdma_write_wr_err", "retrans_pkts",
-                     "retrans_timeout_events", "unresponsive_remote_events",
-                     "impaired_remote_conn_events")  # fmt: skip
-# Device-level since the driver split its statistics (older drivers list them under the port).
-EFA_DEVICE_COUNTERS = ("cmds_err", "no_completion_cmds")
 # Files under /sys/class/infiniband/DEV that say which card a port is on: the chip (MT4129 is a
 # ConnectX-7), the board's part (MT_0000000838), its firmware and the node description.
 IB_DEVICE_FILES = ("hca_type", "board_id", "fw_ver", "node_desc")
@@ -272,33 +267,6 @@ def pcie_link(device_dir: str) -> JsonDict | None:
         "width_current": width("current_link_width"),
         "width_max": width("max_link_width"),
     }
-
-
-def is_efa(device_dir: str) -> bool:
-    """Whether an RDMA device is an AWS EFA device: its driver (the ``device/driver`` link) is
-    ``efa``, or, where the link cannot be read, its kernel name is ``efa_N``."""
-    driver = os.path.join(device_dir, "device", "driver")
-    if os.path.islink(driver):
-        return os.path.basename(os.readlink(driver)) == "efa"
-    return re.fullmatch(r"efa_\d+", os.path.basename(device_dir)) is not None
-
-
-def efa_counters(device_dir: str, port_dir: str) -> dict[str, int]:
-    """An EFA port's error counters of :data:`EFA_PORT_COUNTERS` from its ``hw_counters``, with the
-    device's :data:`EFA_DEVICE_COUNTERS` from the device's (or, on older drivers, the port's)
-    ``hw_counters``; a counter the driver does not have is left out."""
-    found: dict[str, int] = {}
-    port_stats = os.path.join(port_dir, "hw_counters")
-    for name in EFA_PORT_COUNTERS:
-        value = read_number(os.path.join(port_stats, name))
-        if value is not None:
-            found[name] = value
-    for name in EFA_DEVICE_COUNTERS:
-        value = read_number(os.path.join(device_dir, "hw_counters", name))
-        value = read_number(os.path.join(port_stats, name)) if value is None else value
-        if value is not None:
-            found[name] = value
-    return found
 
 
 def ib_devices(ib_root: str = SYS_CLASS_INFINIBAND) -> list[JsonDict]:

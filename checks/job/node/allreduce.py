@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from checks.job.node.pair_tests import PairTests
+from checks.job.node.pair_tests import PairTests, next_round
 from checks.job.node.planning import first_busbw, repeat_plan, retest_plan, side_plan
 from checks.job.node.sweep import sweep
 
@@ -22,10 +22,6 @@ if TYPE_CHECKING:
 # The re-tests of a CPU job run in turn for as long as this many rounds' budgets, of the nine the
 # launcher allows for re-tests (checks.job.launch): the rest, and the side tests, in rounds.
 IN_TURN_ROUNDS = 5
-
-
-def _next_round(pairs: list[JsonDict]) -> int:
-    return max((int(p["round"]) for p in pairs), default=-1) + 1
 
 
 def run(job: Job) -> JsonDict:
@@ -47,15 +43,15 @@ def run(job: Job) -> JsonDict:
         # share of the re-tests' budget (see PairTests.run).
         in_turn_s = 0.0 if job.cuda else IN_TURN_ROUNDS * (float(settings["pair_budget_s"]) + 1)
         if plan:
-            pairs += tests.run(plan, settings, _next_round(pairs), retest=True, in_turn_s=in_turn_s)
+            pairs += tests.run(plan, settings, next_round(pairs), retest=True, in_turn_s=in_turn_s)
             sides = side_plan(pairs, slow_ratio, quiet_ratio)
             if sides:
-                pairs += tests.run(sides, settings, _next_round(pairs), retest=True)
+                pairs += tests.run(sides, settings, next_round(pairs), retest=True)
             plan += sides
         repeats = repeat_plan(first_busbw(pairs))
         if repeats:
             pairs += [
-                {**p, "repeat": True} for p in tests.run(repeats, settings, _next_round(pairs), retest=True)
+                {**p, "repeat": True} for p in tests.run(repeats, settings, next_round(pairs), retest=True)
             ]
             plan += repeats
         result["pairs_duration_s"] = time.perf_counter() - pair_start

@@ -1,5 +1,5 @@
-"""The fabric's error counters around the job: the node's host reads every InfiniBand/RoCE port's
-counters and every interface's error and drop counters before it starts the ranks and after they
+"""The fabric's error counters around the job: the node's host reads every InfiniBand/RoCE/EFA
+port's counters and every interface's error and drop counters before it starts the ranks and after they
 end, and writes both samples on one marked line of stderr; the controller reads them back from it.
 """
 
@@ -14,7 +14,9 @@ from checks.job.node.markers import log, marked_lines
 from preflight.node.sysfs_counters import (
     SYS_CLASS_INFINIBAND,
     SYS_CLASS_NET,
+    efa_counters,
     interface_counters,
+    is_efa,
     listing,
     port_counters,
 )
@@ -48,13 +50,16 @@ def _text(path: str) -> str | None:
 
 
 def ib_ports(ib_root: str = SYS_CLASS_INFINIBAND) -> JsonDict:
-    """Each InfiniBand port's counters by ``DEV/PORT``, with the port's link layer."""
+    """Each InfiniBand port's counters by ``DEV/PORT`` (an EFA port's error ``hw_counters``), with
+    the port's link layer."""
     ib: JsonDict = {}
     for device in listing(ib_root):
-        ports_dir = os.path.join(ib_root, device, "ports")
+        device_dir = os.path.join(ib_root, device)
+        efa = is_efa(device_dir)
+        ports_dir = os.path.join(device_dir, "ports")
         for port in listing(ports_dir):
             base = os.path.join(ports_dir, port)
-            counters = port_counters(base, IB_COUNTERS)
+            counters = efa_counters(device_dir, base) if efa else port_counters(base, IB_COUNTERS)
             if counters:
                 ib[device + "/" + port] = {
                     "link_layer": _text(os.path.join(base, "link_layer")),

@@ -37,6 +37,11 @@ if TYPE_CHECKING:
 PAIR_PROBE_BYTES = 64 * 1024
 
 
+def next_round(measurements: Sequence[Mapping[str, Any]]) -> int:
+    """The round after the last of ``measurements`` (0 for none)."""
+    return max((int(m["round"]) for m in measurements), default=-1) + 1
+
+
 class PairTests:
     """The pair tests of one job: one communicator per test, made once and reused by re-tests,
     destroyed after.

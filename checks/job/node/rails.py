@@ -7,7 +7,8 @@ another, each test's group bound to its interface.
 
 The pair tests all-reduce over all of a node's NICs at once, so a node with one slow card reads as
 a node a little slow, or not at all; here each node's rails are tested with its two neighbours in a
-ring, a rail slow in its test is tested again, and the judge (``checks.rails``) names the card.
+ring, at the pair message (bandwidth) and at a few bytes (latency), a rail slow in its test is tested
+again, and the judge (``checks.rails``) names the card.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import os
 import time
 from typing import TYPE_CHECKING, Any
 
-from checks.job.node.pair_tests import PairTests
+from checks.job.node.harness import Settings
+from checks.job.node.pair_tests import PairTests, next_round
 from checks.job.node.rail_speeds import best_busbw, pack_by_rank, rail_tests, slow_tests
 
 if TYPE_CHECKING:
@@ -29,6 +31,10 @@ if TYPE_CHECKING:
 
 # A CPU node's interfaces tested at most (the launcher's budget counts this many rails).
 MAX_CPU_RAILS = 4
+# A rail's latency: an all-reduce this small (nccl-tests' smallest, two floats; NCCL's low-latency
+# protocol), timed over up to this many ops within the test's budget.
+LATENCY_BYTES = 8
+LATENCY_ITERS = 100
 
 
 def interfaces(configured: Sequence[str]) -> list[str]:
@@ -91,10 +97,12 @@ def run(job: Job) -> JsonDict:
 
 
 def _test_rails(
-    job: Job, settings: Any, pairs: Sequence[Sequence[int]], rails: int, mine: Sequence[str]
+    job: Job, settings: Settings, pairs: Sequence[Sequence[int]], rails: int, mine: Sequence[str]
 ) -> list[JsonDict]:
-    """The first tests of every rail of every pair, then the slow ones again. GPU rails are ranks
-    of their own and run at once; a CPU node's rails share its first rank, one after another."""
+    """Every rail of every pair at the pair message (bandwidth), then at LATENCY_BYTES (latency,
+    marked ``latency``), the slow ones again after each (held to the first tests' healthy rail).
+    GPU rails are ranks of their own and run at once; a CPU node's rails share its first rank, one
+    after another."""
 
     def members(test: tuple[int, ...]) -> list[int]:
         local = test[2] if job.cuda else 0
@@ -106,11 +114,20 @@ def _test_rails(
     tests = PairTests(job, members, environment)
     planned = rail_tests(pairs, rails)
     ranks = {test: members(test) for test in planned}
-    first = tests.run(pack_by_rank(planned, ranks), settings, 0, retest=False)
-    again = slow_tests(best_busbw(first), float(settings["slow_ratio"]))
-    measured = list(first)
-    if again:
-        next_round = max(int(m["round"]) for m in first) + 1
-        measured += tests.run(pack_by_rank(again, ranks), settings, next_round, retest=True)
+    small = Settings(
+        f"{settings.where} at {LATENCY_BYTES} bytes",
+        {**settings.values, "pair_bytes": LATENCY_BYTES, "iters": LATENCY_ITERS},
+    )
+    measured: list[JsonDict] = []
+    for sized, latency in ((settings, False), (small, True)):
+        found = tests.run(pack_by_rank(planned, ranks), sized, next_round(measured), retest=False)
+        again = slow_tests(best_busbw(found), float(settings["slow_ratio"]))
+        if again:
+            # CPU ranks sharing cores slow each other by the scheduler's luck: their re-tests run
+            # each alone (PairTests.run's in_turn_s); GPU rails again all at once.
+            alone_s = 0.0 if job.cuda else len(again) * (float(settings["pair_budget_s"]) + 1) + 1
+            rounds = pack_by_rank(again, ranks)
+            found += tests.run(rounds, sized, next_round(measured + found), retest=True, in_turn_s=alone_s)
+        measured += [dict(m, latency=True) if latency else m for m in found]
     tests.destroy()
     return measured
