@@ -4,7 +4,8 @@ is wrong, and every fail and warning it gives there counted as false.
 Two kinds of healthy lab (root needed; the lab is held under /tmp/preflight-lab.lock, which the
 lab tests take too):
 
-- ``cpu``: ``--nodes`` plain lab nodes, one lab for every run, every check (the job on the CPU).
+- ``cpu``: ``--nodes`` plain lab nodes with two rails each (``LabCluster.add_rails``, named in
+  ``[rails] interfaces``), one lab for every run, every check (the job on the CPU).
 - ``gpu``: a fresh lab for each run whose nodes look like 8-GPU H100 nodes with four InfiniBand
   HCAs (tests/lab/gpu.py), each with a spread that healthy nodes have: idle temperatures, power
   draw and clocks that differ from GPU to GPU, a few symbol errors on some ports, and, on one
@@ -42,12 +43,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from checks.job.phases import PHASES
 from tests.lab import GpuNode, LabCluster
 from tests.lab.gpu import IB_HCAS, RECORDED_APP_XID, kernel_log_commands
 from tests.test_check_lab import check_argv
 
 LAB_LOCK = Path("/tmp/preflight-lab.lock")
-JOB_CHECKS = ("compute", "intranode", "allreduce", "ddp")
+# The checks that share the training job (the first to run launches it), one a phase.
+JOB_CHECKS = tuple(phase.check for phase in PHASES.values())
 CHECK_TIMEOUT_S = 300
 # The recorded XID lines name the GPU at PCI 0000:01:00; the lab's GPU 0 is at 0000:18:00.
 RECORDED_XID_PCI = "PCI:0000:01:00"
@@ -186,8 +189,11 @@ def healthy_gpu_node(rng: random.Random) -> GpuNode:
 
 def run_cpu(tally: Tally, nodes: int, runs: int) -> None:
     with LabCluster(nodes, env=Path(sys.prefix)) as lab, tempfile.TemporaryDirectory() as tmp:
+        # Two rails a node (interfaces on bridges of their own), so that ``rails`` runs too.
+        config = Path(tmp) / "rails.toml"
+        config.write_text(f"[rails]\ninterfaces = {json.dumps(lab.add_rails(2))}\n", encoding="utf-8")
         for i in range(runs):
-            run_once(lab, Path(tmp), tally, [])
+            run_once(lab, Path(tmp), tally, ["--config", str(config)])
             print(f"cpu run {i + 1}/{runs}: exit {list(tally.exit_codes.elements())[-1]}", file=sys.stderr)
 
 

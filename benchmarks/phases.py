@@ -25,11 +25,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from checks.job.phases import PHASES
 from tests.lab import LabCluster
 from tests.test_check_lab import check_argv
 
-# The checks that share the training job; the first to run launches it.
-JOB_CHECKS = ("compute", "intranode", "allreduce", "ddp")
+# The checks that share the training job (the first to run launches it), one a phase.
+JOB_CHECKS = tuple(phase.check for phase in PHASES.values())
 
 
 def one_run(lab: LabCluster, workdir: Path, extra: list[str]) -> tuple[dict[str, Any], float]:

@@ -36,8 +36,6 @@ def judge_intranode(outcome: JobOutcome, config: Config) -> list[CheckResult]:
     if phase.section is None:
         return phase.findings
     results, section = phase.findings, phase.section
-    if section.get("skipped"):
-        return [*results, CheckResult(NAME, "skip", f"not measured: {section['skipped']}")]
     ratio_limit = config.section(IntranodeSection).slow_ratio
     names = node_names(outcome)
     hosts = rank_hosts(outcome)

@@ -19,7 +19,8 @@ class PhaseReport:
     """One phase of a job, for the check that judges it.
 
     ``section`` is the phase's results as rank 0 printed them; when it is None, ``findings``
-    are the check's whole verdict (not run, the nodes that failed, the error). Otherwise
+    are the check's whole verdict (not run, the nodes that failed, the error, or why the phase
+    measured nothing: its ``skipped``). Otherwise
     ``findings`` name the nodes that failed after the results were in (warnings), and the
     judge adds its own.
     """
@@ -45,6 +46,9 @@ def read_phase(
     findings = job_results(check, outcome, phase)
     document = outcome.document or {}
     section = document.get(phase)
+    if isinstance(section, Mapping) and section.get("skipped"):
+        # The phase ran and measured nothing, for the reason it gives (one rank a node, one rail).
+        return PhaseReport([*findings, CheckResult(check, "skip", f"not measured: {section['skipped']}")])
     if isinstance(section, Mapping):
         return PhaseReport(findings, section, document)
     if findings:
