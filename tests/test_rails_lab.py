@@ -40,3 +40,17 @@ def test_a_nodes_slow_interface_is_named_by_its_rail_where_the_pair_tests_see_no
     assert finding["summary"].startswith(f"{slow.address}'s rail 1 (rail2) is slow with both its neighbours")
     assert [r["status"] for r in results(data, "allreduce")] == ["pass"]
     assert_no_job_left(lab)
+
+    # Two ranks a node: rail r is local rank r, the rails tested at once (as GPU nodes run them).
+    hosts = lab.hosts_file(tmp_path / "two-ranks.txt", slots=2)
+    run, data = run_check(
+        lab, tmp_path, "--only", "rails", "--config", str(config), hosts=hosts, timeout_s=300
+    )
+    assert run.returncode == 1, run.stdout + run.stderr
+    (finding,) = [r for r in data["results"] if r["status"] in ("fail", "warn")]
+    assert (finding["hosts"], finding["details"]["item"]) == ([slow.address], "slow_rail")
+    first_tests = [t for t in finding["details"]["tests"] if not t["retest"] and not t["latency"]]
+    assert len(first_tests) == 6  # three ring pairs, two rails each
+    # Node i's ranks are 2i and 2i+1: rail r is carried by local rank r on both sides.
+    assert all(rank % 2 == t["rail"] for t in first_tests for rank in t["ranks"])
+    assert_no_job_left(lab)

@@ -15,6 +15,7 @@ class RailTest(TypedDict):
 
     nodes: list[str]  # inventory names
     rail: int
+    ranks: list[int]  # the two ranks that carried it
     busbw_gbps: float
     time_s: float
     size_bytes: int

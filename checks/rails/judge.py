@@ -101,6 +101,7 @@ def _named_test(test: Mapping[str, Any], names: Sequence[str]) -> RailTest:
     return {
         "nodes": [names[int(n)] for n in test["nodes"]],
         "rail": int(test.get("rail", -1)),
+        "ranks": [int(r) for r in test.get("ranks") or [] if isinstance(r, int)],
         "busbw_gbps": float(test.get("busbw_gbps") or 0.0),
         "time_s": float(test.get("time_s") or 0.0),
         "size_bytes": int(test.get("size_bytes") or 0),

@@ -2,8 +2,9 @@
 traffic takes to the fabric. On GPU nodes it is a GPU's rank and the NIC NCCL pairs with it (the
 nearest one: on rail-optimised nodes, the rail's own HCA): local rank r of one node with local rank
 r of another, every rail at once, as training drives them. On CPU nodes it is each interface of the
-node's list (``[rails] interfaces``, else GLOO_SOCKET_IFNAME when it names several), one after
-another, each test's group bound to its interface.
+node's list (``[rails] interfaces``, else GLOO_SOCKET_IFNAME when it names several), each test's
+group bound to its interface: local rank r carries rail r where nodes have a rank for each, at
+once, else a node's first rank carries them all, one after another.
 
 The pair tests all-reduce over all of a node's NICs at once, so a node with one slow card reads as
 a node a little slow, or not at all; here each node's rails are tested with its two neighbours in a
@@ -101,11 +102,13 @@ def _test_rails(
 ) -> list[JsonDict]:
     """Every rail of every pair at the pair message (bandwidth), then at LATENCY_BYTES (latency,
     marked ``latency``), the slow ones again after each (held to the first tests' healthy rail).
-    GPU rails are ranks of their own and run at once; a CPU node's rails share its first rank, one
-    after another."""
+    Rail r is local rank r where every node has a rank for each rail (GPU nodes; CPU nodes with
+    as many ranks as interfaces), and the rails run at once; otherwise a node's first rank carries
+    every rail, one after another."""
+    spread = min(len(ranks) for ranks in job.ranks_of_node.values()) >= rails
 
     def members(test: tuple[int, ...]) -> list[int]:
-        local = test[2] if job.cuda else 0
+        local = test[2] if spread else 0
         return sorted((job.ranks_of_node[test[0]][local], job.ranks_of_node[test[1]][local]))
 
     def environment(test: tuple[int, ...]) -> dict[str, str]:
