@@ -1,8 +1,10 @@
-"""The ``rails`` judge: each node's rails against what a healthy test of the same rail does between
-other nodes (``rail_speeds``). A rail slow with both its ring neighbours is the node's card on that
-rail; every rail of a node slow is the node, not a card; one test slow while both its nodes do well
-with their other neighbour is the path between them; with two nodes, which side is slow cannot be
-told. Pure: a job's outcome in, findings out.
+"""The ``rails`` judge: each node's rail tests against what a healthy rail test does
+(``rail_speeds``: rails are alike), at the pair message (bandwidth) and at 8 bytes (latency), a
+test slow only when the job's re-test confirmed it. A rail slow with both its ring neighbours is the
+node's card on that rail; every rail of a node slow is the node, not a card; one test slow while
+both its nodes do well with their other neighbour is the path between them; a rail slow between
+every pair is the rail's; with two nodes, which side is slow cannot be told. Pure: a job's outcome
+in, findings out.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from preflight.status import Status
 Test = tuple[int, int, int]
 # A latency re-test whose most held-back rank's threads waited for a CPU this long a second of it
 # is not judged (checks.job.node.cpu_wait): on the lab's shared cores healthy 8-byte all-reduces
-# waited 0.6-1.6 s a second and ran up to 2.4x slower than the fastest; NCCL's ranks on their own
+# waited 0.6-1.7 s a second and ran up to 2.4x slower than the fastest; NCCL's ranks on their own
 # cores do not wait.
 LATENCY_CPU_WAIT = 0.25
 # A finding about a rail's latency: ``form`` says which of the bandwidth findings' forms it takes.
