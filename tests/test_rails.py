@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from checks.compute.root_cause import refer_to_compute
-from checks.job.node.rail_speeds import best_busbw, healthy_rail, pack_by_rank, rail_tests, ring_pairs
+from checks.job.node.planning import pack_rounds
+from checks.job.node.rail_speeds import best_busbw, healthy_rail, rail_tests, ring_pairs
 from checks.job.outcome import JobOutcome
 from checks.rails import judge_rails
 from preflight.config import Config
@@ -231,9 +232,9 @@ def test_a_ring_gives_every_node_two_partners_and_two_nodes_one_pair() -> None:
 def test_gpu_rails_run_at_once_and_a_cpu_nodes_rails_in_turn() -> None:
     tests = rail_tests([(0, 1), (2, 3)], 4)
     gpu = {t: [t[0] * 4 + t[2], t[1] * 4 + t[2]] for t in tests}  # local rank r is rail r
-    assert len(pack_by_rank(tests, gpu)) == 1
+    assert len(pack_rounds(tests, gpu.__getitem__)) == 1
     cpu = {t: [t[0], t[1]] for t in tests}  # one rank a node carries every rail
-    assert len(pack_by_rank(tests, cpu)) == 4
+    assert len(pack_rounds(tests, cpu.__getitem__)) == 4
 
 
 def test_a_rails_healthy_measure_is_not_dragged_down_by_the_slow_node() -> None:

@@ -10,7 +10,7 @@ import statistics
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping, Sequence
+    from collections.abc import Callable, Iterable, Mapping, Sequence
 
     Pair = tuple[int, int]
 
@@ -233,21 +233,23 @@ def slow_everywhere(measured: Mapping[Pair, Sequence[float]], threshold: float) 
     return {node for node, others in partners.items() if len(others) >= 2 and node not in fast}
 
 
-def pack_rounds(tests: Iterable[Test]) -> list[list[Test]]:
-    """Tests packed first-fit into rounds of disjoint pairs, in the order given (a test's first two
-    numbers are its nodes)."""
+def pack_rounds(
+    tests: Iterable[Test], parts: Callable[[Test], Iterable[int]] | None = None
+) -> list[list[Test]]:
+    """Tests packed first-fit into rounds in which no part is in two tests, in the order given; a
+    test's parts are its nodes (its first two numbers) unless ``parts`` says (a rail test's ranks)."""
     rounds: list[list[Test]] = []
     busy: list[set[int]] = []
     for test in tests:
-        a, b = test[0], test[1]
-        for index, nodes in enumerate(busy):
-            if a not in nodes and b not in nodes:
+        taken = set(parts(test)) if parts else {test[0], test[1]}
+        for index, used in enumerate(busy):
+            if not taken & used:
                 rounds[index].append(test)
-                nodes.update((a, b))
+                used.update(taken)
                 break
         else:
             rounds.append([test])
-            busy.append({a, b})
+            busy.append(taken)
     return rounds
 
 

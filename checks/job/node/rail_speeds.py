@@ -34,24 +34,6 @@ def rail_tests(pairs: Iterable[Sequence[int]], rails: int) -> list[RailTest]:
     return [(int(pair[0]), int(pair[1]), rail) for pair in pairs for rail in range(rails)]
 
 
-def pack_by_rank(tests: Iterable[RailTest], ranks: Mapping[RailTest, Sequence[int]]) -> list[list[RailTest]]:
-    """Tests packed first-fit into rounds in which no rank is in two tests: a GPU node's rails run
-    at once (each is its own rank), a CPU node's one after another (one rank carries them all)."""
-    rounds: list[list[RailTest]] = []
-    busy: list[set[int]] = []
-    for test in tests:
-        members = set(ranks[test])
-        for index, taken in enumerate(busy):
-            if not members & taken:
-                rounds[index].append(test)
-                taken.update(members)
-                break
-        else:
-            rounds.append([test])
-            busy.append(set(members))
-    return rounds
-
-
 def best_busbw(records: Iterable[Mapping[str, Any]]) -> dict[RailTest, float]:
     """Each rail test's best busbw over its test and re-test: a rail is slow when it never ran well."""
     best: dict[RailTest, float] = {}

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from checks.job.node.harness import Settings
 from checks.job.node.pair_tests import PairTests, next_round
-from checks.job.node.rail_speeds import best_busbw, pack_by_rank, rail_tests, slow_tests
+from checks.job.node.planning import pack_rounds
+from checks.job.node.rail_speeds import best_busbw, rail_tests, slow_tests
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -116,20 +117,19 @@ def _test_rails(
 
     tests = PairTests(job, members, environment)
     planned = rail_tests(pairs, rails)
-    ranks = {test: members(test) for test in planned}
     small = Settings(
         f"{settings.where} at {LATENCY_BYTES} bytes",
         {**settings.values, "pair_bytes": LATENCY_BYTES, "iters": LATENCY_ITERS},
     )
     measured: list[JsonDict] = []
     for sized, latency in ((settings, False), (small, True)):
-        found = tests.run(pack_by_rank(planned, ranks), sized, next_round(measured), retest=False)
+        found = tests.run(pack_rounds(planned, members), sized, next_round(measured), retest=False)
         again = slow_tests(best_busbw(found), float(settings["slow_ratio"]))
         if again:
             # CPU ranks sharing cores slow each other by the scheduler's luck: their re-tests run
             # each alone (PairTests.run's in_turn_s); GPU rails again all at once.
             alone_s = 0.0 if job.cuda else len(again) * (float(settings["pair_budget_s"]) + 1) + 1
-            rounds = pack_by_rank(again, ranks)
+            rounds = pack_rounds(again, members)
             found += tests.run(rounds, sized, next_round(measured + found), retest=True, in_turn_s=alone_s)
         measured += [dict(m, latency=True) if latency else m for m in found]
     tests.destroy()
