@@ -39,7 +39,7 @@ def read(name: str) -> str:
 
 
 def events(name: str) -> list[dict[str, Any]]:
-    return hardware.parse_mlx5_lines(read(name))
+    return hardware.parse_nic_lines(read(name))
 
 
 def node(nic_events: list[dict[str, Any]], source: str | None = "dmesg") -> NodeFacts:
@@ -74,7 +74,7 @@ def test_a_card_whose_firmware_stopped_answering_fails_its_node_named_with_its_r
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     text = read("dmesg_cx4lx_vf_fatal_miss_count_cmd_timeout.txt")
-    assert [e["kind"] for e in hardware.parse_mlx5_lines(text)] == [
+    assert [e["kind"] for e in hardware.parse_nic_lines(text)] == [
         "fw_fatal",
         "fw_syndrome",
         "health_compromised",
@@ -186,7 +186,7 @@ def test_journal_syslog_and_dmesg_prefixes_read_alike() -> None:
     power = read("dmesg_ctime_host_insufficient_power_27w.txt").strip()
     power_bare = power[power.index("mlx5_core") :]
     for message in (bare, power_bare):
-        expected = hardware.parse_mlx5_lines(message)
+        expected = hardware.parse_nic_lines(message)
         assert len(expected) == 1
         for prefix in (
             "[   47.099220] ",
@@ -197,7 +197,7 @@ def test_journal_syslog_and_dmesg_prefixes_read_alike() -> None:
             "kern  :err   : [   47.099220] ",
             "gpu7: ",
         ):
-            assert hardware.parse_mlx5_lines(prefix + message) == expected, prefix
+            assert hardware.parse_nic_lines(prefix + message) == expected, prefix
 
 
 def test_a_node_whose_log_is_not_readable_or_carries_no_nic_events_says_nothing_new(

@@ -14,8 +14,9 @@ import pytest
 
 from checks.compute.root_cause import refer_to_compute
 from checks.job.node.planning import pack_rounds
-from checks.job.node.rail_speeds import best_busbw, healthy_rail, rail_tests, ring_pairs
+from checks.job.node.rail_speeds import best_busbw, healthy_rail, rail_tests
 from checks.job.outcome import JobOutcome
+from checks.job.pair_plan import ring_pairs
 from checks.rails import judge_rails
 from preflight.config import Config
 from preflight.model import CheckResult

@@ -141,3 +141,13 @@ def plan_rounds(
     # the inventory's own order keeps them half the inventory apart.
     rounds[0] = _kept_apart(rounds[0], random.Random(seed), min(NEIGHBOURS, n_nodes // 4))
     return rounds
+
+
+def ring_pairs(n_nodes: int) -> list[tuple[int, int]]:
+    """Each node with the next in a ring (node ranks, lower first): two partners a node, so that a
+    card slow with both is told from a partner's; two nodes are one pair."""
+    if n_nodes < 2:
+        return []
+    if n_nodes == 2:
+        return [(0, 1)]
+    return sorted({(min(i, (i + 1) % n_nodes), max(i, (i + 1) % n_nodes)) for i in range(n_nodes)})

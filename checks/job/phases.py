@@ -12,9 +12,8 @@ from typing import Any
 
 from checks.job.node.compute import RETEST_SHARE
 from checks.job.node.planning import REPEATS, SMALL_PAIRS
-from checks.job.node.rail_speeds import ring_pairs
 from checks.job.node.rails import MAX_CPU_RAILS
-from checks.job.pair_plan import pairs_tested, plan_mode, plan_rounds
+from checks.job.pair_plan import pairs_tested, plan_mode, plan_rounds, ring_pairs
 from checks.job.settings import AllreduceSection, ComputeSection, DdpSection, RailsSection
 from preflight.config import Config
 

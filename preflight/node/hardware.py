@@ -284,11 +284,6 @@ def parse_nic_lines(text: str) -> list[JsonDict]:
     return events
 
 
-def parse_mlx5_lines(text: str) -> list[JsonDict]:
-    """The ConnectX driver's (mlx5_core) events of :func:`parse_nic_lines`."""
-    return [e for e in parse_nic_lines(text) if e["driver"] == "mlx5_core"]
-
-
 def hca_name(pci: str, root: str) -> str | None:
     """The RDMA device a PCI function carries now ("mlx5_2"), from sysfs under ``root``
     (/sys/bus/pci/devices); None where it has none."""

@@ -19,16 +19,6 @@ if TYPE_CHECKING:
     RailTest = tuple[int, int, int]
 
 
-def ring_pairs(n_nodes: int) -> list[tuple[int, int]]:
-    """Each node with the next in a ring (node ranks, lower first): two partners a node, so that a
-    card slow with both is told from a partner's; two nodes are one pair."""
-    if n_nodes < 2:
-        return []
-    if n_nodes == 2:
-        return [(0, 1)]
-    return sorted({(min(i, (i + 1) % n_nodes), max(i, (i + 1) % n_nodes)) for i in range(n_nodes)})
-
-
 def rail_tests(pairs: Iterable[Sequence[int]], rails: int) -> list[RailTest]:
     """Every rail of every pair, pair by pair."""
     return [(int(pair[0]), int(pair[1]), rail) for pair in pairs for rail in range(rails)]
