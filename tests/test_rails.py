@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from checks import rails
 from checks.compute.root_cause import refer_to_compute
 from checks.job.node.planning import pack_rounds
 from checks.job.node.rail_speeds import best_busbw, healthy_rail, rail_tests
@@ -162,6 +163,7 @@ def test_a_rail_slow_to_answer_at_eight_bytes_is_named_for_its_latency() -> None
     assert finding.hosts == ("10.199.1.12",)
     assert finding.summary.startswith("10.199.1.12's rail 1 (rail2) is slow with both its neighbours")
     assert "the latency of a healthy rail test" in finding.summary
+    assert "slow to answer small messages" in rails.PRESENTATION.advice(finding)
     (healthy,) = judged(job("lab_three_nodes_two_rails"))
     assert finding.details["latency_us"] > 2 * max(healthy.details["latency_us"].values())
 

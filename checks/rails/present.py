@@ -76,6 +76,9 @@ PRESENTATION = Presentation(
             "slow_rail_link": "Check the cables and switch ports between the two nodes on that rail.",
             "slow_rail_everywhere": "Check that rail's switch (or its leaf), and the NIC settings on that "
             "rail every node shares.",
+            "rail_latency": "A card slow to answer small messages: check that NIC's port (ibstat), its "
+            "firmware and link settings against the same NIC elsewhere, and the switch port's congestion "
+            "or adaptive-routing settings on that rail.",
             root_cause.ITEM: root_cause.ADVICE,
         }
     ),
