@@ -33,6 +33,7 @@ def registry() -> tuple[Check, ...]:
         names,
         ports,
         rails,
+        readings,
         storage,
         versions,
     )
@@ -43,6 +44,7 @@ def registry() -> tuple[Check, ...]:
         ports.CHECK,
         gpu_memory.CHECK,
         hardware.CHECK,
+        readings.CHECK,
         environment.CHECK,
         limits.CHECK,
         names.CHECK,

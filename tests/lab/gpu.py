@@ -77,6 +77,8 @@ class GpuNode:
     driver_text: str | None = None
     infiniband: bool = False
     ib_changes: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    # Changes to a card's own files (``{"mlx5_1": {"fw_ver": "28.39.1002"}}``).
+    hca_changes: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
 
 def _rows(path: Path) -> list[list[str]]:
@@ -123,7 +125,7 @@ def write_infiniband(root: Path, node: GpuNode) -> None:
         for name, text in {**port_files, **node.ib_changes.get(hca, {})}.items():
             (port / name).parent.mkdir(parents=True, exist_ok=True)
             (port / name).write_text(text + "\n", encoding="utf-8")
-        for name, text in device_files.items():
+        for name, text in {**device_files, **node.hca_changes.get(hca, {})}.items():
             (root / hca / name).write_text(text + "\n", encoding="utf-8")
 
 
