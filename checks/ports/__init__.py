@@ -2,7 +2,8 @@
 
 Every node listens on the rendezvous port, the configured extra ports and one ephemeral
 port (NCCL and gloo connect on such ports); then every node probes every other one. The
-findings name each blocked ``node:port``, from where, and how: dropped, refused, in use.
+findings name each blocked ``node:port``, from where, and how: dropped, refused, in use; a port
+that one node (or a few) cannot reach while the others do is named on the nodes that cannot.
 
 The observation is made in :mod:`checks.ports.probe` by the node script :mod:`checks.ports.node`,
 judged in :mod:`checks.ports.judge` and drawn in :mod:`checks.ports.present`.
@@ -10,7 +11,8 @@ judged in :mod:`checks.ports.judge` and drawn in :mod:`checks.ports.present`.
 
 from __future__ import annotations
 
-from checks.ports.judge import NAME, PortsObservation, judge_neighbour_limits, judge_ports
+from checks.ports.details import NAME
+from checks.ports.judge import PortsObservation, judge_neighbour_limits, judge_ports
 from checks.ports.present import PRESENTATION
 from checks.ports.probe import NODE_SCRIPT, OBSERVE, master_of, observe_ports, routes
 from checks.ports.settings import DURATION, SETTINGS

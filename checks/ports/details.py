@@ -1,10 +1,13 @@
 """The JSON contract of the ``ports`` check's details: each node's listeners, ephemeral port and route to
-the master, the matrix of connection attempts and the attempts that failed.
+the master, the matrix of connection attempts and the attempts that failed; and the ports a node
+could not reach while the other nodes did.
 """
 
 from __future__ import annotations
 
 from typing import TypedDict
+
+NAME = "ports"
 
 
 class Route(TypedDict, total=False):
@@ -45,3 +48,22 @@ class PortsDetails(TypedDict, total=False):
     nodes: dict[str, NodeReport]  # listening, ephemeral, route, error
     matrix: dict[str, dict[str, dict[str, str]]]  # from -> to -> kind -> status (up to 64 nodes)
     blocked: list[ProbeRecord]
+
+
+class UnreachedPort(TypedDict):
+    """One target's port that some sources failed: who failed it (and how) and who reached it."""
+
+    to: str
+    port: int
+    kind: str  # rendezvous, ephemeral, extra
+    failed: dict[str, str]  # source -> dropped, refused, unreachable, error
+    reached: list[str]
+
+
+class CannotReachDetails(TypedDict):
+    """``cannot_reach``: nodes that failed ports the other nodes reached, named themselves."""
+
+    item: str
+    sources: list[str]  # the nodes named
+    unreached: list[UnreachedPort]  # every port they failed
+    blocks_job: bool  # one of them is the master's rendezvous port

@@ -1,6 +1,7 @@
-"""The ``ports`` judge (pure): blocked ``node:port`` pairs from the observation, ports a node
-could not listen on, routes to the master that differ, and nodes with more peers on their
-subnet than their ARP table keeps; and the typed details the report draws the matrix from.
+"""The ``ports`` judge (pure): blocked ports from the observation (on their node, or on the few
+nodes that could not reach them: :mod:`checks.ports.blocked`), ports a node could not listen on,
+routes to the master that differ, and nodes with more peers on their subnet than their ARP table
+keeps; and the typed details the report draws the matrix from.
 """
 
 from __future__ import annotations
@@ -10,23 +11,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from checks.ports.details import NodeReport, PortsDetails, ProbeRecord
+from checks.ports.blocked import on_sources, on_targets, probed_ports
+from checks.ports.details import NAME, NodeReport, PortsDetails, ProbeRecord
 from preflight.facts import NodeFacts
 from preflight.findings import finding
 from preflight.model import CheckResult
 from preflight.nodeset import fold, group_by_value, minority
 from preflight.status import Status
 
-NAME = "ports"
-
 # Probes whose matrix is kept whole in the report; above this only the blocked ones are.
 MATRIX_MAX_NODES = 64
-_HOW = {
-    "dropped": "dropped (no answer: a firewall DROP rule, or a wrong route?)",
-    "refused": "refused (nothing listens there, or a firewall REJECT rule)",
-    "unreachable": "unreachable (no route to the node)",
-    "error": "failed",
-}
 
 
 @dataclass(frozen=True)
@@ -76,41 +70,6 @@ def _cannot_listen(obs: PortsObservation) -> list[CheckResult]:
     return findings
 
 
-def _blocked_probes(obs: PortsObservation) -> list[CheckResult]:
-    """A finding for each blocked ``node:port`` and how, by (target, port, how), its sources folded."""
-    findings: list[CheckResult] = []
-    names = list(obs.nodes)
-    blocked: dict[tuple[str, int, str, str], list[str]] = {}
-    for p in obs.probes:
-        if p["status"] != "open":
-            blocked.setdefault((p["to"], p["port"], p["kind"], p["status"]), []).append(p["from"])
-    for (target, target_port, kind, how), sources in sorted(blocked.items()):
-        others = [n for n in names if n != target and "error" not in obs.nodes[n]]
-        where = "every other node" if sorted(sources) == sorted(others) and len(others) > 1 else fold(sources)
-        is_master_rdzv = target == obs.master and kind == "rendezvous"
-        label = {
-            "rendezvous": "the master's rendezvous port" if is_master_rdzv else "the rendezvous port",
-            "ephemeral": "an ephemeral port (NCCL and gloo connect on these)",
-            "extra": "a job port",
-        }[kind]
-        status: Status = "warn" if kind == "rendezvous" and not is_master_rdzv else "fail"
-        findings.append(
-            _result(
-                status,
-                f"{target}:{target_port} ({label}) is {_HOW.get(how, how)} from {where}",
-                [target],
-                item="probe",
-                to=target,
-                port=target_port,
-                kind=kind,
-                how=how,
-                sources=sorted(sources),
-                blocks_job=is_master_rdzv,
-            )
-        )
-    return findings
-
-
 def judge_ports(obs: PortsObservation) -> list[CheckResult]:
     findings: list[CheckResult] = []
     names = list(obs.nodes)
@@ -118,7 +77,10 @@ def judge_ports(obs: PortsObservation) -> list[CheckResult]:
         if "error" in node:
             findings.append(_result("error", f"{name}: {node['error']}", [name], item="probe"))
     findings += _cannot_listen(obs)
-    findings += _blocked_probes(obs)
+    probed = probed_ports(obs.probes)
+    live = [n for n in names if "error" not in obs.nodes[n]]
+    findings += on_targets(probed, live, obs.master)
+    findings += on_sources(probed, obs.master)
     findings.extend(_judge_routes(obs))
     # Notes (a route that could not be determined) fail nothing: shown after the findings or the pass.
     notes = [f for f in findings if f.is_note]

@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
-from checks.ports.details import NodeReport, PortsDetails
-from checks.ports.judge import MATRIX_MAX_NODES, NAME
+from checks.ports.details import NAME, NodeReport, PortsDetails
+from checks.ports.judge import MATRIX_MAX_NODES
 from preflight.model import CheckResult, RunReport
 from preflight.nodeset import fold, natural_key
 from preflight.view import (
@@ -184,6 +184,10 @@ PRESENTATION = Presentation(
         {
             "probe": "Open the port between the nodes named (firewall rule, security group), or fix the "
             "route; the job cannot rendezvous or connect otherwise.",
+            "cannot_reach": "Find what drops the named node's connections while the other nodes get through: "
+            "its outbound firewall (iptables -S OUTPUT), its route to the nodes it cannot reach (ip route "
+            "get ADDRESS), or a rule on those nodes against its address alone (an allow-list, a security "
+            "group); or run the job without it.",
             "listen": "Find what holds the port on that node (ss -ltnp) and stop it, or run the job "
             "on another --port.",
             "route": "Pin the interface: set NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME on every node.",
