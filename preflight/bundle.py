@@ -21,8 +21,10 @@ from __future__ import annotations
 import ast
 import base64
 import importlib.util
+import io
 import json
 import threading
+import tokenize
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -175,6 +177,18 @@ _preflight_bundle(
 """
 
 
+def without_comments(source: str) -> str:
+    """``source`` with its comments cut, every line where it was: a traceback on the node names the
+    lines of the module as written, and a node is sent no words meant for its readers here."""
+    lines = source.splitlines(keepends=True)
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        if token.type == tokenize.COMMENT:
+            row, column = token.start
+            line = lines[row - 1]
+            lines[row - 1] = line[:column].rstrip() + line[len(line.rstrip("\r\n")) :]
+    return "".join(lines)
+
+
 def pack(entry: str) -> bytes:
     """The bundle of ``entry``: one Python source that runs it as ``__main__`` wherever it is run."""
     modules = node_modules(entry)
@@ -185,7 +199,7 @@ def pack(entry: str) -> bytes:
             parent = ".".join(parts[:depth])
             if parent not in modules:
                 served.setdefault(parent, (True, ""))  # a package above node code, served empty
-        served[name] = (module.is_package, module.source)
+        served[name] = (module.is_package, without_comments(module.source))
     packed = base64.b64encode(zlib.compress(json.dumps(served, sort_keys=True).encode("utf-8"), 9))
     head = f"# preflight node bundle: {entry} and {len(modules) - 1} node modules it imports\n"
     body = _LOADER.replace("PACKED", repr(packed.decode("ascii"))).replace("ENTRY", repr(entry))

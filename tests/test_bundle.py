@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from preflight.bundle import BundleError, is_node_module, locate, node_modules, pack
+from preflight.bundle import BundleError, is_node_module, locate, node_modules, pack, without_comments
 
 ROOT = Path(__file__).resolve().parent.parent
 # The oldest Python the README says nodes may have.
@@ -136,3 +136,12 @@ def test_the_facts_bundle_runs_on_the_oldest_python(tmp_path: Path) -> None:
     done = _run_bundle(python, "preflight.node.facts", tmp_path)
     assert done.returncode == 0, done.stderr.decode()
     assert json.loads(done.stdout)["facts"]["python"]["version"].startswith("3.8.")
+
+
+@pytest.mark.parametrize("name", NODE_MODULES)
+def test_a_node_module_is_shipped_without_comments_and_means_the_same_on_the_same_lines(name: str) -> None:
+    source = _path(name).read_text(encoding="utf-8")
+    shipped = without_comments(source)
+    assert ast.dump(ast.parse(shipped)) == ast.dump(ast.parse(source))
+    assert shipped.count("\n") == source.count("\n")
+    assert [line for line in shipped.splitlines() if line.lstrip().startswith("#")] == []
