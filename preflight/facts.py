@@ -159,6 +159,49 @@ class Shm:
 
 
 @dataclass(frozen=True)
+class ScratchPlace:
+    """A place the job or its libraries write (``tmp``, ``torch``, ``inductor``, ``triton``,
+    ``huggingface``, ``hf_datasets``): its path, the variable it came from ("default": none), the
+    directory measured (the path, or the nearest one above it that exists), the filesystem under it
+    (``device``, ``mount``: places on one filesystem share its numbers) and whether the job's user
+    may write there. A number is None where the node could not tell, or the filesystem sets no
+    limit."""
+
+    place: str
+    path: str
+    source: str | None
+    measured: str | None
+    device: str | None
+    mount: str | None
+    total_bytes: int | None
+    free_bytes: int | None
+    total_inodes: int | None
+    free_inodes: int | None
+    writable: bool | None
+
+    @staticmethod
+    def read(place: str, raw: Any) -> ScratchPlace | None:
+        found = _map(raw)
+        path = _str(found.get("path"))
+        if path is None:
+            return None
+        writable = found.get("writable")
+        return ScratchPlace(
+            place=place,
+            path=path,
+            source=_str(found.get("source")),
+            measured=_str(found.get("measured")),
+            device=_str(found.get("device")),
+            mount=_str(found.get("mount")),
+            total_bytes=_int(found.get("total_bytes")),
+            free_bytes=_int(found.get("free_bytes")),
+            total_inodes=_int(found.get("total_inodes")),
+            free_inodes=_int(found.get("free_inodes")),
+            writable=writable if isinstance(writable, bool) else None,
+        )
+
+
+@dataclass(frozen=True)
 class NcclConfFile:
     """An NCCL configuration file: ``user`` (``NCCL_CONF_FILE`` or ``~/.nccl.conf``) or ``system``
     (``/etc/nccl.conf``), what it sets, and the names it sets that NCCL never reads."""
@@ -394,6 +437,19 @@ class NodeFacts:
         found = _map(self.raw.get("shm"))
         size = _int(found.get("size_bytes"))
         return None if size is None else Shm(size, _int(found.get("free_bytes")))
+
+    @cached_property
+    def scratch(self) -> Mapping[str, ScratchPlace]:
+        """Where the job and its libraries write, by place (``tmp``, ``torch``...), in the node's
+        order; empty where the node did not say (an older probe)."""
+        found = {str(k): ScratchPlace.read(str(k), v) for k, v in _map(self.raw.get("scratch")).items()}
+        return {k: v for k, v in found.items() if v is not None}
+
+    @property
+    def dmi(self) -> Mapping[str, str]:
+        """What the firmware says the machine is (``bios_version``, ``board_name``...); empty where
+        the node has no DMI or did not say."""
+        return {str(k): v for k, v in _map(self.raw.get("dmi")).items() if isinstance(v, str)}
 
     @cached_property
     def nccl(self) -> NcclFacts | None:

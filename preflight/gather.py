@@ -26,6 +26,7 @@ from preflight.inventory import HostSpec
 from preflight.model import HostError, HostReport
 from preflight.node.beat import PROBE_BEAT
 from preflight.node.nccl import JOB_ENV_USED
+from preflight.node.scratch import SCRATCH_ENV
 from preflight.probes import (
     ScriptAnswer,
     frame_marker,
@@ -60,7 +61,7 @@ def facts_probe_args(job_env: Mapping[str, str], stay_imports: Sequence[str] = (
     its facts as the host's script host (:attr:`HostSession.host`), these modules imported."""
     options: dict[str, object] = {
         "salt": secrets.token_hex(16),
-        "job_env": {k: v for k, v in job_env.items() if k in JOB_ENV_USED},
+        "job_env": {k: v for k, v in job_env.items() if k in JOB_ENV_USED or k in SCRATCH_ENV},
     }
     if stay_imports:
         options["stay"] = {"imports": list(stay_imports)}

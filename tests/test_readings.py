@@ -138,7 +138,7 @@ def test_fields_that_differ_on_the_same_node_are_one_finding() -> None:
     cluster["gpu3"]["dmi"].update(bios_version="1.4.0", bios_date="01/09/2023")
     [result] = _problems(cluster)
     assert result.hosts == ("gpu3",)
-    assert sorted(f["path"] for f in result.details["fields"]) == ["dmi.bios_date", "dmi.bios_version"]
+    assert sorted(f["words"] for f in result.details["fields"]) == ["BIOS date", "BIOS version"]
     assert "1.4.0" in result.summary and "1.8.2" in result.summary
 
 

@@ -26,7 +26,7 @@ def test_a_hot_gpu_and_older_hca_firmware_are_named_and_the_warm_gpu_is_not(
     lab = make_lab(3)
     warm = {"temperature.gpu": str(RECORDED_IDLE_C + 9)}
     hot = {"temperature.gpu": str(RECORDED_IDLE_C + 45)}
-    older = dict.fromkeys(IB_HCAS, {"fw_ver": "28.39.1002"})
+    older = {hca: {"fw_ver": "28.39.1002"} for hca in IB_HCAS}
     lab.make_gpu_node(1, GpuNode(infiniband=True, changes={1: warm}))
     lab.make_gpu_node(2, GpuNode(infiniband=True, changes={5: hot}))
     lab.make_gpu_node(3, GpuNode(infiniband=True, hca_changes=older))

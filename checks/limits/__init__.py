@@ -1,7 +1,11 @@
-"""``limits``: the resource limits and shared memory a job needs, on every node alike.
+"""``limits``: the resource limits, shared memory and scratch space a job needs, on every node alike.
 
 ``/dev/shm`` is judged against a need (``[limits] min_shm``: NCCL's shared-memory transport and
 DataLoader workers live there, and a container's default is 64 MiB) and against the other nodes;
+the scratch space, where the job and its libraries write (the temporary directory, the caches of
+torch, TorchInductor, Triton and Hugging Face), against ``[limits] min_scratch_free`` and
+``min_scratch_inodes``, whether the job's user may write there, and against the other nodes
+(:mod:`checks.limits.scratch`);
 the locked-memory limit against RDMA's need where a node has RDMA devices, else against the other
 nodes; the open-files limit against ``[limits] min_nofile``. Limits are those of the session the
 node is reached in (SSH, or an srun step), which is what a job launched the same way inherits
@@ -27,6 +31,7 @@ from checks.limits.details import (
     ShmFull,
 )
 from checks.limits.present import PRESENTATION
+from checks.limits.scratch import judge_scratch, least_free
 from checks.limits.settings import LimitsSection
 from preflight.check import Check, CheckContext
 from preflight.config import Config
@@ -176,6 +181,8 @@ def _rows(nodes: Mapping[str, NodeFacts]) -> dict[str, NodeLimits]:
         if "nofile" in node.limits:
             row["nofile"] = node.limits["nofile"].soft
             row["nofile_hard"] = node.limits["nofile"].hard
+        if node.scratch:
+            row["scratch_free_bytes"] = {name: place.free_bytes for name, place in node.scratch.items()}
         rows[host] = row
     return rows
 
@@ -186,8 +193,11 @@ def judge_limits(nodes: Mapping[str, NodeFacts], config: Config) -> list[CheckRe
         *_judge_shm(nodes, cfg.min_shm_bytes),
         *_judge_memlock(nodes, cfg.rdma_memlock_bytes),
         *_judge_nofile(nodes, cfg.min_nofile),
+        *judge_scratch(nodes, cfg.min_scratch_free_bytes, cfg.min_scratch_inodes),
     ]
-    silent = sorted((h for h, n in nodes.items() if n.shm is None and not n.limits), key=natural_key)
+    silent = sorted(
+        (h for h, n in nodes.items() if n.shm is None and not n.limits and not n.scratch), key=natural_key
+    )
     details: Rows = {"nodes": _rows(nodes), "not_reported": silent}
     if findings:
         first = findings[0]
@@ -209,6 +219,8 @@ def judge_limits(nodes: Mapping[str, NodeFacts], config: Config) -> list[CheckRe
     ]
     if nofile:
         parts.append(f"open files {min(n for n in nofile if n is not None):,} or more")
+    if (scratch := least_free(nodes)) is not None:
+        parts.append(f"{capacity(scratch)} or more free where the job writes")
     missing = f" ({fold(silent)} did not report them)" if silent else ""
     counted = len(nodes) - len(silent)
     where = f"on all {counted} nodes" if counted > 1 else "on the one node"
@@ -221,7 +233,8 @@ def _run(ctx: CheckContext) -> list[CheckResult]:
 
 CHECK = Check(
     name=NAME,
-    title="/dev/shm, locked-memory and open-files limits meet the job's needs and agree between nodes",
+    title="/dev/shm, scratch space, locked-memory and open-files limits meet the job's needs and agree "
+    "between nodes",
     run=_run,
     presentation=PRESENTATION,
     action="fix_config",

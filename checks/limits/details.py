@@ -1,5 +1,6 @@
-"""The ``limits`` check's name and the JSON contract of its details: each node's limits (in the
-first finding, or the pass) and what each finding compared.
+"""The ``limits`` check's name and the JSON contract of its details: each node's limits and the
+free space of its scratch places (in the first finding, or the pass), and what each finding
+compared.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ class NodeLimits(TypedDict, total=False):
     nofile: int | None
     nofile_hard: int | None
     rdma: bool
+    scratch_free_bytes: dict[str, int | None]  # by place (tmp, torch, inductor...); None: no limit
 
 
 class Rows(TypedDict, total=False):
@@ -78,4 +80,57 @@ class NofileLow(Rows):
     need: Required[int]
 
 
-LimitsDetails = Rows | ShmBelowNeed | ShmBelowPeers | ShmFull | MemlockShort | MemlockDiffers | NofileLow
+class ScratchPlaces(Rows):
+    """Places where the job writes that fall on one filesystem (``places``: ``tmp``, ``torch``,
+    ``inductor``, ``triton``, ``huggingface``, ``hf_datasets``), their paths (as on the first named
+    node), and the filesystem's mount point (or the directory measured)."""
+
+    item: Required[str]
+    places: Required[list[str]]
+    paths: Required[list[str]]
+    mount: Required[str]
+
+
+class ScratchShort(ScratchPlaces):
+    """Less free space than ``[limits] min_scratch_free`` (``item`` ``scratch_space``): each named
+    node's free bytes and the need."""
+
+    free_bytes: Required[dict[str, int]]
+    need_bytes: Required[int]
+
+
+class ScratchFewInodes(ScratchPlaces):
+    """Fewer free inodes than ``[limits] min_scratch_inodes`` (``item`` ``scratch_inodes``)."""
+
+    free_inodes: Required[dict[str, int]]
+    need_inodes: Required[int]
+
+
+class ScratchNotWritable(ScratchPlaces):
+    """Places the job's user cannot write (``item`` ``scratch_not_writable``): ``measured``, the
+    directory that refused (the path, or the directory above it where it would be made)."""
+
+    measured: Required[str]
+
+
+class ScratchBelowPeers(ScratchPlaces):
+    """Far less free than the same places on the other nodes (``item`` ``scratch_peers``): the
+    node's free bytes and the other nodes' median."""
+
+    free_bytes: Required[dict[str, int]]
+    median_bytes: Required[float]
+
+
+LimitsDetails = (
+    Rows
+    | ShmBelowNeed
+    | ShmBelowPeers
+    | ShmFull
+    | MemlockShort
+    | MemlockDiffers
+    | NofileLow
+    | ScratchShort
+    | ScratchFewInodes
+    | ScratchNotWritable
+    | ScratchBelowPeers
+)

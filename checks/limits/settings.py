@@ -1,4 +1,4 @@
-"""``[limits]``: the shared memory and resource limits a job needs on every node."""
+"""``[limits]``: the shared memory, resource limits and scratch space a job needs on every node."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from preflight.units import parse_size
 
 @dataclass(frozen=True)
 class LimitsSection:
-    """Resource limits and shared memory the job needs on every node."""
+    """Resource limits, shared memory and scratch space the job needs on every node."""
 
     # /dev/shm smaller than this fails: NCCL's shared-memory transport and DataLoader workers
     # live there (a container's default is 64 MiB).
@@ -21,9 +21,16 @@ class LimitsSection:
     # The locked-memory limit a node with RDMA devices needs ("unlimited" or a size): RDMA
     # registers (locks) its buffers.
     rdma_memlock: str = "unlimited"
+    # Free space and free inodes the job needs where it writes (its scratch space): the temporary
+    # directory and the caches of torch, TorchInductor, Triton and Hugging Face. Less fails; 0
+    # judges nothing (with no free space asked, none is compared between nodes either).
+    min_scratch_free: str = "10 GiB"
+    min_scratch_inodes: int = 100_000
 
     def __post_init__(self) -> None:
-        for key in ("min_shm", "rdma_memlock"):
+        if self.min_scratch_inodes < 0:
+            raise ConfigError("limits.min_scratch_inodes must be 0 or more", key="limits.min_scratch_inodes")
+        for key in ("min_shm", "rdma_memlock", "min_scratch_free"):
             value = getattr(self, key)
             if key == "rdma_memlock" and value == "unlimited":
                 continue
@@ -35,6 +42,10 @@ class LimitsSection:
     @property
     def min_shm_bytes(self) -> int:
         return parse_size(self.min_shm)
+
+    @property
+    def min_scratch_free_bytes(self) -> int:
+        return parse_size(self.min_scratch_free)
 
     @property
     def rdma_memlock_bytes(self) -> int | None:

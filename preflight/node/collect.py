@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from preflight.node import hardware, nccl, net, nvidia, pcie_devices, stack, system
+from preflight.node import hardware, nccl, net, nvidia, pcie_devices, scratch, stack, system
 from preflight.node.gathering import Sink, Unavailable
 from preflight.node.masking import scrub
 from preflight.node.shared import error_text
@@ -24,6 +24,7 @@ def _gatherers() -> list[tuple[tuple[str, ...], Callable[[Sink], None]]]:
     return [
         (("hostname",), system.gather_hostname),
         (("identity",), system.gather_identity),
+        (("dmi",), system.gather_dmi),
         (("os",), system.gather_os),
         (("cpu",), system.gather_cpu),
         (("memory",), system.gather_memory),
@@ -36,6 +37,7 @@ def _gatherers() -> list[tuple[tuple[str, ...], Callable[[Sink], None]]]:
         (("env",), stack.gather_env),
         (("limits",), system.gather_limits),
         (("shm",), system.gather_shm),
+        (("scratch",), scratch.gather_scratch),
         (("nccl",), nccl.gather_nccl),
         (("time",), system.gather_time),
         (("name_resolution",), net.gather_name_resolution),

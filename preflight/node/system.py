@@ -1,10 +1,12 @@
-"""The node's system facts: host name, what identifies the machine, OS, CPU, memory, kernel
-settings, resource limits, shared memory, and whether a time service keeps the clock synchronised.
+"""The node's system facts: host name, what identifies the machine and what its firmware says it is,
+OS, CPU and its frequency governors, memory, swap and transparent huge pages, kernel settings,
+resource limits, shared memory, and whether a time service keeps the clock synchronised.
 """
 
 from __future__ import annotations
 
 import ctypes
+import glob
 import hashlib
 import os
 import re
@@ -93,6 +95,35 @@ def gather_identity(sink: Sink) -> None:
     sink.facts["identity"] = found
 
 
+# What the firmware says the machine is, readable without root (never the serials).
+DMI_FIELDS = (
+    "bios_vendor",
+    "bios_version",
+    "bios_date",
+    "board_vendor",
+    "board_name",
+    "sys_vendor",
+    "product_name",
+)
+
+
+def dmi_facts(root: str = DMI) -> dict[str, str | None]:
+    """The fields of ``/sys/class/dmi/id`` that can be read (an empty one as None)."""
+    found: dict[str, str | None] = {}
+    for name in DMI_FIELDS:
+        text = read_text(os.path.join(root, name))
+        if text is not None:
+            found[name] = text.strip() or None
+    return found
+
+
+def gather_dmi(sink: Sink) -> None:
+    found = dmi_facts(DMI)
+    if not found:
+        raise Unavailable(f"{DMI} not readable")
+    sink.facts["dmi"] = found
+
+
 def gather_os(sink: Sink) -> None:
     uname = os.uname()  # not platform.uname(): on 3.8 that runs `uname -p` in a subprocess
     text = read_text("/etc/os-release") or read_text("/usr/lib/os-release")
@@ -104,12 +135,43 @@ def gather_os(sink: Sink) -> None:
     }
 
 
+SYS_CPU = "/sys/devices/system/cpu"
+
+
+def cpu_governors(texts: Iterable[str]) -> str | None:
+    """The CPUs' governors: the one they agree on, else each once ("performance,powersave")."""
+    return ",".join(sorted({t.strip() for t in texts if t.strip()})) or None
+
+
+def cpufreq_facts(root: str = SYS_CPU) -> JsonDict:
+    """The governors in use and cpu0's cpufreq driver; none without cpufreq (most VMs)."""
+    paths = glob.glob(os.path.join(root, "cpu[0-9]*", "cpufreq", "scaling_governor"))
+    governor = cpu_governors(text for text in map(read_text, paths) if text is not None)
+    driver = (read_text(os.path.join(root, "cpu0", "cpufreq", "scaling_driver")) or "").strip()
+    found: JsonDict = {}
+    if governor:
+        found["governor"] = governor
+    if driver:
+        found["cpufreq_driver"] = driver
+    return found
+
+
 def gather_cpu(sink: Sink) -> None:
     text = read_text("/proc/cpuinfo")
     sink.facts["cpu"] = {
         "count": os.cpu_count(),
         "model": parse_cpuinfo_model(text) if text else None,
+        **cpufreq_facts(),
     }
+
+
+THP_ENABLED = "/sys/kernel/mm/transparent_hugepage/enabled"
+
+
+def bracketed_choice(text: str | None) -> str | None:
+    """``always [madvise] never`` -> "madvise"."""
+    found = re.search(r"\[([^\]\s]+)\]", text or "")
+    return found.group(1) if found else None
 
 
 def gather_memory(sink: Sink) -> None:
@@ -122,6 +184,9 @@ def gather_memory(sink: Sink) -> None:
     sink.facts["memory"] = {
         "total_bytes": info["MemTotal"],
         "available_bytes": info.get("MemAvailable"),
+        "swap_total_bytes": info.get("SwapTotal"),
+        "swap_free_bytes": info.get("SwapFree"),
+        "transparent_hugepage": bracketed_choice(read_text(THP_ENABLED)),
     }
 
 

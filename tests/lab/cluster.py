@@ -600,7 +600,9 @@ class LabCluster:
             f"mount --bind {q(str(node.env))} {ENV_MOUNT}",
             f"mount --bind {q(str(self._base_env))} {BASE_MOUNT}",
             *([f"mount --bind {q(str(CHECKOUT))} {CHECKOUT_STASH}"] if CHECKOUT_HIDDEN else []),
-            "mount -t tmpfs -o mode=1777 pflab-tmp /tmp",
+            # A size cap, not memory set aside: a tmpfs without one gets half the machine's memory,
+            # which on a small machine is less than the scratch space a job asks for by default.
+            "mount -t tmpfs -o mode=1777,size=64g pflab-tmp /tmp",
             *(
                 [f"mkdir -p {q(str(CHECKOUT))}", f"mount --bind {CHECKOUT_STASH} {q(str(CHECKOUT))}"]
                 if CHECKOUT_HIDDEN
