@@ -1,5 +1,6 @@
-"""The typed view of one GPU as a node reported it (nvidia-smi or NVML through the facts probe), and
-of a PCIe link: part of :mod:`preflight.facts`."""
+"""The typed view of one GPU as a node reported it (nvidia-smi or NVML through the facts probe), of a
+PCIe link, and of the readings a tool answered with an error on a GPU, a port or a PCI device: part
+of :mod:`preflight.facts`."""
 
 from __future__ import annotations
 
@@ -8,6 +9,23 @@ from dataclasses import dataclass
 from typing import Any
 
 from preflight.facts_values import _float, _int, _map, _str, records
+
+# What a GPU record holds that names the GPU rather than reads it (a driver may still know these of
+# a GPU that answers nothing else), its processes (nvidia-smi lists them in a query of their own),
+# and the errors themselves.
+GPU_IDENTITY = frozenset(("index", "name", "uuid", "serial", "pci_bus_id", "processes", "errors"))
+
+
+def reading_errors(raw: Mapping[str, Any]) -> dict[str, str]:
+    """What a tool answered with an error instead of a reading, by the record's key, in the tool's
+    words (``{"temperature_c": "GPU is lost"}``, ``{"counters/symbol_error": "Input/output
+    error"}``): the ``errors`` the probe wrote on a GPU, an InfiniBand port or a PCI device; empty
+    where none. "Not Supported" and "N/A" are no error: the probe leaves them out. ``handle``: the
+    GPU could not be opened at all."""
+    found = raw.get("errors")
+    if not isinstance(found, Mapping):
+        return {}
+    return {str(key): words for key, words in found.items() if isinstance(words, str) and words}
 
 
 @dataclass(frozen=True)
@@ -227,6 +245,23 @@ class GpuFacts:
     def inforom_image(self) -> str | None:
         """Its InfoROM image version ("G520.0200.00.05"); None where the node did not say."""
         return _str(self.raw.get("inforom_image"))
+
+    @property
+    def errors(self) -> dict[str, str]:
+        """Its readings that the tool answered with an error, by fact (:func:`reading_errors`)."""
+        return reading_errors(self.raw)
+
+    @property
+    def unreadable(self) -> bool:
+        """Nothing of it could be read: it could not be opened (``handle``), or it answered errors
+        and no reading at all (but what names it, :data:`GPU_IDENTITY`): a GPU that fell off the
+        bus, or one that waits for a reset."""
+        errors = self.errors
+        if not errors:
+            return False
+        return "handle" in errors or all(
+            value is None or value in ([], {}) for key, value in self.raw.items() if key not in GPU_IDENTITY
+        )
 
     @property
     def inforom_valid(self) -> bool | None:

@@ -201,6 +201,11 @@ def test_smi_h100_idle() -> None:
             "vbios_version": "96.00.A5.00.01",
             "inforom_image": "G520.0200.00.05",
             "inforom_valid": None,  # NVML's validation only
+            "ecc_corrected_volatile": 0,
+            "ecc_corrected_aggregate": 0,
+            "clocks_max_mhz": {"sm": 1980, "memory": 2619},
+            "power_max_limit_w": 700.0,
+            "memory_temperature_c": 48,
         }
     ]
 
@@ -574,7 +579,10 @@ def fake_pynvml(*, init_error: Exception | None = None) -> Any:
         "arch": 9,
         "memory": SimpleNamespace(total=85520809984, used=553648128, free=84967161856),
         "ecc": [1, 1],
-        "ecc_counts": {0: 0, 1: 2},
+        # By (error type, counter): uncorrected 0 volatile and 2 aggregate, corrected 5 and 37.
+        "ecc_counts": {(1, 0): 0, (1, 1): 2, (0, 0): 5, (0, 1): 37},
+        "max_clocks": {1: 1980, 2: 2619},
+        "power_limits": (200000, 700000),
         "remapped": (0, 1, 1, 0),
         "temperature": 31,
         "power": 70500,
@@ -582,7 +590,7 @@ def fake_pynvml(*, init_error: Exception | None = None) -> Any:
         "mig": (0, 0),
         # nvmlDeviceGetFieldValues: PCIe replays, NVLink CRC flit, CRC data and replay errors;
         # the recovery count (59) answered NOT_SUPPORTED.
-        "fields": {94: 3, 38: 0, 45: 0, 52: 12},
+        "fields": {94: 3, 38: 0, 45: 0, 52: 12, 82: 38},  # 82: the memory's temperature
     }
     volta = {
         "name": "Tesla V100-SXM2-16GB",
@@ -592,6 +600,8 @@ def fake_pynvml(*, init_error: Exception | None = None) -> Any:
         "memory": SimpleNamespace(total=17179869184, used=0, free=17179869184),
         "ecc": [0, 0],
         "ecc_counts": None,
+        "max_clocks": {1: 1530, 2: 877},
+        "power_limits": (150000, 300000),
         "remapped": None,
         "temperature": 40,
         "power": FakeUnknownError(),
@@ -616,7 +626,7 @@ def fake_pynvml(*, init_error: Exception | None = None) -> Any:
     def ecc_errors(handle: dict[str, Any], error_type: int, counter: int) -> int:
         if handle["ecc_counts"] is None:
             raise FakeNotSupported()
-        return int(handle["ecc_counts"][counter])
+        return int(handle["ecc_counts"][(error_type, counter)])
 
     def field_values(handle: dict[str, Any], ids: list[int]) -> list[SimpleNamespace]:
         fields = handle["fields"]
@@ -641,6 +651,7 @@ def fake_pynvml(*, init_error: Exception | None = None) -> Any:
         NVMLError=FakeNVMLError,
         NVMLError_NotSupported=FakeNotSupported,
         NVML_MEMORY_ERROR_TYPE_UNCORRECTED=1,
+        NVML_MEMORY_ERROR_TYPE_CORRECTED=0,
         NVML_VOLATILE_ECC=0,
         NVML_AGGREGATE_ECC=1,
         NVML_TEMPERATURE_GPU=0,
@@ -666,6 +677,8 @@ def fake_pynvml(*, init_error: Exception | None = None) -> Any:
         nvmlDeviceGetMigMode=value("mig"),
         nvmlSystemGetProcessName=lambda pid: b"python",
         nvmlDeviceGetFieldValues=field_values,
+        nvmlDeviceGetMaxClockInfo=lambda h, clock: h["max_clocks"][clock],
+        nvmlDeviceGetPowerManagementLimitConstraints=value("power_limits"),
     )
 
 
@@ -708,6 +721,11 @@ def test_nvml_snapshot() -> None:
         "vbios_version": None,
         "inforom_image": None,
         "inforom_valid": None,
+        "ecc_corrected_volatile": 5,
+        "ecc_corrected_aggregate": 37,
+        "clocks_max_mhz": {"sm": 1980, "memory": 2619},
+        "power_max_limit_w": 700.0,
+        "memory_temperature_c": 38,
         "link_errors": {
             "pcie_replays": 3,
             "nvlink_crc_flit": 0,
@@ -717,6 +735,9 @@ def test_nvml_snapshot() -> None:
         },
     }
     assert volta["link_errors"] is None  # field values not supported: nothing read
+    assert volta["memory_temperature_c"] is None
+    assert (volta["ecc_corrected_volatile"], volta["ecc_corrected_aggregate"]) == (None, None)
+    assert (volta["clocks_max_mhz"], volta["power_max_limit_w"]) == ({"sm": 1530, "memory": 877}, 300.0)
     assert volta["pci_bus_id"] == "00000000:86:00.0"
     assert volta["ecc_mode"] == "disabled"
     assert volta["ecc_uncorrected_volatile"] is None  # NotSupported -> null

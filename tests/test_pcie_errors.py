@@ -133,3 +133,18 @@ def test_correctable_errors_every_gpu_counts_alike_say_nothing_and_a_storm_on_on
 def test_nodes_that_did_not_report_aer_counters_are_not_judged() -> None:
     nodes = {"a": NodeFacts(copy.deepcopy(H100)), "b": NodeFacts(copy.deepcopy(H100))}
     assert judge_pcie_errors(nodes) == []
+
+
+def test_fatal_uncorrectable_counts_on_a_gpu_fail_its_node_and_once_where_the_kernel_log_names_them() -> None:
+    nodes = {f"gpu{i}": _node(everywhere={"correctable": 3}) for i in range(1, 5)}
+    nodes["gpu3"] = _node({2: {"fatal": 1, "correctable": 5000}}, everywhere={"correctable": 3})
+    (failed,) = judge_pcie_errors(nodes)
+    assert (failed.status, failed.hosts, failed.details["item"]) == ("fail", ("gpu3",), "pcie_errors")
+    assert failed.summary == (
+        "gpu3: PCIe errors since boot: GPU 2 (0000:84:00.0): 1 fatal uncorrectable, "
+        "5000 correctable (like devices' median 3)"
+    )
+    # The kernel log's finding already names the GPU's fatal errors: the counter says the rest.
+    (note,) = judge_pcie_errors(nodes, {"gpu3": {("0000:84:00.0", "fatal")}})
+    assert note.is_note
+    assert note.summary.endswith("GPU 2 (0000:84:00.0): 5000 correctable (like devices' median 3)")

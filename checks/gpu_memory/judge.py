@@ -1,6 +1,8 @@
 """The ``gpu_memory`` judge (pure): GPU count, model and total memory against the other nodes,
 free memory, and memory health (ECC, row remaps, retired pages), from the nodes' typed facts;
-and the typed details a report charts from.
+and the typed details a report charts from. A GPU whose memory readings a tool answered with an
+error is the ``hardware`` check's to name (``gpu_unreadable``, ``gpu_reading_errors``): it is
+counted on its node, compared in nothing it could not read, and never called free or healthy.
 """
 
 from __future__ import annotations
@@ -8,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import groupby
 from typing import Any
 
 from checks.gpu_memory.details import GpuDetails, GpuRow
@@ -24,6 +27,22 @@ NAME = "gpu_memory"
 
 # How many processes a summary names before "and N more" (details list them all).
 _LISTED_PROCESSES = 3
+# The readings this check judges a GPU on (``handle``: the GPU could not be opened at all).
+MEMORY_READINGS = frozenset(
+    (
+        "handle",
+        "name",
+        "memory_total_bytes",
+        "memory_used_bytes",
+        "memory_free_bytes",
+        "ecc_mode",
+        "ecc_uncorrected_volatile",
+        "ecc_uncorrected_aggregate",
+        "remapped_rows",
+        "retired_pages_pending",
+        "mig_mode",
+    )
+)
 
 
 def _int(value: Any) -> int | None:
@@ -165,9 +184,18 @@ def _count_findings(
     return results
 
 
+def unread(gpu: _Gpu) -> bool:
+    """A tool answered one of the readings this check judges with an error."""
+    return not MEMORY_READINGS.isdisjoint(gpu.facts.errors)
+
+
 def _model_findings(by_host: Mapping[str, list[_Gpu]]) -> list[CheckResult]:
-    """A node whose GPUs are another model: the job runs at the pace of the slowest."""
-    models = {h: " + ".join(sorted({g.name for g in gpus})) for h, gpus in by_host.items() if gpus}
+    """A node whose GPUs are another model: the job runs at the pace of the slowest (a GPU whose
+    name is an error is no other model)."""
+    named = {
+        h: [g for g in gpus if not {"name", "handle"} & set(g.facts.errors)] for h, gpus in by_host.items()
+    }
+    models = {h: " + ".join(sorted({g.name for g in gpus})) for h, gpus in named.items() if gpus}
     if len(models) < 2:
         return []
     majority, culprits = minority(models)
@@ -359,6 +387,13 @@ def _history_note(history: Mapping[str, Mapping[str, Mapping[str, int | None]]])
     return f"; past memory faults handled by remapping or retirement on {where} (history, nothing pending)"
 
 
+def _not_read_note(gpus: Sequence[_Gpu]) -> str:
+    if not gpus:
+        return ""
+    where = "; ".join(f"{host} {_which(list(group))}" for host, group in groupby(gpus, key=lambda g: g.host))
+    return f"; not judged: {where}, whose memory readings are errors (the hardware check names them)"
+
+
 def _remap_state(gpu: _Gpu) -> str | None:
     rows = gpu.facts.remapped_rows
     uncorrectable = _int(rows.get("uncorrectable")) or 0
@@ -431,9 +466,11 @@ def judge_gpu_memory(nodes: Mapping[str, NodeFacts], config: Config) -> list[Che
     layout = f"{fewest} per node" if fewest == most else f"{fewest}-{most} per node"
     alone = "; nothing compared (only one node reachable)" if len(nodes) < 2 else ""
     history = ecc_history(by_host)
+    not_read = [g for g in all_gpus if unread(g)]
     summary = (
-        f"{len(all_gpus)} GPUs on {len(nodes)} node{'s' if len(nodes) != 1 else ''} ({layout}, "
-        f"{', '.join(models)}): free and healthy{alone}{_history_note(history)}"
+        f"{len(all_gpus) - len(not_read)} GPUs on {len(nodes)} node{'s' if len(nodes) != 1 else ''} "
+        f"({layout}, {', '.join(models)}): free and healthy{alone}{_history_note(history)}"
+        f"{_not_read_note(not_read)}"
     )
     details: GpuDetails = {"item": "gpus", "gpus": _rows(all_gpus), "counts": counts}
     if history:

@@ -313,3 +313,101 @@ class NicDriverErrors(NodeFinding):
     kinds: Required[list[str]]
     events: Required[list[NicEvent]]
     source: Required[str | None]
+
+
+class ReadingError(TypedDict):
+    """One part whose readings a tool answered with an error: how the finding names it (``GPU 3
+    (serial 1654922005123)``, ``mlx5_2 port 1``, ``NIC (0000:3b:00.0)``), its GPU index (None for a
+    port or a PCI device, or where unknown), and the tool's words by reading (the facts' key:
+    ``temperature_c``, ``counters/symbol_error``, ``aer_dev_fatal``; ``handle``: it could not be
+    opened)."""
+
+    part: str
+    gpu: int | None
+    errors: dict[str, str]
+
+
+class ReadingErrors(NodeFinding, total=False):
+    """A node's parts whose readings a tool answered with an error (``item`` ``gpu_unreadable``,
+    ``gpu_reading_errors``, ``port_reading_errors``, ``pci_reading_errors``): the parts, their GPU
+    indexes (GPU items) and what to do (``action``: ``reset_gpu`` or ``drain``)."""
+
+    parts: Required[list[ReadingError]]
+    gpus: list[int | None]
+    action: Required[str]
+
+
+class ReadingPermissions(Finding):
+    """Readings the probe's user may not make ("Insufficient Permissions"; ``item``
+    ``reading_permissions``, a warning): the nodes that say the same, the first one's parts, and
+    ``action`` ``fix_config``."""
+
+    nodes: Required[list[str]]
+    parts: Required[list[ReadingError]]
+    action: Required[str]
+
+
+class AerDevice(TypedDict):
+    """One PCI function's PCIe errors in a node's kernel log: its address, the GPU or NIC it is or
+    whose link it is on ("GPU 0 (serial 1654...)", "NIC mlx5_2"; None for another device), the link's
+    kind (``gpu``, ``nic``, ``other``), the worst class (``fatal``, ``nonfatal``, ``corrected``), the
+    count by class, the error bits' names, its status (``pass`` for a note) and the worst class's
+    last line."""
+
+    pci: str
+    device: str | None
+    kind: str
+    severity: str
+    counts: dict[str, int]
+    errors: list[str]
+    status: str
+    line: str
+
+
+class PcieAer(NodeFinding):
+    """PCIe AER errors in the node's kernel log (``item`` ``pcie_aer``): the devices, worst first,
+    and the log read (``dmesg``, ``journalctl``)."""
+
+    devices: Required[list[AerDevice]]
+    source: Required[str | None]
+
+
+class MachineCheckEvent(TypedDict):
+    """Machine checks or memory errors of one source (``mce``, ``edac``, ``ghes``; ``logged``: the
+    kernel's "Machine check events logged"), class (``uncorrected``, ``corrected``, ``unknown``) and
+    place (a CPU's bank, a DIMM; None where the line names none): how many, and the last line."""
+
+    source: str
+    severity: str
+    where: str | None
+    count: int
+    line: str
+
+
+class MachineCheck(NodeFinding):
+    """Machine checks and memory errors in the node's kernel log (``item`` ``machine_check``): the
+    uncorrected and corrected counts, the events worst first and the log read."""
+
+    uncorrected: Required[int]
+    corrected: Required[int]
+    events: Required[list[MachineCheckEvent]]
+    source: Required[str | None]
+
+
+class BlockIoDisk(TypedDict):
+    """One disk's I/O errors (``sdb``, ``nvme0n1``, ``nvme0``, ``dm-7``; a partition's are its
+    disk's): how many, by form (``io_error``, ``buffer_io_error``, ``nvme_timeout``, ``nvme_down``,
+    ``fs_error``), and the last line."""
+
+    disk: str
+    count: int
+    kinds: dict[str, int]
+    line: str
+
+
+class BlockIoErrors(NodeFinding):
+    """Block devices' I/O errors in the node's kernel log (``item`` ``block_io_errors``, a warning):
+    the disks, most errors first, and the log read."""
+
+    disks: Required[list[BlockIoDisk]]
+    source: Required[str | None]

@@ -9,7 +9,8 @@ said once in a note. A port whose physical link is up but which is not ACTIVE (I
 while ``LinkUp``: cabled, and waiting for a subnet manager, or a virtual function not brought up)
 is a fault of its node whatever its like ports do: a cable that was plugged in was meant to carry
 traffic. A virtual function DOWN on its physical function's up link is a spare of its host, judged
-as any port down. Pure: ports in, findings out.
+as any port down. A port whose state or rate could not be read (an I/O error:
+``port_reading_errors``) is that finding's, not judged here. Pure: ports in, findings out.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from dataclasses import dataclass
 
 from checks.hardware.details import IbPortDown, IbPortRate, IbPortUnused, UnusedPort
 from preflight.facts import IbPort, NodeFacts
+from preflight.facts_gpu import reading_errors
+from preflight.facts_values import records
 from preflight.model import CheckResult
 from preflight.nodeset import fold
 
@@ -45,6 +48,17 @@ def kind_text(kind: Kind) -> str:
 
 def port_label(port: IbPort) -> str:
     return f"{port.device} port {port.port}"
+
+
+# The port files its state and rate are judged on: one that could not be read is no fault of the link.
+JUDGED_FILES = frozenset(("state", "phys_state", "rate", "link_layer"))
+
+
+def port_errors(node: NodeFacts) -> list[tuple[IbPort, dict[str, str]]]:
+    """Each port of the node with its files whose read failed (:func:`reading_errors`: ``state``,
+    ``counters/symbol_error`` ... by the kernel's words), in the node's order."""
+    raws = records(node.value(("net", "ib_devices")))
+    return [(port, reading_errors(raw)) for port, raw in zip(node.ib_ports, raws, strict=True)]
 
 
 def is_up(port: IbPort) -> bool:
@@ -214,8 +228,9 @@ def judge_ib_ports(nodes: Mapping[str, NodeFacts]) -> list[CheckResult]:
         _within_node(host, alone, node.ib_ports, faults, unused)
     _cabled_not_active(nodes, faults)
     results: list[CheckResult] = []
-    for host in nodes:
-        found = faults.get(host, [])
+    for host, node in nodes.items():
+        unread = {id(port) for port, errors in port_errors(node) if JUDGED_FILES & set(errors)}
+        found = [f for f in faults.get(host, []) if id(f.port) not in unread]
         down = [f for f in found if f.down]
         if down:
             port_down: IbPortDown = {

@@ -3,9 +3,11 @@ with each other: PCIe links narrower than the device can train (GPUs, NICs, HCAs
 where the same GPUs elsewhere have them up, a GPU slowing itself down (hardware slowdown,
 thermal, power brake), persistence mode off where the others have it on, InfiniBand ports down
 or slower than their like ports (``ib_ports``), HCAs missing, error counters, NVSwitches without
-the fabric manager or GPUs not registered with their fabric, XID errors in the kernel log, memory
-CPUs and local NVMe disks below the nodes of the same kind (``resources``). Pure:
-facts in, findings out.
+the fabric manager or GPUs not registered with their fabric, XID errors in the kernel log and its
+PCIe, machine-check and block I/O errors (``kernel_errors``), memory
+CPUs and local NVMe disks below the nodes of the same kind (``resources``), GPUs, ports and PCI
+devices whose readings a tool answered with an error (``reading_errors``). Pure: facts in, findings
+out.
 """
 
 from __future__ import annotations
@@ -29,9 +31,11 @@ from checks.hardware.gpu_link_errors import judge_gpu_link_errors
 from checks.hardware.gpu_settings import judge_gpu_settings
 from checks.hardware.ib_partitions import judge_ib_partitions
 from checks.hardware.ib_ports import ACTIVE_IB, judge_ib_ports
+from checks.hardware.kernel_errors import kernel_error_findings
 from checks.hardware.kernel_log import xid_findings
 from checks.hardware.pcie_errors import judge_pcie_errors
 from checks.hardware.pcie_topology import judge_pcie_topology
+from checks.hardware.reading_errors import judge_reading_errors
 from checks.hardware.resources import judge_resources
 from checks.hardware.settings import HardwareSection
 from checks.job.node.nvml import reason_names
@@ -181,9 +185,10 @@ def _nvlink_findings(nodes: Mapping[str, NodeFacts]) -> list[CheckResult]:
                 most[gpu.name] = max(most.get(gpu.name, 0), gpu.nvlinks_up)
     results: list[CheckResult] = []
     for host, node in nodes.items():
+        # A GPU that answers nothing but errors is named for that (reading_errors), not its links.
         short = [
             g for g in node.gpus or []
-            if (g.nvlinks_inactive or g.nvlinks_all_inactive)
+            if not g.unreadable and (g.nvlinks_inactive or g.nvlinks_all_inactive)
             and g.nvlinks_up is not None and g.nvlinks_up < most[g.name]
         ]  # fmt: skip
         if not short:
@@ -286,7 +291,8 @@ def _fabric_findings(nodes: Mapping[str, NodeFacts]) -> list[CheckResult]:
 def judge_hardware(nodes: Mapping[str, NodeFacts], config: Config) -> list[CheckResult]:
     """Every hardware finding across the nodes; a pass saying what was seen when there is none."""
     results = (
-        _gpu_findings(nodes)
+        judge_reading_errors(nodes)
+        + _gpu_findings(nodes)
         + _nvlink_findings(nodes)
         + _ib_findings(nodes)
         + judge_ib_ports(nodes)
@@ -298,8 +304,11 @@ def judge_hardware(nodes: Mapping[str, NodeFacts], config: Config) -> list[Check
     )
     xid_results, unreadable, noted = xid_findings(nodes, config.section(HardwareSection).ignore_xids)
     results += xid_results
+    # The kernel log's PCIe, machine-check and block I/O errors; the AER counters leave out what it names.
+    log_results, logged = kernel_error_findings(nodes)
+    results += log_results
     # Error counters and GPU settings: notes, shown after the findings (or the pass), and findings.
-    results += facts_results(nodes) + judge_gpu_settings(nodes) + judge_pcie_errors(nodes)
+    results += facts_results(nodes) + judge_gpu_settings(nodes) + judge_pcie_errors(nodes, logged)
     results += judge_gpu_link_errors(nodes)
     notes = [r for r in results if r.is_note]
     results = [r for r in results if not r.is_note]
@@ -317,7 +326,13 @@ def judge_hardware(nodes: Mapping[str, NodeFacts], config: Config) -> list[Check
             first.check, first.status, first.summary, first.hosts, {**details, **first.details}
         )
         return results + notes
-    seen = [f"{gpus} GPUs with their PCIe links at full width and none slowing itself down"] if gpus else []
+    # A GPU that answered errors is no healthy GPU, whichever check named it.
+    answered = sum(1 for n in nodes.values() for g in n.gpus or [] if not g.errors)
+    seen = (
+        [f"{answered} GPUs with their PCIe links at full width and none slowing itself down"] if gpus else []
+    )
+    if answered < gpus:
+        seen[0] += f" ({gpus - answered} more answering errors, named elsewhere)"
     registered = sum(1 for n in nodes.values() for g in n.gpus or [] if g.fabric_state == "completed")
     if registered:
         seen[0] += f", {'all' if registered == gpus else registered} registered with their NVSwitch fabric"

@@ -4,17 +4,20 @@ plugin, NVSentinel's PCIe watch and ClusterMAX's "PCIe errors via NVML and DCGM 
 them.
 
 A count since boot says what happened, not what happens: a link that retrained once at boot counts
-a few correctable errors forever. So a device is named in a note, never a failure, and only where it
-stands out from its like devices (GPUs with GPUs, NICs with NICs, across the run): uncorrectable
-errors (non-fatal or fatal) where the like devices' median is none; correctable errors at least
-:data:`CORRECTABLE_FLOOR` and :data:`CORRECTABLE_RATIO` times the like devices' median. What the
-link does under the job's traffic is the all-reduce's to judge.
+a few correctable errors forever. So a device is named in a note, and only where it stands out from
+its like devices (GPUs with GPUs, NICs with NICs, across the run): non-fatal uncorrectable errors
+where the like devices' median is none; correctable errors at least :data:`CORRECTABLE_FLOOR` and
+:data:`CORRECTABLE_RATIO` times the like devices' median. A fatal uncorrectable error on a GPU's or
+NIC's link fails its node whatever the others counted: the link went down. The kernel log says the
+same errors with their lines (``pcie_aer``, :mod:`checks.hardware.kernel_errors`): a class the log's
+finding already names on a device is left out here. What the link does under the job's traffic is
+the all-reduce's to judge.
 """
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from checks.hardware.details import PcieErrors
@@ -50,40 +53,56 @@ def stands_out(count: int, typical: float) -> bool:
     return count >= CORRECTABLE_FLOOR and count >= CORRECTABLE_RATIO * max(typical, 1)
 
 
-def _odd(device: Mapping[str, Any], medians: Mapping[tuple[str, str], float]) -> list[str]:
+def _odd(
+    device: Mapping[str, Any], medians: Mapping[tuple[str, str], float], logged: Collection[str]
+) -> tuple[list[str], bool]:
+    """What the device counted that stands out, leaving out the classes the kernel log's finding
+    names (``logged``: ``fatal``, ``nonfatal``, ``corrected``); and whether it counted fatal errors
+    the log does not name."""
     kind = str(device["kind"])
     found = []
-    nonfatal, fatal = _count(device, "nonfatal"), _count(device, "fatal")
-    if nonfatal + fatal and medians[(kind, "uncorrectable")] == 0:
+    fatal = 0 if "fatal" in logged else _count(device, "fatal")
+    nonfatal = 0 if "nonfatal" in logged else _count(device, "nonfatal")
+    if fatal or (nonfatal and medians[(kind, "uncorrectable")] == 0):
         parts = [f"{fatal} fatal" if fatal else "", f"{nonfatal} non-fatal" if nonfatal else ""]
         found.append(" and ".join(p for p in parts if p) + " uncorrectable")
-    correctable = _count(device, "correctable")
+    correctable = 0 if "corrected" in logged else _count(device, "correctable")
     typical = medians[(kind, "correctable")]
     if stands_out(correctable, typical):
         found.append(f"{correctable} correctable (like devices' median {typical:g})")
-    return found
+    return found, bool(fatal)
 
 
-def judge_pcie_errors(nodes: Mapping[str, NodeFacts]) -> list[CheckResult]:
-    """A note per node whose GPUs or NICs counted PCIe errors its like devices did not."""
+def _finding(host: str, rows: list[tuple[str, str]], fatal: bool) -> CheckResult:
+    shown = "; ".join(f"{where}: {what}" for where, what in rows)
+    details: PcieErrors = {
+        "item": "pcie_errors",
+        "node": host,
+        "devices": [{"device": where, "errors": what} for where, what in rows],
+    }
+    summary = f"{host}: PCIe errors since boot: {shown}"
+    if fatal:
+        return CheckResult(NAME, "fail", summary, (host,), dict(details))
+    return CheckResult.note(NAME, summary, (host,), dict(details))
+
+
+def judge_pcie_errors(
+    nodes: Mapping[str, NodeFacts], logged: Mapping[str, Collection[tuple[str, str]]] | None = None
+) -> list[CheckResult]:
+    """Per node, a failure for its GPUs and NICs that counted fatal errors, and a note for those
+    that counted errors their like devices did not; ``logged``: by node, the (PCI function, class)
+    the kernel log's findings already name."""
     medians = _medians(nodes)
     results = []
     for host, node in nodes.items():
         gpus = gpus_by_pci(node)
-        rows: list[tuple[str, str]] = []
+        named = (logged or {}).get(host, ())
+        rows: dict[bool, list[tuple[str, str]]] = {True: [], False: []}
         for device in node.pci_devices:
-            odd = _odd(device, medians)
+            address = str(device.get("address", ""))
+            odd, fatal = _odd(device, medians, {c for pci, c in named if pci == address.lower()})
             if odd:
-                address = str(device.get("address", ""))
                 where = gpus.get(pci_key(address)) or KIND_TEXT[str(device["kind"])]
-                rows.append((f"{where} ({address})", ", ".join(odd)))
-        if rows:
-            shown = "; ".join(f"{where}: {what}" for where, what in rows)
-            details: PcieErrors = {
-                "item": "pcie_errors",
-                "node": host,
-                "devices": [{"device": where, "errors": what} for where, what in rows],
-            }
-            summary = f"{host}: PCIe errors since boot: {shown}"
-            results.append(CheckResult.note(NAME, summary, (host,), dict(details)))
+                rows[fatal].append((f"{where} ({address})", ", ".join(odd)))
+        results += [_finding(host, rows[fatal], fatal) for fatal in (True, False) if rows[fatal]]
     return results

@@ -34,6 +34,11 @@ def _row(host: HostReport) -> list[TCell]:
             for key, what in counted
             if (lines := xid.get(key) or [])
         ]
+        # The PCIe, machine-check and block I/O errors, each entry a device's or a place's count.
+        for key, what in (("pcie_events", "PCIe AER error"), ("machine_check_events", "machine check"),
+                          ("block_io_events", "block I/O error")):  # fmt: skip
+            if n := sum(e.get("count") or 1 for e in xid.get(key) or [] if isinstance(e, dict)):
+                seen.append(f"{n} {what}{'s' if n != 1 else ''}")
         xid_text = ", ".join(seen) or "none"
     return [
         TCell(plain(host.name), "mono"),
@@ -124,6 +129,23 @@ ADVICE = {
     "sxid": "An NVSwitch reported an error on its NVLinks: after a fatal SXID reset the GPUs and NVSwitches "
     "(or reboot the node) before the job; if it recurs on the same link, have the NVSwitch tray and "
     "that link inspected. NVIDIA's Fabric Manager User Guide (appendix D) lists each SXID.",
+    "pcie_aer": "The kernel's AER driver (or the firmware, through APEI) logged errors on the device's "
+    "PCIe link. A fatal uncorrected error on a GPU's or NIC's link means the link went down or dropped "
+    "transactions: drain the node, reseat the card and its riser or retimer, and check the link (lspci -vv "
+    "-s ADDR: LnkSta and the AER capability's UESta/CESta; nvidia-smi -q -d PCIE for a GPU) before it "
+    "runs a job again. A non-fatal one corrupted a transaction the driver may not have recovered: reset "
+    "the device or reboot. Corrected errors are retried by the link; a count far above the other nodes' "
+    "is a slot, riser or cable going bad.",
+    "machine_check": "The CPU or the memory reported a hardware error. An uncorrected one lost data (the "
+    "kernel may have offlined a page or killed a process): drain the node and have the DIMM or CPU the "
+    "line names checked (ras-mc-ctl --errors, mcelog --client, edac-util -v, the BMC's event log). "
+    "Corrected memory errors far above the other nodes' are a DIMM wearing out: plan its replacement. "
+    "'Machine check events logged' alone: the log daemon (rasdaemon, mcelog) has the decoded event.",
+    "block_io_errors": "A disk of the node failed reads or writes: the job may fail to read its data or "
+    "to write its checkpoints there. smartctl -a /dev/DEV (nvme smart-log and nvme error-log for NVMe) "
+    "shows the disk's health; a filesystem error needs the filesystem checked (fsck, xfs_repair) after "
+    "unmounting; NVMe timeouts point at the drive's firmware or its PCIe link. Replace a failing disk, or "
+    "keep the job's data and checkpoints off it.",
     "nic_driver_errors": "A ConnectX card's firmware or PCIe link failed: devlink health show pci/ADDR "
     "counts the fw and fw_fatal reporters' errors, devlink health diagnose pci/ADDR reporter fw gives the "
     "syndrome. A reset (mlxfwreset -d ADDR reset, or a reboot) recovers the card; one that fails again "
@@ -145,6 +167,22 @@ ADVICE = {
     "given, or reboot the node (or reset its GPUs) before the job so that it runs as checked.",
     "gpu_mig_pending": "A MIG mode change waits for a GPU reset: keep the current mode with the command "
     "given (nvidia-smi -mig 0 turns MIG off), or reset the GPUs (nvidia-smi -r) before the job.",
+    "gpu_unreadable": "The GPU no longer answers its driver: nvidia-smi -q -i N shows which readings fail, "
+    "and the kernel log (dmesg) the XID that came with it (79: fallen off the bus). Where the words say a "
+    "reset is required, reset it with nothing running on it (nvidia-smi -r -i N) and check again; "
+    "otherwise drain the node, then reset the GPU or reboot; a GPU lost again needs reseating or replacing.",
+    "gpu_reading_errors": "The driver answers errors for some of the GPU's readings (nvidia-smi -q -i N "
+    "shows them): look for XIDs in the kernel log, reset the GPU (nvidia-smi -r -i N) or reboot the node, "
+    "and have the GPU looked at if the errors come back. A job on it may fail the same way.",
+    "port_reading_errors": "Reading the port's files (/sys/class/infiniband/DEV/ports/N) failed with an I/O "
+    "error: the card or its firmware did not answer. Check ibstat and the kernel log's mlx5_core lines; "
+    "reset the card (mlxfwreset -d ADDR reset) or reboot, and replace a card that fails again.",
+    "pci_reading_errors": "Reading the device's files (/sys/bus/pci/devices/ADDR) failed with an I/O error: "
+    "the device no longer answers on its bus. lspci -vv -s ADDR and the kernel log's AER lines say more; "
+    "reseat the card or reboot the node.",
+    "reading_permissions": "The probe's user may not read these (NVML's Insufficient Permissions): run "
+    "preflight as a user allowed to query the GPUs, or lift the restriction (RmProfilingAdminOnly in "
+    "/proc/driver/nvidia/params, a container's device access). It says nothing of the part's health.",
     "driver_mismatch": "The user-space driver library and the loaded kernel module differ (an upgrade "
     "without a reboot): reboot the node, or stop what holds the GPUs (nvidia-persistenced, DCGM, "
     "nvidia-fabricmanager, containers) and reload the module: rmmod nvidia_uvm nvidia_drm "

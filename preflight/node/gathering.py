@@ -30,8 +30,9 @@ def read_text(path: str) -> str | None:
         return None
 
 
-def run_command(argv: Sequence[str], timeout: float = SUBPROCESS_TIMEOUT_S) -> str:
-    """Run a command (stdin closed, C locale) and return its stdout, or raise Unavailable."""
+def run_output(argv: Sequence[str], timeout: float = SUBPROCESS_TIMEOUT_S) -> tuple[int, str, str]:
+    """Run a command (stdin closed, C locale): its exit status, stdout and stderr; Unavailable where
+    it cannot be run or times out."""
     env = dict(os.environ, LC_ALL="C")
     try:
         proc = subprocess.run(
@@ -46,11 +47,21 @@ def run_command(argv: Sequence[str], timeout: float = SUBPROCESS_TIMEOUT_S) -> s
         raise Unavailable(f"{argv[0]} not found on PATH") from None
     except subprocess.TimeoutExpired:
         raise Unavailable(f"{argv[0]} timed out after {timeout:g} s") from None
-    out = proc.stdout.decode("utf-8", "replace")
-    if proc.returncode != 0:
-        err = proc.stderr.decode("utf-8", "replace").strip() or out.strip()
-        first = err.splitlines()[0] if err else "no output"
-        raise Unavailable(f"{argv[0]} exited with status {proc.returncode}: {first}")
+    return proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace")
+
+
+def failed(argv: Sequence[str], status: int, out: str, err: str) -> Unavailable:
+    """Why a command that exited with ``status`` gave no fact: the first line it printed."""
+    text = err.strip() or out.strip()
+    first = text.splitlines()[0] if text else "no output"
+    return Unavailable(f"{argv[0]} exited with status {status}: {first}")
+
+
+def run_command(argv: Sequence[str], timeout: float = SUBPROCESS_TIMEOUT_S) -> str:
+    """Run a command (stdin closed, C locale) and return its stdout, or raise Unavailable."""
+    status, out, err = run_output(argv, timeout)
+    if status != 0:
+        raise failed(argv, status, out, err)
     return out
 
 

@@ -1,6 +1,7 @@
 """Hardware health beside the GPUs: NVSwitches, whether the fabric manager runs, and the XID errors
-of the kernel log, with the SXID errors its NVSwitches reported and the errors its NICs' drivers
-reported (ConnectX cards' mlx5_core, AWS EFA devices' efa).
+of the kernel log, with the SXID errors its NVSwitches reported, the errors its NICs' drivers
+reported (ConnectX cards' mlx5_core, AWS EFA devices' efa), and its PCIe, machine-check and block
+I/O errors (preflight.node.kernel_errors).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import shutil
 from typing import TYPE_CHECKING, Any
 
 from preflight.node.gathering import Sink, Unavailable, read_text, run_command
+from preflight.node.kernel_errors import kernel_errors
 
 if TYPE_CHECKING:
     JsonDict = dict[str, Any]
@@ -319,6 +321,16 @@ def _nic_events(text: str) -> list[JsonDict]:
     return events
 
 
+def _with_hcas(log: JsonDict) -> JsonDict:
+    """The log's kernel errors, each PCIe event with the RDMA device its function carries
+    (``hca``) where sysfs names one."""
+    for event in log["pcie_events"]:
+        name = hca_name(str(event["pci"]), SYS_BUS_PCI)
+        if name:
+            event["hca"] = name
+    return log
+
+
 def _running_comm(name: str) -> bool:
     for pid in os.listdir("/proc"):
         if pid.isdigit() and (read_text(os.path.join("/proc", pid, "comm")) or "").strip() == name:
@@ -345,9 +357,9 @@ def _kernel_log() -> tuple[str | None, str]:
 
 
 def hardware_facts() -> JsonDict:
-    """NVSwitches and whether the fabric manager runs; XID and SXID lines and the NIC drivers'
-    errors from the kernel log (and which command read it), or why it could not be read (which is
-    not the same as none)."""
+    """NVSwitches and whether the fabric manager runs; XID and SXID lines, the NIC drivers' errors
+    and the PCIe, machine-check and block I/O errors from the kernel log (and which command read
+    it), or why it could not be read (which is not the same as none)."""
     facts: JsonDict = {}
     nvswitches = sorted(os.listdir(PROC_NVSWITCH)) if os.path.isdir(PROC_NVSWITCH) else []
     facts["nvswitches"] = len(nvswitches)
@@ -362,6 +374,7 @@ def hardware_facts() -> JsonDict:
         "events": parse_xid_lines(text)[-200:],
         "sxid_events": parse_sxid_lines(text)[-200:],
         "nic_events": _nic_events(text),
+        **_with_hcas(kernel_errors(text)),
     }
     return facts
 

@@ -20,6 +20,7 @@ from preflight.node.sysfs_counters import (
     efa_counters,
     is_efa,
     port_counters,
+    read_sysfs,
 )
 
 if TYPE_CHECKING:
@@ -276,7 +277,8 @@ def ib_devices(ib_root: str = SYS_CLASS_INFINIBAND) -> list[JsonDict]:
     files of its device that say which card it is on and its ``node_guid`` (the card's stable
     identity, ``946d:ae03:00cd:e72c``) and whether it is a virtual function (``virtual``), its
     P_Keys (``pkeys``) and, on a RoCE port, its GIDs in use (``gids``); files and tables that are
-    missing or cannot be listed are left out."""
+    missing or cannot be listed are left out, and a port file whose read fails with an I/O error
+    is named in the port's ``errors`` (``{"state": "Input/output error"}``)."""
     devices: list[JsonDict] = []
     if not os.path.isdir(ib_root):
         return devices
@@ -297,10 +299,11 @@ def ib_devices(ib_root: str = SYS_CLASS_INFINIBAND) -> list[JsonDict]:
         )
         for port in ports:
             base = os.path.join(ports_dir, port)
-            state = read_text(os.path.join(base, "state"))
-            rate = read_text(os.path.join(base, "rate"))
-            link_layer = read_text(os.path.join(base, "link_layer"))
-            phys_state = read_text(os.path.join(base, "phys_state"))
+            errors: dict[str, str] = {}
+            state, rate, link_layer, phys_state = (
+                read_sysfs(os.path.join(base, name), errors, name)
+                for name in ("state", "rate", "link_layer", "phys_state")
+            )
             devices.append(
                 {
                     "name": device,
@@ -309,7 +312,9 @@ def ib_devices(ib_root: str = SYS_CLASS_INFINIBAND) -> list[JsonDict]:
                     "rate": rate.strip() if rate is not None else None,
                     "link_layer": link_layer.strip() if link_layer is not None else None,
                     "phys_state": parse_ib_state(phys_state) if phys_state is not None else None,
-                    "counters": efa_counters(device_dir, base) if efa else port_counters(base, IB_COUNTERS),
+                    "counters": efa_counters(device_dir, base, errors)
+                    if efa
+                    else port_counters(base, IB_COUNTERS, errors),
                     "pcie": pcie_link(os.path.join(ib_root, device, "device")),
                 }
             )
@@ -324,6 +329,8 @@ def ib_devices(ib_root: str = SYS_CLASS_INFINIBAND) -> list[JsonDict]:
             if gids is not None:
                 devices[-1]["gids"] = gids
             devices[-1].update(card)
+            if errors:
+                devices[-1]["errors"] = errors
     return devices
 
 

@@ -4,7 +4,9 @@ the kernel's AER driver keeps them: ``aer_dev_correctable``, ``aer_dev_nonfatal`
 ``aer_dev_fatal`` (Linux 4.19 and later; drivers/pci/pcie/aer.c writes one ``NAME COUNT`` line per
 error type, then ``TOTAL_ERR_COR``, ``TOTAL_ERR_NONFATAL`` or ``TOTAL_ERR_FATAL``). A device
 without the files (no AER capability, an older kernel, a virtual function) has no counts (None).
-Virtual functions (they have a ``physfn`` link) are left out: they share their card's link.
+Virtual functions (they have a ``physfn`` link) are left out: they share their card's link. A file
+whose read fails with an I/O error (a device that no longer answers) is named in the device's
+``errors`` (``{"aer_dev_fatal": "Input/output error"}``).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import os
 from typing import TYPE_CHECKING
 
 from preflight.node.gathering import Sink, read_text
+from preflight.node.sysfs_counters import read_sysfs
 
 if TYPE_CHECKING:
     from typing import Any
@@ -69,12 +72,15 @@ def pci_devices(root: str = SYS_BUS_PCI) -> list[JsonDict]:
         )
         if kind is None or os.path.exists(os.path.join(device, "physfn")):
             continue
-        numa = (read_text(os.path.join(device, "numa_node")) or "").strip()
+        errors: dict[str, str] = {}
+        numa = (read_sysfs(os.path.join(device, "numa_node"), errors, "numa_node") or "").strip()
         counts: JsonDict = {"numa_node": int(numa) if numa.lstrip("-").isdigit() else None}
         for key, name in AER_FILES:
-            text = read_text(os.path.join(device, name))
+            text = read_sysfs(os.path.join(device, name), errors, name)
             counts[key] = parse_aer(text) if text is not None else None
         found.append({"address": address, "kind": kind, **counts})
+        if errors:
+            found[-1]["errors"] = errors
     return found
 
 

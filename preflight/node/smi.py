@@ -1,5 +1,6 @@
 """GPU facts from nvidia-smi, where NVML is not usable: its CSV queries and ``nvlink --status``,
-parsed into the same GPU facts as :mod:`preflight.node.nvml` gives.
+parsed into the same GPU facts as :mod:`preflight.node.nvml` gives, errors ("[GPU is lost]") in
+the GPU's ``errors`` by fact.
 """
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ import contextlib
 import re
 from typing import TYPE_CHECKING, Any
 
-from preflight.node.gathering import Unavailable, run_command
+from preflight.node.gathering import Unavailable, failed, run_command, run_output
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
@@ -69,6 +70,12 @@ SMI_HEALTH_GROUPS = (
     ("compute_mode",),
     # The GPU's firmware: its VBIOS and InfoROM image versions, compared between like GPUs.
     ("vbios_version", "inforom.img"),
+    # Readings compared between like GPUs: corrected ECC errors, the clock limits, the board's
+    # largest power limit, the memory's temperature (HBM GPUs; newer drivers only).
+    ("ecc.errors.corrected.volatile.total", "ecc.errors.corrected.aggregate.total"),
+    ("clocks.max.sm", "clocks.max.memory"),
+    ("power.max_limit",),
+    ("temperature.memory",),
 )
 # nvidia-smi's compute modes (``--help-query-gpu``: "0: Default", "1: Exclusive_Thread",
 # "2: Prohibited", "3: Exclusive_Process"), as NVML numbers them.
@@ -82,6 +89,55 @@ SMI_APP_FIELDS = ("gpu_uuid", "pid", "used_memory", "process_name")
 _SMI_TEXT_FIELDS = ("process_name", "name", "gpu_name")
 
 MIB = 1024 * 1024
+
+
+# A value this GPU or driver does not have: no error (Hopper-era drivers deprecate applications
+# clocks). Any other bracketed phrase is an error, in nvmlErrorString's words.
+SMI_SILENT = ("N/A", "Not Supported", "Requested functionality has been deprecated")
+# A field's GPU fact where it is not the field itself; a prefix stands for a group of fields.
+_SMI_KEYS = {
+    "pci.bus_id": "pci_bus_id",
+    "memory.total": "memory_total_bytes",
+    "memory.used": "memory_used_bytes",
+    "memory.free": "memory_free_bytes",
+    "ecc.mode.current": "ecc_mode",
+    "ecc.errors.uncorrected.volatile.total": "ecc_uncorrected_volatile",
+    "ecc.errors.uncorrected.aggregate.total": "ecc_uncorrected_aggregate",
+    "temperature.gpu": "temperature_c",
+    "power.draw": "power_w",
+    "retired_pages.pending": "retired_pages_pending",
+    "mig.mode.current": "mig_mode",
+    "clocks_event_reasons.active": "clock_event_reasons",
+    "clocks_throttle_reasons.active": "clock_event_reasons",
+    "enforced.power.limit": "power_limit_w",
+    "power.default_limit": "power_default_limit_w",
+    "ecc.mode.pending": "ecc_mode_pending",
+    "mig.mode.pending": "mig_mode_pending",
+    "inforom.img": "inforom_image",
+    "remapped_rows.": "remapped_rows",
+    "pcie.link.": "pcie_link",
+    "fabric.": "fabric",
+    "clocks.applications.": "clocks_applications_mhz",
+    "clocks.default_applications.": "clocks_default_applications_mhz",
+    "ecc.errors.corrected.volatile.total": "ecc_corrected_volatile",
+    "ecc.errors.corrected.aggregate.total": "ecc_corrected_aggregate",
+    "clocks.max.": "clocks_max_mhz",
+    "power.max_limit": "power_max_limit_w",
+    "temperature.memory": "memory_temperature_c",
+}
+_SMI_FIELDS = frozenset(SMI_GPU_FIELDS + tuple(f for group in SMI_HEALTH_GROUPS for f in group))
+# A GPU nvidia-smi cannot open ("...: GPU is lost. Reboot the system to recover this GPU").
+_HANDLE_RE = re.compile(r"Unable to determine the device handle for GPU ?([0-9A-Fa-f:.]+): (.+)")
+
+
+def smi_fact_key(field: str) -> str | None:
+    """The GPU fact of a field the probe asks for (``temperature.gpu`` -> ``temperature_c``)."""
+    if field not in _SMI_FIELDS:
+        return None
+    for name, key in _SMI_KEYS.items():
+        if field == name or (name.endswith(".") and field.startswith(name)):
+            return key
+    return field
 
 
 def _header_name(column: str) -> str:
@@ -128,6 +184,27 @@ def smi_value(raw: str | None) -> str | None:
     if not value or value in ("N/A", "Not Supported") or (value[0] == "[" and value[-1] == "]"):
         return None
     return value
+
+
+def smi_error(raw: str | None) -> str | None:
+    """The words of an error ("[GPU is lost]" -> "GPU is lost"); None for a reading or a silent
+    marker (:data:`SMI_SILENT`)."""
+    value = (raw or "").strip()
+    if len(value) < 3 or value[0] != "[" or value[-1] != "]":
+        return None
+    words = value[1:-1].strip()
+    return None if words in SMI_SILENT else words
+
+
+def smi_errors(row: Mapping[str, str]) -> dict[str, str]:
+    """One ``--query-gpu`` row's errors by GPU fact (a fact's first)."""
+    errors: dict[str, str] = {}
+    for field, raw in row.items():
+        key = smi_fact_key(field)
+        words = smi_error(raw) if key else None
+        if key and words:
+            errors.setdefault(key, words)
+    return errors
 
 
 def smi_number(raw: str | None) -> float | None:
@@ -202,6 +279,20 @@ def gpu_settings_from_smi_row(row: Mapping[str, str]) -> JsonDict:
     }
 
 
+def gpu_readings_from_smi_row(row: Mapping[str, str]) -> JsonDict:
+    """The readings of one ``--query-gpu`` row that are compared between like GPUs (the same keys as
+    the NVML path): corrected ECC errors since the driver loaded and over the GPU's life, the SM and
+    memory clock limits, the board's largest power limit and the memory's temperature."""
+    clocks = {"sm": _smi_int(row.get("clocks.max.sm")), "memory": _smi_int(row.get("clocks.max.memory"))}
+    return {
+        "ecc_corrected_volatile": _smi_int(row.get("ecc.errors.corrected.volatile.total")),
+        "ecc_corrected_aggregate": _smi_int(row.get("ecc.errors.corrected.aggregate.total")),
+        "clocks_max_mhz": clocks if any(v is not None for v in clocks.values()) else None,
+        "power_max_limit_w": _smi_watts(row.get("power.max_limit")),
+        "memory_temperature_c": _smi_int(row.get("temperature.memory")),
+    }
+
+
 def nvml_library_version(text: str) -> str | None:
     """The user-space NVML library's version nvidia-smi names when it meets a kernel module of
     another version ("NVML library version: 570.124"); None where it does not say."""
@@ -241,7 +332,7 @@ def gpu_from_smi_row(row: Mapping[str, str]) -> JsonDict:
         "width_current": _smi_int(row.get("pcie.link.width.current")),
         "width_max": _smi_int(row.get("pcie.link.width.max")),
     }
-    return {
+    gpu: JsonDict = {
         "index": _smi_int(row.get("index")),
         "name": smi_value(row.get("name")),
         "uuid": smi_value(row.get("uuid")),
@@ -268,7 +359,12 @@ def gpu_from_smi_row(row: Mapping[str, str]) -> JsonDict:
         "inforom_image": smi_value(row.get("inforom.img")),
         "inforom_valid": None,  # NVML's validation only (nvmlDeviceValidateInforom)
         **gpu_settings_from_smi_row(row),
+        **gpu_readings_from_smi_row(row),
     }
+    errors = smi_errors(row)
+    if errors:
+        gpu["errors"] = errors
+    return gpu
 
 
 def processes_from_smi_rows(rows: Iterable[Mapping[str, str]]) -> dict[str, list[JsonDict]]:
@@ -295,22 +391,37 @@ def gpus_from_smi(
     apps_text: str | None,
     header: bool = False,
     health: Sequence[tuple[Sequence[str], str]] = (),
+    lost: Sequence[tuple[str, str]] = (),
 ) -> list[JsonDict]:
     """GPU facts from the nvidia-smi queries (``noheader`` with our fields by default): the GPUs,
-    their processes (None: the query failed, which is not "no process"), and the health
-    queries that answered, each a (fields after ``uuid``, output) pair, merged by uuid."""
+    their processes (None: the query failed, which is not "no process"), the health queries that
+    answered, each a (fields after ``uuid``, output) pair, merged by uuid, and the GPUs it could
+    not open (``lost``: bus id, words) on the GPU of that bus id, or the first whose bus id is an
+    error, or one more. An index that is an error is the row's place (GPUs come in index order)."""
     gpu_rows = parse_smi_csv(gpu_text, None if header else SMI_GPU_FIELDS)
     for fields, text in health:
         by_uuid = {row.get("uuid"): row for row in parse_smi_csv(text, None if header else ["uuid", *fields])}
         for row in gpu_rows:
-            extra = by_uuid.get(row.get("uuid"))
+            extra = by_uuid.get(row.get("uuid")) if smi_value(row.get("uuid")) else None
             if extra is not None:
                 row.update({k: v for k, v in extra.items() if k != "uuid"})
     gpus = [gpu_from_smi_row(row) for row in gpu_rows]
+    for position, gpu in enumerate(gpus):
+        if gpu["index"] is None and "index" in gpu.get("errors", {}):
+            gpu["index"] = position
     if apps_text is not None:
         by_gpu = processes_from_smi_rows(parse_smi_csv(apps_text, None if header else SMI_APP_FIELDS))
         for gpu in gpus:
             gpu["processes"] = by_gpu.get(gpu["uuid"], [])
+    for bus, words in lost:
+        same = [g for g in gpus if (g["pci_bus_id"] or "").lower()[-12:] == bus.lower()[-12:]]
+        unknown = [g for g in gpus if "pci_bus_id" in g.get("errors", {}) and "handle" not in g["errors"]]
+        found = next(iter(same + unknown), None)
+        if found is None:
+            found = {"index": None, "pci_bus_id": None}
+            gpus.append(found)
+        found["pci_bus_id"] = found["pci_bus_id"] or bus
+        found.setdefault("errors", {})["handle"] = words
     return gpus
 
 
@@ -349,10 +460,7 @@ def nvlinks_from_smi(text: str) -> dict[int, JsonDict]:
 def smi_gpus(smi: str) -> list[JsonDict]:
     """The GPUs as nvidia-smi ``smi`` reports them: the main and health queries, the processes (None
     where that query failed) and the NVLink states."""
-    gpu_text = run_command(
-        [smi, "--query-gpu=" + ",".join(SMI_GPU_FIELDS), "--format=csv,noheader,nounits"],
-        NVIDIA_SMI_TIMEOUT_S,
-    )
+    gpu_text, lost = _ask(smi, SMI_GPU_FIELDS)
     try:
         apps_text: str | None = run_command(
             [
@@ -364,7 +472,7 @@ def smi_gpus(smi: str) -> list[JsonDict]:
         )
     except Unavailable:
         apps_text = None
-    gpus = gpus_from_smi(gpu_text, apps_text, health=_smi_health(smi))
+    gpus = gpus_from_smi(gpu_text, apps_text, health=_smi_health(smi), lost=lost)
     if apps_text is None:
         for gpu in gpus:
             gpu["processes"] = None
@@ -378,12 +486,22 @@ def smi_gpus(smi: str) -> list[JsonDict]:
     return gpus
 
 
+def _ask(smi: str, fields: Sequence[str]) -> tuple[str, list[tuple[str, str]]]:
+    """One ``--query-gpu`` of ``fields`` and the GPUs it could not open (bus id, words); an error
+    exit for those is kept where the other GPUs' rows came."""
+    argv = [smi, "--query-gpu=" + ",".join(fields), "--format=csv,noheader,nounits"]
+    status, out, err = run_output(argv, NVIDIA_SMI_TIMEOUT_S)
+    lost = [(m.group(1), m.group(2).strip()) for m in _HANDLE_RE.finditer(f"{out}\n{err}")]
+    if status != 0 and not (lost and parse_smi_csv(out, fields)):
+        raise failed(argv, status, out, err)
+    return out, lost
+
+
 def _smi_health(smi: str) -> list[tuple[Sequence[str], str]]:
     """The health fields this nvidia-smi knows: all groups in one query, else group by group."""
 
     def ask(fields: Sequence[str]) -> str:
-        query = "--query-gpu=uuid," + ",".join(fields)
-        return run_command([smi, query, "--format=csv,noheader,nounits"], NVIDIA_SMI_TIMEOUT_S)
+        return _ask(smi, ["uuid", *fields])[0]
 
     every = [field for group in SMI_HEALTH_GROUPS for field in group]
     try:

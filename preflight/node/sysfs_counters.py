@@ -1,11 +1,12 @@
 """The counters the kernel keeps in sysfs, read one way for the facts and for the job: an
 InfiniBand port's (``/sys/class/infiniband/DEV/ports/N/counters``), an AWS EFA port's error
 counters (its ``hw_counters``) and each network interface's (``/sys/class/net/NAME/statistics``).
-A counter missing or unreadable ("N/A (no PMA)") is left out.
+A counter missing or unreadable ("N/A (no PMA)") is left out; an I/O error is noted.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 from collections.abc import Iterable
@@ -26,12 +27,24 @@ EFA_PORT_COUNTERS = ("rx_drops", "rdma_read_wr_err", "rdma_write_wr_err", "retra
 EFA_DEVICE_COUNTERS = ("cmds_err", "no_completion_cmds")
 
 
-def read_number(path: str) -> int | None:
-    """The integer a sysfs file holds; None where it is missing, unreadable or not a number."""
+def read_sysfs(path: str, errors: dict[str, str] | None = None, field: str = "") -> str | None:
+    """A sysfs file's text; None where it cannot be read. An I/O error (EIO: the device did not
+    answer) is noted in ``errors`` under ``field`` ("Input/output error")."""
     try:
-        with open(path, encoding="utf-8") as handle:
-            return int(handle.read().strip())
-    except (OSError, ValueError):
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read()
+    except OSError as exc:
+        if errors is not None and exc.errno == errno.EIO:
+            errors[field] = exc.strerror or os.strerror(errno.EIO)
+        return None
+
+
+def read_number(path: str, errors: dict[str, str] | None = None, field: str = "") -> int | None:
+    """The integer a sysfs file holds; None where it is missing, unreadable or not a number."""
+    text = read_sysfs(path, errors, field)
+    try:
+        return int(text.strip()) if text is not None else None
+    except ValueError:
         return None
 
 
@@ -43,9 +56,15 @@ def listing(path: str) -> list[str]:
         return []
 
 
-def port_counters(port_dir: str, names: Iterable[str]) -> dict[str, int]:
-    """The ``names`` counters of one InfiniBand port (its ``ports/N`` directory) that it has."""
-    values = {name: read_number(os.path.join(port_dir, "counters", name)) for name in names}
+def port_counters(
+    port_dir: str, names: Iterable[str], errors: dict[str, str] | None = None
+) -> dict[str, int]:
+    """The ``names`` counters of one InfiniBand port (its ``ports/N`` directory) that it has; I/O
+    errors in ``errors`` by file (``counters/symbol_error``)."""
+    values = {
+        name: read_number(os.path.join(port_dir, "counters", name), errors, "counters/" + name)
+        for name in names
+    }
     return {name: value for name, value in values.items() if value is not None}
 
 
@@ -74,18 +93,18 @@ def is_efa(device_dir: str) -> bool:
     return re.fullmatch(r"efa_\d+", os.path.basename(device_dir)) is not None
 
 
-def efa_counters(device_dir: str, port_dir: str) -> dict[str, int]:
+def efa_counters(device_dir: str, port_dir: str, errors: dict[str, str] | None = None) -> dict[str, int]:
     """An EFA port's error counters of :data:`EFA_PORT_COUNTERS` from its ``hw_counters``, with the
     device's :data:`EFA_DEVICE_COUNTERS` from the device's (or, on older drivers, the port's)
-    ``hw_counters``; a counter the driver does not have is left out."""
+    ``hw_counters``; a counter the driver does not have is left out, an I/O error in ``errors``."""
     found: dict[str, int] = {}
     port_stats = os.path.join(port_dir, "hw_counters")
     for name in EFA_PORT_COUNTERS:
-        value = read_number(os.path.join(port_stats, name))
+        value = read_number(os.path.join(port_stats, name), errors, "hw_counters/" + name)
         if value is not None:
             found[name] = value
     for name in EFA_DEVICE_COUNTERS:
-        value = read_number(os.path.join(device_dir, "hw_counters", name))
+        value = read_number(os.path.join(device_dir, "hw_counters", name), errors, "hw_counters/" + name)
         value = read_number(os.path.join(port_stats, name)) if value is None else value
         if value is not None:
             found[name] = value

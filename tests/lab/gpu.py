@@ -4,8 +4,9 @@ A node gets a stand-in ``nvidia-smi`` on its PATH (``tests/lab/nvidia_smi.py``) 
 capture built from a real recorded one (tests/data/facts: an H100, driver 590.48.01, every
 field the driver offers), and the driver's proc file in its own mount namespace. Each GPU of
 each node can differ from the recording in any field (a pending row remap, a narrower PCIe
-link). NVML stays unloadable there (no libnvidia-ml), as on a node where pynvml is missing, so
-the probe takes its nvidia-smi path; torch sees no CUDA device.
+link), or answer every field with an error word in nvidia-smi's brackets (a GPU that no longer
+answers its driver). NVML stays unloadable there (no libnvidia-ml), as on a node where pynvml is
+missing, so the probe takes its nvidia-smi path; torch sees no CUDA device.
 """
 
 from __future__ import annotations
@@ -64,13 +65,16 @@ IB_FRONT_END_PORT: Mapping[str, str] = {
 @dataclass(frozen=True)
 class GpuNode:
     """What one emulated node reports: ``gpus`` GPUs like the recorded H100, with per-GPU field
-    changes (``{3: {"remapped_rows.pending": "Yes"}}``), and the driver's proc text; with
+    changes (``{3: {"remapped_rows.pending": "Yes"}}``) or every field an error (``errors``: ``{3:
+    "Unknown Error"}``, served as ``[Unknown Error]``; such a GPU lists no NVLink either), and the
+    driver's proc text; with
     ``infiniband``, a /sys/class/infiniband tree of ``IB_HCAS`` (one port each) and the front-end
     ``IB_FRONT_END``, with per-device port file changes (``{"mlx5_2": IB_PORT_DOWN}``, or a file of
     a table: ``{"mlx5_2": {"pkeys/1": "0x8001"}}``)."""
 
     gpus: int = 8
     changes: Mapping[int, Mapping[str, str]] = field(default_factory=dict)
+    errors: Mapping[int, str] = field(default_factory=dict)
     # NVLinks each GPU has, and those ``nvidia-smi nvlink --status`` lists as inactive, by GPU.
     nvlinks: int = 18
     inactive_links: Mapping[int, Sequence[int]] = field(default_factory=dict)
@@ -102,6 +106,8 @@ def gpu_capture(node: GpuNode, node_index: int) -> str:
         }
         for name, value in own.items():
             row[names.index(name)] = value
+        if i in node.errors:
+            row = [f"[{node.errors[i]}]"] * len(row)
         lines.append(", ".join(row))
     return "\n".join(lines) + "\n"
 
@@ -111,6 +117,8 @@ def nvlink_status(node: GpuNode, node_index: int) -> str:
     (tests/data/facts/smi_nvlink_status_v100_inactive.txt), at an H100's per-link rate."""
     lines = []
     for i in range(node.gpus):
+        if i in node.errors:
+            continue
         lines.append(f"GPU {i}: NVIDIA H100 80GB HBM3 (UUID: GPU-{node_index:08d}-0000-0000-0000-{i:012d})")
         down = set(node.inactive_links.get(i, ()))
         lines += [f"\t Link {k}: {'<inactive>' if k in down else '26.562 GB/s'}" for k in range(node.nvlinks)]
