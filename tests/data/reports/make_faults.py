@@ -14,6 +14,9 @@ real run. Injected, one fault a check:
   ``tests/data/names/gvisor_vm_own_name_loopback.json`` resolved its own (127.0.0.1);
 - clocks: node3's clock is 2.5 s ahead of the others, and no time service keeps it in step;
 - storage: the checkpoint directory ``/ckpt`` is read-only on node3;
+- readings: every node's board and BIOS are those of the recorded Supermicro X10SRi-F of
+  ``tests/data/facts/dmi_supermicro_x10sri.txt`` (BIOS 3.1 of 06/06/2018), node2's an older BIOS
+  (2.0 of 12/17/2015);
 - intranode: node2's ranks all-reduce among themselves at a fifth of their recorded busbw;
 - baseline: compared with the four-node bandwidth run (``make_synthetic.small_bandwidth_run``),
   node4 is gone and the world's busbw is that of the recorded gloo job.
@@ -41,6 +44,7 @@ from checks.intranode import judge_intranode
 from checks.job.outcome import JobOutcome, NodeOutcome
 from checks.limits import judge_limits
 from checks.names import Answer, NamedNode, NamesObservation, judge_names
+from checks.readings import judge_readings
 from checks.storage import StorageObservation, judge_storage
 from checks.storage.settings import StorageSection
 from preflight.config import Config
@@ -54,6 +58,15 @@ NAMES = ("node1", "node2", "node3")
 ADDRESS = {name: f"10.0.0.{11 + i}" for i, name in enumerate(NAMES)}
 GIB = 1 << 30
 STARTED = 1_800_000_000.0
+PREFIX = "/sys/class/dmi/id/"
+DMI_KEYS = ("bios_vendor", "bios_version", "bios_date", "board_vendor", "board_name", "product_name")
+
+
+def _dmi(name: str) -> dict[str, str]:
+    lines = (DATA / "facts" / "dmi_supermicro_x10sri.txt").read_text().splitlines()
+    found = dict(line.removeprefix(PREFIX).split(":", 1) for line in lines if line.startswith(PREFIX))
+    dmi = {key: found[key] for key in DMI_KEYS}
+    return {**dmi, "bios_version": "2.0", "bios_date": "12/17/2015"} if name == "node2" else dmi
 
 
 def _facts() -> dict[str, dict[str, Any]]:
@@ -72,6 +85,7 @@ def _facts() -> dict[str, dict[str, Any]]:
                 "nofile": {"soft": 1 << 20, "hard": 1 << 20},
             },
             net={"interfaces": [{"name": "ib0", "addresses": [f"{ADDRESS[name]}/24"]}], "ib_devices": []},
+            dmi=_dmi(name),
             hardware={
                 "nvswitches": 0,
                 "fabric_manager_running": False,
@@ -158,6 +172,7 @@ def faults_run() -> RunReport:
     results: list[CheckResult] = [
         *judge_connect(hosts),
         *judge_hardware(nodes, config),
+        *judge_readings(nodes),
         *judge_environment(nodes, {}, must_match=MUST_MATCH, addresses=ADDRESS),
         *judge_limits(nodes, config),
         *judge_names(_names()),
