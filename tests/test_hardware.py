@@ -176,6 +176,22 @@ def test_a_missing_hca_persistence_off_and_counters_are_named(tmp_path: Path) ->
     assert results[2].is_note and "mlx5_1 port 1 symbol_error 117" in results[2].summary
 
 
+def test_persistence_off_on_every_gpu_of_every_node_warns_and_on_everywhere_says_nothing(
+    tmp_path: Path,
+) -> None:
+    off = {gpu: {"persistence_mode": "disabled"} for gpu in range(8)}
+    nodes = {f"gpu{i}": node(tmp_path, f"gpu{i}", off) for i in range(1, 3)}
+    (result,) = judge_hardware(nodes, CONFIG)
+    assert (result.status, result.details["item"], result.hosts) == (
+        "warn",
+        "persistence_mode",
+        ("gpu1", "gpu2"),
+    )
+    assert result.summary.startswith("gpu[1-2]: persistence mode off on every GPU: ")
+    healthy = {f"gpu{i}": node(tmp_path, f"gpu{i}") for i in range(1, 3)}
+    assert [r.status for r in judge_hardware(healthy, CONFIG)] == ["pass"]
+
+
 def test_nvswitches_without_the_fabric_manager_fail(tmp_path: Path) -> None:
     lone = {"nvswitches": 4, "fabric_manager_running": False, "xid": {"readable": True, "events": []}}
     ok = {**lone, "fabric_manager_running": True}

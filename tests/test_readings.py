@@ -218,3 +218,19 @@ def _port(name: str, firmware: str) -> dict[str, Any]:
         "node_guid": "946d:ae03:00cd:e72c",
         "virtual": False,
     }
+
+
+def test_corrected_ecc_far_above_like_gpus_is_a_note_and_routine_counts_say_nothing() -> None:
+    cluster = _cluster(3)
+    counts = iter([0, 0, 3, 0, 12, 0, 1, 40] * 3)
+    for node in cluster.values():
+        for gpu in node["gpus"]:
+            gpu["ecc_corrected_aggregate"] = next(counts)
+    assert [r for r in _judge(cluster) if r.is_note or r.status != "pass"] == []
+    cluster["gpu3"]["gpus"][6]["ecc_corrected_aggregate"] = 5000
+    [note] = [r for r in _judge(cluster) if r.is_note]
+    assert (note.hosts, note.details["item"]) == (("gpu3",), "odd_counter")
+    assert note.summary == (
+        "gpu3 GPU 6 (serial 1753024037006): corrected ECC errors over its life 5000; "
+        "like GPUs (NVIDIA H100 80GB HBM3): a median of 0"
+    )

@@ -119,6 +119,15 @@ def _gpu_findings(nodes: Mapping[str, NodeFacts]) -> list[CheckResult]:
     if off and enabled:
         summary = f"{fold(off)}: persistence mode off on some GPUs, on everywhere on {fold(enabled)}"
         results.append(CheckResult(NAME, "warn", summary, tuple(off), Finding(item="persistence_mode")))
+    elif off and all(m == {"disabled"} for m in modes.values() if m):
+        # Alike everywhere, and still not as NVIDIA's data-centre guide has it: without persistence
+        # (nvidia-persistenced) the driver tears each GPU down when its last client exits, so every
+        # job's CUDA start initialises the GPUs again, and settings made by hand are lost.
+        summary = (
+            f"{fold(off)}: persistence mode off on every GPU: each job's start initialises the GPUs "
+            "again (seconds each), and clocks or limits set by hand do not stay"
+        )
+        results.append(CheckResult(NAME, "warn", summary, tuple(off), Finding(item="persistence_mode")))
     return results
 
 

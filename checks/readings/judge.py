@@ -68,8 +68,7 @@ def _summary(odds: Sequence[Odd]) -> str:
         f"{odd.field.words} {' / '.join(dict.fromkeys(_value(r, odd) for r in odd.named))}" for odd in odds
     ]
     usual = [f"{odd.usual}" for odd in odds]
-    since = " since boot" if first.field.nature == "counter" else ""
-    return f"{_listed(first.named)}: {' and '.join(values)}{since}; {like}: {' and '.join(usual)}"
+    return f"{_listed(first.named)}: {' and '.join(values)}; {like}: {' and '.join(usual)}"
 
 
 def _merged(odds: Sequence[Odd]) -> list[list[Odd]]:
