@@ -192,6 +192,21 @@ def test_persistence_off_on_every_gpu_of_every_node_warns_and_on_everywhere_says
     assert [r.status for r in judge_hardware(healthy, CONFIG)] == ["pass"]
 
 
+def test_nouveau_loaded_on_a_gpu_node_fails_that_node(tmp_path: Path) -> None:
+    """DCGM's denylist: the open-source driver holds the GPUs the NVIDIA driver should drive."""
+    modules = {"nvidia": "loaded", "nouveau": "not loaded"}
+    nodes = {
+        f"gpu{i}": NodeFacts({**node(tmp_path, f"gpu{i}").raw, "kernel_modules": modules}) for i in (1, 2)
+    }
+    held = {**nodes["gpu2"].raw, "kernel_modules": {"nvidia": "not loaded", "nouveau": "loaded"}}
+    nodes["gpu2"] = NodeFacts(held)
+    (result,) = [r for r in judge_hardware(nodes, CONFIG) if r.details["item"] == "denylisted_module"]
+    assert (result.status, result.hosts) == ("fail", ("gpu2",))
+    assert "nouveau module is loaded" in result.summary
+    cpu_only = {h: NodeFacts({**n.raw, "gpus": []}) for h, n in nodes.items()}
+    assert not [r for r in judge_hardware(cpu_only, CONFIG) if r.details.get("item") == "denylisted_module"]
+
+
 def test_nvswitches_without_the_fabric_manager_fail(tmp_path: Path) -> None:
     lone = {"nvswitches": 4, "fabric_manager_running": False, "xid": {"readable": True, "events": []}}
     ok = {**lone, "fabric_manager_running": True}

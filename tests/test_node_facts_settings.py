@@ -11,6 +11,7 @@ import pytest
 from preflight.facts import NodeFacts
 from preflight.node import system
 from preflight.node.gathering import Sink
+from preflight.node.net import card_counters
 
 DATA = Path(__file__).resolve().parent / "data" / "facts"
 
@@ -140,3 +141,43 @@ def test_the_dmi_view_keeps_only_text() -> None:
     node = NodeFacts({"dmi": {"bios_version": "3.1", "board_name": None, "product_name": 7}})
     assert node.dmi == {"bios_version": "3.1"}
     assert NodeFacts({"dmi": "garbage"}).dmi == {}
+
+
+def test_the_kernel_modules_a_gpu_job_needs_read_from_a_real_proc_modules(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    text = data("proc_modules_talos_nvidia_510.txt")
+    assert system.parse_modules(text) == {"nvidia_uvm", "nvidia_drm", "nvidia_modeset", "nvidia"}
+    monkeypatch.setattr(system, "read_text", lambda path: text if path == "/proc/modules" else None)
+    sink = Sink()
+    system.gather_kernel_modules(sink)
+    modules = sink.facts["kernel_modules"]
+    assert set(modules) == set(system.KERNEL_MODULES)
+    assert (modules["nvidia"], modules["nvidia_uvm"]) == ("loaded", "loaded")
+    assert (modules["nvidia_peermem"], modules["nouveau"]) == ("not loaded", "not loaded")
+
+
+def test_no_proc_modules_is_said_as_such(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(system, "read_text", lambda path: None)
+    with pytest.raises(system.Unavailable, match="/proc/modules"):
+        system.gather_kernel_modules(Sink())
+
+
+def test_a_network_cards_error_counters_driver_and_link_changes(tmp_path: Path) -> None:
+    """Laid out as /sys/class/net/IFACE is: statistics/ one number a file, carrier_changes, and the
+    device's driver a link to /sys/bus/pci/drivers/NAME."""
+    interface = tmp_path / "ens1f0np0"
+    (interface / "statistics").mkdir(parents=True)
+    for name, value in (("rx_errors", 0), ("rx_crc_errors", 12), ("rx_dropped", 3391), ("tx_errors", 0)):
+        (interface / "statistics" / name).write_text(f"{value}\n")
+    (interface / "carrier_changes").write_text("4\n")
+    driver = tmp_path / "drivers" / "mlx5_core"
+    driver.mkdir(parents=True)
+    (interface / "device").mkdir()
+    (interface / "device" / "driver").symlink_to(driver)
+    assert card_counters(str(interface)) == {
+        "driver": "mlx5_core",
+        "statistics": {"rx_errors": 0, "tx_errors": 0, "rx_crc_errors": 12, "rx_dropped": 3391},
+        "carrier_changes": 4,
+    }
+    assert card_counters(str(tmp_path / "gone")) == {}

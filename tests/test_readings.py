@@ -234,3 +234,46 @@ def test_corrected_ecc_far_above_like_gpus_is_a_note_and_routine_counts_say_noth
         "gpu3 GPU 6 (serial 1753024037006): corrected ECC errors over its life 5000; "
         "like GPUs (NVIDIA H100 80GB HBM3): a median of 0"
     )
+
+
+def _nic(name: str, **extra: Any) -> dict[str, Any]:
+    """A ConnectX-7 Ethernet interface as the probe reads it (its PCIe link, driver, counters)."""
+    return {
+        "name": name,
+        "addresses": [],
+        "mtu": 9000,
+        "state": "up",
+        "mac": "b8:3f:d2:00:00:01",
+        "speed_mbps": 400000,
+        "pcie": {"gen_current": 5, "gen_max": 5, "width_current": 16, "width_max": 16},
+        "driver": "mlx5_core",
+        "statistics": {"rx_errors": 0, "rx_crc_errors": 0, "rx_dropped": 1200},
+        "carrier_changes": 2,
+        **extra,
+    }
+
+
+def test_a_network_card_that_flapped_far_more_than_its_like_cards_warns_and_drops_say_nothing() -> None:
+    cluster = _cluster(3)
+    for i, node in enumerate(cluster.values()):
+        node["net"] = {"interfaces": [_nic("ens1f0np0", statistics={"rx_dropped": 1200 * (i + 1)})]}
+    assert _problems(cluster) == []
+    cluster["gpu2"]["net"]["interfaces"][0]["carrier_changes"] = 412
+    [result] = _problems(cluster)
+    assert (result.hosts, result.details["item"]) == (("gpu2",), "odd_counter")
+    assert result.summary == (
+        "gpu2 ens1f0np0: link state changes since boot 412; like network cards (ens1f0np0): a median of 2"
+    )
+
+
+def test_a_network_card_at_a_lower_speed_or_mtu_than_its_like_cards_is_named() -> None:
+    cluster = _cluster(4)
+    for node in cluster.values():
+        node["net"] = {
+            "interfaces": [_nic("ens1f0np0"), {"name": "docker0", "addresses": [], "state": "down"}]
+        }
+    cluster["gpu4"]["net"]["interfaces"][0].update(speed_mbps=200000, mtu=1500)
+    cluster["gpu1"]["net"]["interfaces"][1]["state"] = "up"  # a bridge: no card, not compared
+    [result] = _problems(cluster)
+    assert result.hosts == ("gpu4",)
+    assert sorted(f["words"] for f in result.details["fields"]) == ["MTU", "link speed (Mb/s)"]

@@ -131,6 +131,22 @@ def _gpu_findings(nodes: Mapping[str, NodeFacts]) -> list[CheckResult]:
     return results
 
 
+def _denylisted_findings(nodes: Mapping[str, NodeFacts]) -> list[CheckResult]:
+    """Nodes with nouveau loaded where the run has NVIDIA GPUs (DCGM's denylist): the open-source
+    driver holds the GPUs, and the NVIDIA driver cannot drive them."""
+    gpus = any(n.gpus for n in nodes.values()) or any(
+        d.get("kind") == "gpu" for n in nodes.values() for d in n.pci_devices
+    )
+    held = [h for h, n in nodes.items() if n.value(("kernel_modules", "nouveau")) == "loaded"]
+    if not (gpus and held):
+        return []
+    summary = (
+        f"{fold(held)}: the nouveau module is loaded, which keeps the NVIDIA driver off the GPUs "
+        "(CUDA and NVML cannot use them)"
+    )
+    return [CheckResult(NAME, "fail", summary, tuple(held), Finding(item="denylisted_module"))]
+
+
 def _ib_findings(nodes: Mapping[str, NodeFacts]) -> list[CheckResult]:
     results: list[CheckResult] = []
     with_ib = {h: n.ib_ports for h, n in nodes.items() if n.ib_ports}
@@ -302,6 +318,7 @@ def judge_hardware(nodes: Mapping[str, NodeFacts], config: Config) -> list[Check
     results = (
         judge_reading_errors(nodes)
         + _gpu_findings(nodes)
+        + _denylisted_findings(nodes)
         + _nvlink_findings(nodes)
         + _ib_findings(nodes)
         + judge_ib_ports(nodes)

@@ -183,6 +183,9 @@ ADVICE = {
     "reading_permissions": "The probe's user may not read these (NVML's Insufficient Permissions): run "
     "preflight as a user allowed to query the GPUs, or lift the restriction (RmProfilingAdminOnly in "
     "/proc/driver/nvidia/params, a container's device access). It says nothing of the part's health.",
+    "denylisted_module": "Blacklist nouveau (a modprobe.d file with 'blacklist nouveau' and 'options "
+    "nouveau modeset=0'), rebuild the initramfs (update-initramfs -u, or dracut -f) and reboot; the "
+    "NVIDIA driver then binds the GPUs.",
     "driver_mismatch": "The user-space driver library and the loaded kernel module differ (an upgrade "
     "without a reboot): reboot the node, or stop what holds the GPUs (nvidia-persistenced, DCGM, "
     "nvidia-fabricmanager, containers) and reload the module: rmmod nvidia_uvm nvidia_drm "

@@ -45,6 +45,7 @@ def _gatherers() -> list[tuple[tuple[str, ...], Callable[[Sink], None]]]:
         (("hardware",), hardware.gather_hardware),
         (("pci_devices",), pcie_devices.gather_pci_devices),
         (("sysctl",), system.gather_sysctl),
+        (("kernel_modules",), system.gather_kernel_modules),
         (("torch",), stack.gather_torch),
     ]
 

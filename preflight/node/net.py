@@ -351,7 +351,44 @@ def net_facts(net_root: str = SYS_CLASS_NET, ib_root: str = SYS_CLASS_INFINIBAND
         speed_path = os.path.join(net_root, interface["name"], "speed")
         interface["speed_mbps"] = parse_link_speed(read_text(speed_path))
         interface["pcie"] = pcie_link(os.path.join(net_root, interface["name"], "device"))
+        if interface["pcie"] is not None:
+            interface.update(card_counters(os.path.join(net_root, interface["name"])))
     return {"interfaces": interfaces, "ib_devices": ib_devices(ib_root)}
+
+
+# The error counters of a network card's interface since boot (``statistics/``), and how often its
+# link went down or up (``carrier_changes``).
+NIC_ERROR_COUNTERS = (
+    "rx_errors",
+    "tx_errors",
+    "rx_crc_errors",
+    "rx_frame_errors",
+    "rx_missed_errors",
+    "rx_fifo_errors",
+    "tx_carrier_errors",
+    "rx_dropped",
+    "tx_dropped",
+)
+
+
+def card_counters(interface_dir: str) -> JsonDict:
+    """A network card's interface: its driver, its error counters since boot and its link's state
+    changes; what cannot be read is left out."""
+    found: JsonDict = {}
+    driver = os.path.join(interface_dir, "device", "driver")
+    if os.path.exists(driver):
+        found["driver"] = os.path.basename(os.path.realpath(driver))
+    counts = {}
+    for name in NIC_ERROR_COUNTERS:
+        text = (read_text(os.path.join(interface_dir, "statistics", name)) or "").strip()
+        if text.isdigit():
+            counts[name] = int(text)
+    if counts:
+        found["statistics"] = counts
+    changes = (read_text(os.path.join(interface_dir, "carrier_changes")) or "").strip()
+    if changes.isdigit():
+        found["carrier_changes"] = int(changes)
+    return found
 
 
 def gather_net(sink: Sink) -> None:

@@ -227,7 +227,42 @@ SYSCTLS = (
     "net.ipv4.neigh.default.gc_thresh3",
     "net.core.somaxconn",
     "net.ipv4.ip_local_port_range",
+    # Compared between like nodes: automatic NUMA balancing and zone reclaim move a job's pages
+    # under it; the socket buffers bound what TCP (gloo, NCCL's sockets) can keep in flight.
+    "kernel.numa_balancing",
+    "vm.zone_reclaim_mode",
+    "net.core.rmem_max",
+    "net.core.wmem_max",
 )
+# Kernel modules a GPU job's paths need (the driver, GPUDirect RDMA and Storage, the RDMA stack),
+# and nouveau, which keeps the NVIDIA driver off the GPUs: each "loaded" or "not loaded".
+KERNEL_MODULES = (
+    "nvidia",
+    "nvidia_uvm",
+    "nvidia_peermem",
+    "nv_peer_mem",
+    "nvidia_fs",
+    "gdrdrv",
+    "ib_core",
+    "ib_uverbs",
+    "rdma_ucm",
+    "mlx5_ib",
+    "efa",
+    "nouveau",
+)
+
+
+def parse_modules(text: str) -> set[str]:
+    """The names of the modules ``/proc/modules`` lists as loaded."""
+    return {line.split()[0] for line in text.splitlines() if line.strip()}
+
+
+def gather_kernel_modules(sink: Sink) -> None:
+    text = read_text("/proc/modules")
+    if text is None:
+        raise Unavailable("/proc/modules not readable")
+    loaded = parse_modules(text)
+    sink.facts["kernel_modules"] = {m: "loaded" if m in loaded else "not loaded" for m in KERNEL_MODULES}
 
 
 def gather_sysctl(sink: Sink) -> None:
