@@ -277,3 +277,13 @@ def test_a_network_card_at_a_lower_speed_or_mtu_than_its_like_cards_is_named() -
     [result] = _problems(cluster)
     assert result.hosts == ("gpu4",)
     assert sorted(f["words"] for f in result.details["fields"]) == ["MTU", "link speed (Mb/s)"]
+
+
+def test_a_setting_every_node_holds_differently_names_a_few_values_and_keeps_them_all() -> None:
+    cluster = _cluster(6, gpus=1)
+    for i, node in enumerate(cluster.values()):
+        node["sysctl"]["net.core.rmem_max"] = 212992 * (i + 1)
+    [result] = _problems(cluster)
+    assert len(result.hosts) == 6
+    assert result.summary.endswith("; and 2 more values")
+    assert len(result.details["fields"][0]["sides"]) == 6

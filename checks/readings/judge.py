@@ -17,8 +17,10 @@ from preflight.model import CheckResult
 from preflight.nodeset import fold, natural_key
 
 ITEMS: dict[str, Item] = {"setting": "odd_setting", "spread": "odd_reading", "counter": "odd_counter"}
-# Nodes one summary names parts of before "and N more nodes" (the details list them all).
+# Nodes one summary names parts of before "and N more nodes", and values of a setting no majority
+# decides before "and N more values" (the details list them all).
 SHOWN_NODES = 4
+SHOWN_SIDES = 4
 
 
 def _part(reading: Reading, odd: Odd) -> PartReading:
@@ -62,12 +64,14 @@ def _summary(odds: Sequence[Odd]) -> str:
     first = odds[0]
     like = _like(first.kind, first.like_text)
     if first.sides:
-        sides = "; ".join(f"{_listed(parts)}: {value}" for value, parts in first.sides)
+        shown = [f"{_listed(parts)}: {value}" for value, parts in first.sides[:SHOWN_SIDES]]
+        more = len(first.sides) - SHOWN_SIDES
+        sides = "; ".join(shown) + (f"; and {more} more values" if more > 0 else "")
         return f"{first.field.words} differs between {like} and no majority decides: {sides}"
     values = [
         f"{odd.field.words} {' / '.join(dict.fromkeys(_value(r, odd) for r in odd.named))}" for odd in odds
     ]
-    usual = [f"{odd.usual}" for odd in odds]
+    usual = [odd.usual for odd in odds]
     return f"{_listed(first.named)}: {' and '.join(values)}; {like}: {' and '.join(usual)}"
 
 
