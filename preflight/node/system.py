@@ -234,18 +234,18 @@ SYSCTLS = (
     "net.core.rmem_max",
     "net.core.wmem_max",
 )
-# Kernel modules a GPU job's paths need (the driver, GPUDirect RDMA and Storage, the RDMA stack),
-# and nouveau, which keeps the NVIDIA driver off the GPUs: each "loaded" or "not loaded".
+# Kernel modules a GPU job's paths need that a node loads as it boots (the driver, GPUDirect RDMA and
+# Storage, the RDMA stack), and nouveau, which keeps the NVIDIA driver off the GPUs: each "loaded"
+# or "not loaded". Modules loaded on first use (nvidia_uvm by the first CUDA program, rdma_ucm by
+# the first RDMA CM user) say how long since boot, not how a node is set up: not read.
 KERNEL_MODULES = (
     "nvidia",
-    "nvidia_uvm",
     "nvidia_peermem",
     "nv_peer_mem",
     "nvidia_fs",
     "gdrdrv",
     "ib_core",
     "ib_uverbs",
-    "rdma_ucm",
     "mlx5_ib",
     "efa",
     "nouveau",
