@@ -228,9 +228,9 @@ class GpuFacts:
 
     @property
     def link_errors(self) -> dict[str, int]:
-        """Its PCIe replays and NVLink error counts since the driver loaded, those NVML gave
-        (``pcie_replays``, ``nvlink_crc_flit``, ``nvlink_crc_data``, ``nvlink_replay``,
-        ``nvlink_recovery``)."""
+        """Its PCIe replays and NVLink error counts since the driver loaded, those NVML or
+        nvidia-smi gave (``pcie_replays``, ``nvlink_crc_flit``, ``nvlink_crc_data``,
+        ``nvlink_replay``, ``nvlink_recovery``)."""
         counts = self.raw.get("link_errors")
         if not isinstance(counts, dict):
             return {}

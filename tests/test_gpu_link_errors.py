@@ -1,7 +1,8 @@
 """Each GPU's PCIe replays and NVLink errors since the driver loaded (checks/hardware/
 gpu_link_errors.py), against the GPUs of the same model. The nodes are the recorded H100 node of
 tests/data/runs/h100_node.json; the counts are NVML's field values as preflight/node/nvml.py reads
-them (tests/test_node_facts.py reads them through a fake pynvml)."""
+them (tests/test_node_facts.py reads them through a fake pynvml), or nvidia-smi's as
+preflight/node/smi_counters.py reads them (tests/test_smi_link_errors.py)."""
 
 from __future__ import annotations
 

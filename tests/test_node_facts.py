@@ -190,6 +190,7 @@ def test_smi_h100_idle() -> None:
             "clock_event_reasons": 0x1,  # GPU idle
             "fabric": {"state": "completed", "status": "Success"},
             "nvlink": None,
+            "link_errors": None,  # nvidia-smi's own reports, not its queries
             "power_limit_w": 700.0,
             "power_default_limit_w": 700.0,
             # "[Requested functionality has been deprecated]" on this driver.

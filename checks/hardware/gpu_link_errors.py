@@ -1,5 +1,6 @@
 """Each GPU's PCIe replays and NVLink errors since the driver loaded (NVML's field values,
-:data:`preflight.node.nvml.LINK_ERROR_FIELDS`), against the GPUs of the same model across the run:
+:data:`preflight.node.nvml.LINK_ERROR_FIELDS`, or nvidia-smi's reports where the node has no pynvml,
+:mod:`preflight.node.smi_counters`), against the GPUs of the same model across the run:
 DCGM's ``pcie`` plugin (replays, NVLink recovery errors), AzNHC's and gpud's NVLink checks and
 NVSentinel's DCGM NVLink and PCIe watches read these counters.
 

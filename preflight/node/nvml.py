@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from preflight.node.gathering import Unavailable, read_text
 from preflight.node.shared import decode_cuda_version, text_of
 from preflight.node.smi import COMPUTE_MODES, gpu_fabric
+from preflight.node.smi_counters import LINK_ERROR_KEYS
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -189,16 +190,17 @@ def _nvml_firmware(nv: Any, handle: Any, errors: dict[str, str] | None = None) -
     }
 
 
-# Error counters read in one nvmlDeviceGetFieldValues call: the GPU's PCIe replays and its NVLinks'
-# errors summed over its links (NVML_FI_DEV_*; the numbers are nvml.h's, for a pynvml that lacks
-# the names). Counted since the driver loaded.
-LINK_ERROR_FIELDS = (
-    ("pcie_replays", "NVML_FI_DEV_PCIE_REPLAY_COUNTER", 94),
-    ("nvlink_crc_flit", "NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", 38),
-    ("nvlink_crc_data", "NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL", 45),
-    ("nvlink_replay", "NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL", 52),
-    ("nvlink_recovery", "NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL", 59),
-)
+# The field value of each link error counter (:data:`LINK_ERROR_KEYS`), all read in one
+# nvmlDeviceGetFieldValues call: the GPU's PCIe replays and its NVLinks' errors summed over its links
+# (NVML_FI_DEV_*; the numbers are nvml.h's, for a pynvml that lacks the names).
+_LINK_ERROR_FIELD_IDS = {
+    "pcie_replays": ("NVML_FI_DEV_PCIE_REPLAY_COUNTER", 94),
+    "nvlink_crc_flit": ("NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", 38),
+    "nvlink_crc_data": ("NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL", 45),
+    "nvlink_replay": ("NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL", 52),
+    "nvlink_recovery": ("NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL", 59),
+}
+LINK_ERROR_FIELDS = tuple((key, *_LINK_ERROR_FIELD_IDS[key]) for key in LINK_ERROR_KEYS)
 # nvmlValueType_t -> the member of nvmlValue_t that holds it.
 _VALUE_MEMBERS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
 

@@ -1,6 +1,6 @@
-"""GPU facts from nvidia-smi, where NVML is not usable: its CSV queries and ``nvlink --status``,
-parsed into the same GPU facts as :mod:`preflight.node.nvml` gives, errors ("[GPU is lost]") in
-the GPU's ``errors`` by fact.
+"""GPU facts from nvidia-smi, where NVML is not usable: its CSV queries, ``nvlink --status`` and the
+link error counters (:mod:`preflight.node.smi_counters`), parsed into the same GPU facts as
+:mod:`preflight.node.nvml` gives, errors ("[GPU is lost]") in the GPU's ``errors`` by fact.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from preflight.node.gathering import Unavailable, failed, run_command, run_output
+from preflight.node.smi_counters import NVLINK_ERRORS_ARGS, PCIE_ARGS, add_link_errors
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
@@ -353,6 +354,7 @@ def gpu_from_smi_row(row: Mapping[str, str]) -> JsonDict:
         "pcie_link": link if any(v is not None for v in link.values()) else None,
         "fabric": gpu_fabric(smi_value(row.get("fabric.state")), smi_value(row.get("fabric.status"))),
         "nvlink": None,  # from nvidia-smi nvlink --status (nvlinks_from_smi)
+        "link_errors": None,  # from nvidia-smi's own reports (smi_counters.add_link_errors)
         "persistence_mode": persistence.lower() if persistence else None,
         "clock_event_reasons": _smi_hex(reasons),
         "vbios_version": smi_value(row.get("vbios_version")),
@@ -459,7 +461,7 @@ def nvlinks_from_smi(text: str) -> dict[int, JsonDict]:
 
 def smi_gpus(smi: str) -> list[JsonDict]:
     """The GPUs as nvidia-smi ``smi`` reports them: the main and health queries, the processes (None
-    where that query failed) and the NVLink states."""
+    where that query failed), the NVLink states and the link error counters."""
     gpu_text, lost = _ask(smi, SMI_GPU_FIELDS)
     try:
         apps_text: str | None = run_command(
@@ -483,7 +485,18 @@ def smi_gpus(smi: str) -> list[JsonDict]:
             links = {}
         for gpu in gpus:
             gpu["nvlink"] = links.get(gpu["index"]) if isinstance(gpu["index"], int) else None
+        # GPUs that list no NVLink are not asked for NVLink errors: they would print none.
+        nvlink_errors = _report(smi, NVLINK_ERRORS_ARGS) if links else None
+        add_link_errors(gpus, nvlink_errors, _report(smi, PCIE_ARGS))
     return gpus
+
+
+def _report(smi: str, args: Sequence[str]) -> str | None:
+    """The text of one of nvidia-smi's reports for every GPU, best effort: None where it fails."""
+    try:
+        return run_command([smi, *args], NVIDIA_SMI_TIMEOUT_S)
+    except Unavailable:
+        return None
 
 
 def _ask(smi: str, fields: Sequence[str]) -> tuple[str, list[tuple[str, str]]]:

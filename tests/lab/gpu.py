@@ -2,11 +2,13 @@
 
 A node gets a stand-in ``nvidia-smi`` on its PATH (``tests/lab/nvidia_smi.py``) serving a
 capture built from a real recorded one (tests/data/facts: an H100, driver 590.48.01, every
-field the driver offers), and the driver's proc file in its own mount namespace. Each GPU of
+field the driver offers), its NVLink states and error counters and its ``-q -d PCIE`` report
+laid out as recorded ones, and the driver's proc file in its own mount namespace. Each GPU of
 each node can differ from the recording in any field (a pending row remap, a narrower PCIe
-link), or answer every field with an error word in nvidia-smi's brackets (a GPU that no longer
-answers its driver). NVML stays unloadable there (no libnvidia-ml), as on a node where pynvml is
-missing, so the probe takes its nvidia-smi path; torch sees no CUDA device.
+link, NVLink errors, PCIe replays), or answer every field with an error word in nvidia-smi's
+brackets (a GPU that no longer answers its driver). NVML stays unloadable there (no
+libnvidia-ml), as on a node where pynvml is missing, so the probe takes its nvidia-smi path;
+torch sees no CUDA device.
 """
 
 from __future__ import annotations
@@ -23,6 +25,11 @@ DATA = Path(__file__).resolve().parents[1] / "data" / "facts"
 RECORDED_GPU = DATA / "smi_query_gpu_h100_590.48.01_idle.csv"
 RECORDED_APPS = DATA / "smi_compute_apps_h100_590.48.01_idle.csv"
 RECORDED_DRIVER = DATA / "nvidia_version_open_565.57.01.txt"
+# A real ``nvidia-smi -q`` of an H100 (driver 580.159.04): its heading and its PCI section.
+RECORDED_QUERY = DATA.parent / "gpu_h100_580" / "smi_q.out"
+# ``nvidia-smi nvlink -e``'s counters of each link, in the order the recorded H100 prints them
+# (tests/data/facts/smi_nvlink_errors_h100_abridged.txt).
+NVLINK_ERROR_COUNTERS = ("Replay Errors", "Recovery Errors", "CRC Errors")
 STAND_IN = Path(__file__).resolve().parent / "nvidia_smi.py"
 
 
@@ -78,6 +85,11 @@ class GpuNode:
     # NVLinks each GPU has, and those ``nvidia-smi nvlink --status`` lists as inactive, by GPU.
     nvlinks: int = 18
     inactive_links: Mapping[int, Sequence[int]] = field(default_factory=dict)
+    # Counts ``nvidia-smi nvlink -e`` prints other than 0, by GPU and link (``{5: {3: {"CRC Errors":
+    # 4812}}}``), and changes to a GPU's PCI section of ``-q -d PCIE`` (``{2: {"Replays Since
+    # Reset": "4000"}}``).
+    nvlink_errors: Mapping[int, Mapping[int, Mapping[str, int]]] = field(default_factory=dict)
+    pcie_changes: Mapping[int, Mapping[str, str]] = field(default_factory=dict)
     driver_text: str | None = None
     infiniband: bool = False
     ib_changes: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
@@ -88,6 +100,16 @@ class GpuNode:
 def _rows(path: Path) -> list[list[str]]:
     text = path.read_text(encoding="utf-8")
     return [[v.strip() for v in row] for row in csv.reader(io.StringIO(text), skipinitialspace=True) if row]
+
+
+def bus_id(gpu: int) -> str:
+    """The PCI bus id of a lab node's GPU ``gpu``, as nvidia-smi writes it."""
+    return f"00000000:{0x18 + 0x10 * gpu:02X}:00.0"
+
+
+def gpu_heading(node_index: int, gpu: int) -> str:
+    """How ``nvidia-smi nvlink`` names a GPU above its links."""
+    return f"GPU {gpu}: NVIDIA H100 80GB HBM3 (UUID: GPU-{node_index:08d}-0000-0000-0000-{gpu:012d})"
 
 
 def gpu_capture(node: GpuNode, node_index: int) -> str:
@@ -101,7 +123,7 @@ def gpu_capture(node: GpuNode, node_index: int) -> str:
             "index": str(i),
             "uuid": f"GPU-{node_index:08d}-0000-0000-0000-{i:012d}",
             "serial": f"{node_index:07d}{i:06d}",
-            "pci.bus_id": f"00000000:{0x18 + 0x10 * i:02X}:00.0",
+            "pci.bus_id": bus_id(i),
             **node.changes.get(i, {}),
         }
         for name, value in own.items():
@@ -119,10 +141,53 @@ def nvlink_status(node: GpuNode, node_index: int) -> str:
     for i in range(node.gpus):
         if i in node.errors:
             continue
-        lines.append(f"GPU {i}: NVIDIA H100 80GB HBM3 (UUID: GPU-{node_index:08d}-0000-0000-0000-{i:012d})")
+        lines.append(gpu_heading(node_index, i))
         down = set(node.inactive_links.get(i, ()))
         lines += [f"\t Link {k}: {'<inactive>' if k in down else '26.562 GB/s'}" for k in range(node.nvlinks)]
     return "\n".join(lines) + "\n"
+
+
+def nvlink_errors(node: GpuNode, node_index: int) -> str:
+    """``nvidia-smi nvlink -e`` of the node's GPUs, laid out as the recorded H100 output
+    (tests/data/facts/smi_nvlink_errors_h100_abridged.txt): each link's counters, a blank line
+    between links."""
+    lines = []
+    for i in range(node.gpus):
+        if i in node.errors:
+            continue
+        lines.append(gpu_heading(node_index, i))
+        counts = node.nvlink_errors.get(i, {})
+        for k in range(node.nvlinks):
+            if k:
+                lines.append("")
+            own = counts.get(k, {})
+            lines += [f"         Link {k}: {name}: {own.get(name, 0)}" for name in NVLINK_ERROR_COUNTERS]
+    return "\n".join(lines) + "\n"
+
+
+def pcie_report(node: GpuNode) -> str:
+    """``nvidia-smi -q -d PCIE`` of the node's GPUs: the recorded ``-q``'s heading and, under each
+    GPU's bus id, its PCI section with the GPU's own Bus Id and changes."""
+    recorded = RECORDED_QUERY.read_text(encoding="utf-8").splitlines()
+    first_gpu = next(n for n, line in enumerate(recorded) if line.startswith("GPU "))
+    start = recorded.index("    PCI")
+    end = next(n for n in range(start + 1, len(recorded)) if not recorded[n].startswith("     "))
+    answering = [i for i in range(node.gpus) if i not in node.errors]
+    lines = _with(recorded[:first_gpu], {"Attached GPUs": str(len(answering))})
+    for i in answering:
+        place = {"Bus": f"0x{bus_id(i)[9:11]}", "Device": "0x00", "Bus Id": bus_id(i)}
+        own = {**place, **node.pcie_changes.get(i, {})}
+        lines += [f"GPU {bus_id(i)}", *_with(recorded[start:end], own)]
+    return "\n".join(lines) + "\n"
+
+
+def _with(lines: Sequence[str], values: Mapping[str, str]) -> list[str]:
+    """``-q`` lines (``Name   : value``) with the values of the names in ``values`` replaced."""
+    found = []
+    for line in lines:
+        name, colon, _ = line.partition(" : ")
+        found.append(f"{name} : {values[name.strip()]}" if colon and name.strip() in values else line)
+    return found
 
 
 def write_infiniband(root: Path, node: GpuNode) -> None:
@@ -158,6 +223,8 @@ def install(root: Path, node: GpuNode, node_index: int, python: str) -> list[str
     root.mkdir(parents=True, exist_ok=True)
     (root / "query-gpu.csv").write_text(gpu_capture(node, node_index), encoding="utf-8")
     (root / "nvlink-status.txt").write_text(nvlink_status(node, node_index), encoding="utf-8")
+    (root / "nvlink-errors.txt").write_text(nvlink_errors(node, node_index), encoding="utf-8")
+    (root / "query-pcie.txt").write_text(pcie_report(node), encoding="utf-8")
     shutil.copy(RECORDED_APPS, root / "query-compute-apps.csv")
     shutil.copy(STAND_IN, root / "nvidia_smi.py")
     wrapper = root / "nvidia-smi"

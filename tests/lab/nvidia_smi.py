@@ -7,8 +7,9 @@ field to query."). Standard library only: it runs with a lab node's own Python.
 
 Usage: nvidia_smi.py GPU_CAPTURE APPS_CAPTURE [nvidia-smi arguments...]
 (each capture a ``--format=csv`` output with its header; a header alone: no GPU, no process).
-``nvlink --status`` prints ``nvlink-status.txt`` beside GPU_CAPTURE, or nothing where there is
-none (GPUs without NVLink).
+Beside GPU_CAPTURE, ``nvlink --status`` prints ``nvlink-status.txt`` and ``nvlink -e`` (or
+``--errorcounters``) prints ``nvlink-errors.txt``, each nothing where there is none (GPUs
+without NVLink); ``-q -d PCIE`` prints ``query-pcie.txt``, and is refused where there is none.
 """
 
 from __future__ import annotations
@@ -70,14 +71,35 @@ def answer(capture: tuple[list[str], list[str], list[list[str]]], query: str, fm
     return "\n".join(out) + "\n"
 
 
+# The reports printed from a file beside GPU_CAPTURE, and whether one without its file prints
+# nothing (GPUs without NVLink) rather than being refused.
+REPORTS = {
+    ("nvlink", "-s"): ("nvlink-status.txt", True),
+    ("nvlink", "--status"): ("nvlink-status.txt", True),
+    ("nvlink", "-e"): ("nvlink-errors.txt", True),
+    ("nvlink", "--errorcounters"): ("nvlink-errors.txt", True),
+    ("-q", "-d", "PCIE"): ("query-pcie.txt", False),
+}
+
+
+def report(gpu_path: str, args: list[str]) -> int | None:
+    """Print the report ``args`` asks for; its exit status, or None where ``args`` asks for none."""
+    if tuple(args) not in REPORTS:
+        return None
+    name, optional = REPORTS[tuple(args)]
+    path = os.path.join(os.path.dirname(gpu_path), name)
+    if not os.path.exists(path):
+        return 0 if optional else 2
+    with open(path, encoding="utf-8") as handle:
+        sys.stdout.write(handle.read())
+    return 0
+
+
 def main(argv: list[str]) -> int:
     gpu_path, apps_path, *args = argv
-    if args[:1] == ["nvlink"] and args[1:] in (["-s"], ["--status"]):
-        status = os.path.join(os.path.dirname(gpu_path), "nvlink-status.txt")
-        if os.path.exists(status):
-            with open(status, encoding="utf-8") as handle:
-                sys.stdout.write(handle.read())
-        return 0
+    status = report(gpu_path, args)
+    if status is not None:
+        return status
     fmt: set[str] = set()
     query: tuple[str, str] | None = None
     for arg in args:
