@@ -75,6 +75,7 @@ def test_a_healthy_allocation_passes_through_srun_without_ssh(
         "ports": "pass",
         "gpu_memory": "skip",
         "hardware": "pass",
+        "readings": "pass",
         "environment": "pass",
         "limits": "pass",
         "names": "pass",
