@@ -62,7 +62,7 @@ def _table(report: RunReport) -> list[Block]:
 
 
 PRESENTATION = Presentation(
-    heading="Limits, shared memory and scratch space",
+    heading="Limits and scratch space",
     about="/dev/shm, scratch space, locked memory and open files are enough for a job, and alike on "
     "every node",
     evidence=_table,
