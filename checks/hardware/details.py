@@ -94,9 +94,35 @@ class HcasMissing(Finding):
 
 
 class GpusFinding(NodeFinding):
-    """GPUs of one node, by index (``gpu_fabric``, ``fabric_manager``)."""
+    """GPUs of one node, by index."""
 
     gpus: Required[list[int | None]]
+
+
+class FabricLogLine(TypedDict):
+    """An error or warning line of the fabric manager's log: its level (``ERROR``, ``WARNING``; a
+    journal line that says a failure is ``ERROR``), the line as logged, and whether it came after
+    the fabric manager last started."""
+
+    level: str
+    line: str
+    since_start: bool
+
+
+class FabricFinding(GpusFinding, total=False):
+    """An NVSwitch node's fabric manager (``item`` ``fabric_manager``: not running,
+    ``fabric_manager_version``: another version than the driver's, ``fabric_manager_log``: errors
+    in its log, a warning) or its GPUs not registered with the fabric (``gpu_fabric``): the GPUs
+    not registered (or registered with an error) by index, and where the node said them, the
+    unit's state where it is not running (``nvidia-fabricmanager is failed (exit-code, status
+    1)``), the fabric manager's and the driver's versions, its log's error and warning lines (the
+    last 20) and where the log was read (its file, or ``journalctl``)."""
+
+    unit_state: str
+    version: str
+    driver_version: str
+    log: list[FabricLogLine]
+    log_source: str
 
 
 class GpuPcieWidth(GpusFinding):

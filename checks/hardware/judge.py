@@ -3,11 +3,11 @@ with each other: PCIe links narrower than the device can train (GPUs, NICs, HCAs
 where the same GPUs elsewhere have them up, a GPU slowing itself down (hardware slowdown,
 thermal, power brake), persistence mode off where the others have it on, InfiniBand ports down
 or slower than their like ports (``ib_ports``), HCAs missing, error counters, NVSwitches without
-the fabric manager or GPUs not registered with their fabric, XID errors in the kernel log and its
-PCIe, machine-check and block I/O errors (``kernel_errors``), memory
-CPUs and local NVMe disks below the nodes of the same kind (``resources``), GPUs, ports and PCI
-devices whose readings a tool answered with an error (``reading_errors``). Pure: facts in, findings
-out.
+a running fabric manager of the driver's version, or GPUs not registered with their fabric
+(``fabric``), XID errors in the kernel log and its PCIe, machine-check and block I/O errors
+(``kernel_errors``), memory CPUs and local NVMe disks below the nodes of the same kind
+(``resources``), GPUs, ports and PCI devices whose readings a tool answered with an error
+(``reading_errors``). Pure: facts in, findings out.
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ from checks.hardware.details import (
     Finding,
     GpuNvlink,
     GpuPcieWidth,
-    GpusFinding,
     GpuSlowdown,
     HcasMissing,
     NodeFinding,
 )
+from checks.hardware.fabric import judge_fabric
 from checks.hardware.gpu_link_errors import judge_gpu_link_errors
 from checks.hardware.gpu_settings import judge_gpu_settings
 from checks.hardware.ib_partitions import judge_ib_partitions
@@ -236,83 +236,6 @@ def _nvlink_findings(nodes: Mapping[str, NodeFacts]) -> list[CheckResult]:
     return results
 
 
-def _gpus_text(gpus: Sequence[GpuFacts], of: int) -> str:
-    if len(gpus) == of and of > 1:
-        return f"all {of} GPUs"
-    return ", ".join(_gpu_label(g) for g in gpus)
-
-
-def _fabric_findings(nodes: Mapping[str, NodeFacts]) -> list[CheckResult]:
-    """NVSwitch systems: the fabric manager must run, and every GPU must have registered with the
-    fabric. One finding a node: a stopped fabric manager explains its GPUs' registration. A
-    registration that completed with an error counts only where GPUs of the same model elsewhere
-    in the run completed without one (some systems report an error there and run)."""
-    results: list[CheckResult] = []
-    registered_models = {
-        gpu.name
-        for node in nodes.values()
-        for gpu in node.gpus or []
-        if gpu.fabric_state == "completed" and gpu.fabric_status == "Success"
-    }
-    for host, node in nodes.items():
-        gpus = node.gpus or []
-        waiting = [g for g in gpus if g.unregistered]
-        failed = [
-            g for g in gpus
-            if g.fabric_state == "completed" and g.fabric_status not in (None, "Success")
-            and g.name in registered_models
-        ]  # fmt: skip
-        states = sorted({str(g.fabric_state).replace("_", " ") for g in waiting})
-        switches = node.hardware.get("nvswitches")
-        stopped = node.hardware.get("fabric_manager_running") is False
-        gpu_indices = [g.index for g in waiting + failed]
-        if isinstance(switches, int) and switches > 0 and stopped:
-            summary = (
-                f"{host}: {switches} NVSwitches but the fabric manager (nv-fabricmanager) is not running"
-            )
-            if waiting:
-                summary += f"; {_gpus_text(waiting, len(gpus))} not registered with the fabric"
-            results.append(
-                CheckResult(
-                    NAME,
-                    "fail",
-                    summary,
-                    (host,),
-                    GpusFinding(item="fabric_manager", node=host, gpus=gpu_indices),
-                )
-            )
-        elif waiting:
-            summary = (
-                f"{host}: {_gpus_text(waiting, len(gpus))} not registered with the NVSwitch fabric "
-                f"(registration {' or '.join(states)}): CUDA cannot start on them"
-            )
-            results.append(
-                CheckResult(
-                    NAME,
-                    "fail",
-                    summary,
-                    (host,),
-                    GpusFinding(item="gpu_fabric", node=host, gpus=gpu_indices),
-                )
-            )
-        elif failed:
-            errors = sorted({str(g.fabric_status) for g in failed})
-            summary = (
-                f"{host}: {_gpus_text(failed, len(gpus))} completed fabric registration with an error "
-                f"({'; '.join(errors)}), where the other {failed[0].name} GPUs succeeded"
-            )
-            results.append(
-                CheckResult(
-                    NAME,
-                    "fail",
-                    summary,
-                    (host,),
-                    GpusFinding(item="gpu_fabric", node=host, gpus=gpu_indices),
-                )
-            )
-    return results
-
-
 def judge_hardware(nodes: Mapping[str, NodeFacts], config: Config) -> list[CheckResult]:
     """Every hardware finding across the nodes; a pass saying what was seen when there is none."""
     results = (
@@ -324,7 +247,7 @@ def judge_hardware(nodes: Mapping[str, NodeFacts], config: Config) -> list[Check
         + judge_ib_ports(nodes)
         + judge_ib_partitions(nodes)
         + _nic_findings(nodes)
-        + _fabric_findings(nodes)
+        + judge_fabric(nodes)
         + judge_resources(nodes)
         + judge_pcie_topology(nodes)
     )

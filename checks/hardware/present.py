@@ -1,16 +1,17 @@
 """How ``hardware`` presents itself: one row per node (GPUs and their PCIe links, GPUs slowing
 themselves down, InfiniBand ports active, XID and SXID lines in the kernel log or why it was not
-read), and what to do about each kind of finding.
+read), the fabric manager's log lines under a finding about it, and what to do about each kind of
+finding.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from checks.hardware.ib_ports import ACTIVE_IB
 from checks.hardware.judge import NAME, SELF_SLOWDOWN
 from checks.job.node.nvml import reason_names
-from preflight.model import HostReport, RunReport
+from preflight.model import CheckResult, HostReport, RunReport
 from preflight.nodeset import natural_key
 from preflight.view import MAX_TABLE_ROWS, Block, Presentation, Table, TCell, advice_by_item, plain
 
@@ -69,6 +70,21 @@ def evidence(report: RunReport) -> Sequence[Block]:
     ]
 
 
+def fabric_log(result: CheckResult) -> list[Block]:
+    """The fabric manager's error and warning lines a finding about it carries, oldest first."""
+    lines = result.details.get("log")
+    if not isinstance(lines, list) or not lines:
+        return []
+    rows = [
+        [TCell(plain(str(line.get("level")))), TCell("yes" if line.get("since_start") else "no"),
+         TCell(plain(str(line.get("line"))), "mono")]
+        for line in lines[-MAX_TABLE_ROWS:] if isinstance(line, Mapping)
+    ]  # fmt: skip
+    source = result.details.get("log_source")
+    title = f"The fabric manager's log ({plain(str(source))})" if source else "The fabric manager's log"
+    return [Table(("level", "since it last started", "line"), rows, title=title)]
+
+
 ADVICE = {
     "gpu_pcie_width": "Reseat the GPU (or its riser or retimer) and check the slot; "
     "nvidia-smi -q -d PCIE shows the link. A narrow link cuts host-device and peer bandwidth.",
@@ -120,8 +136,20 @@ ADVICE = {
     "nvidia-smi nvlink -e the NVLink error counters; counts that grow between runs are a link going "
     "bad (reseat the GPU or its riser; for NVLink, have the board or NVSwitch tray looked at).",
     "nic_pcie_width": "Reseat the NIC and check its slot: a narrow PCIe link caps its bandwidth.",
-    "fabric_manager": "Start nvidia-fabricmanager (systemctl start nvidia-fabricmanager): "
-    "without it NVSwitch systems cannot run multi-GPU jobs.",
+    "fabric_manager": "Without the fabric manager an NVSwitch system's GPUs do not register with the "
+    "fabric and CUDA does not start on them. Read why it stopped (systemctl status nvidia-fabricmanager, "
+    "/var/log/fabricmanager.log), fix that, then start it (systemctl start nvidia-fabricmanager); if it "
+    "was stopped while the GPUs were in use, reset the GPUs and NVSwitches (nvidia-smi -r, with nothing "
+    "holding them) or reboot before starting it again.",
+    "fabric_manager_version": "The fabric manager starts only with the driver of its own version "
+    "(nv-fabricmanager --version against nvidia-smi's driver version): install the "
+    "nvidia-fabricmanager package of exactly the driver's version (and hold both), or reboot into the "
+    "driver the fabric manager was installed for, then restart nvidia-fabricmanager.",
+    "fabric_manager_log": "The fabric manager logged errors since it started (the lines are in the "
+    "finding): NVLink training or NVSwitch errors on a fabric that stays up degrade or stop the GPUs' "
+    "peer traffic. Compare with a peer's log; if they recur, drain the node, reset the GPUs and "
+    "NVSwitches (nvidia-smi -r) and restart nvidia-fabricmanager, and have the baseboard looked at if "
+    "they come back.",
     "gpu_fabric": "Check the fabric manager (systemctl status nvidia-fabricmanager and its log): its "
     "version must match the driver's. nvidia-smi -q shows each GPU's Fabric State; restart the fabric "
     "manager, and reset or reboot the node if the GPUs stay unregistered.",
@@ -196,5 +224,6 @@ PRESENTATION = Presentation(
     heading="Hardware",
     about="GPU and fabric health from the facts: PCIe links, clock slowdowns, InfiniBand ports, XID errors",
     evidence=evidence,
+    finding=fabric_log,
     advice=advice_by_item(ADVICE),
 )

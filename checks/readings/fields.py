@@ -166,6 +166,7 @@ NODE_FIELDS: tuple[Field, ...] = (
     ruled("name_resolution", "names"),
     setting("hardware.nvswitches", "NVSwitches"),
     ruled("hardware.fabric_manager_running", "hardware: fabric_manager"),
+    ruled("hardware.fabric_manager", "hardware: fabric_manager, fabric_manager_version, fabric_manager_log"),
     ruled("hardware.xid", "hardware: the kernel log"),
     ruled("pci_devices", "hardware: pcie_errors and pcie_numa_layout"),
     setting("sysctl", "kernel setting"),

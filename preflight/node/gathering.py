@@ -5,6 +5,7 @@ cannot read, and reading the node's files and commands.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +29,13 @@ def read_text(path: str) -> str | None:
             return handle.read()
     except OSError:
         return None
+
+
+def find_tool(name: str) -> str | None:
+    """A command's path: on the PATH, else in /usr/bin or /bin (a minimal PATH over SSH); None where
+    it is in neither."""
+    found = shutil.which(name)
+    return found or next((p for p in ("/usr/bin/" + name, "/bin/" + name) if os.access(p, os.X_OK)), None)
 
 
 def run_output(argv: Sequence[str], timeout: float = SUBPROCESS_TIMEOUT_S) -> tuple[int, str, str]:

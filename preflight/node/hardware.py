@@ -1,7 +1,7 @@
-"""Hardware health beside the GPUs: NVSwitches, whether the fabric manager runs, and the XID errors
-of the kernel log, with the SXID errors its NVSwitches reported, the errors its NICs' drivers
-reported (ConnectX cards' mlx5_core, AWS EFA devices' efa), and its PCIe, machine-check and block
-I/O errors (preflight.node.kernel_errors).
+"""Hardware health beside the GPUs: NVSwitches, whether the fabric manager runs (its unit, version and
+log: preflight.node.fabric_manager), and the XID errors of the kernel log, with the SXID errors its
+NVSwitches reported, the errors its NICs' drivers reported (ConnectX cards' mlx5_core, AWS EFA
+devices' efa), and its PCIe, machine-check and block I/O errors (preflight.node.kernel_errors).
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ import re
 import shutil
 from typing import TYPE_CHECKING, Any
 
-from preflight.node.gathering import Sink, Unavailable, read_text, run_command
+from preflight.node import fabric_manager
+from preflight.node.gathering import Sink, Unavailable, find_tool, read_text, run_command
 from preflight.node.kernel_errors import kernel_errors
 
 if TYPE_CHECKING:
@@ -357,13 +358,16 @@ def _kernel_log() -> tuple[str | None, str]:
 
 
 def hardware_facts() -> JsonDict:
-    """NVSwitches and whether the fabric manager runs; XID and SXID lines, the NIC drivers' errors
+    """NVSwitches and whether the fabric manager runs (where the node has NVSwitches or the fabric
+    manager is installed, its unit, version and log); XID and SXID lines, the NIC drivers' errors
     and the PCIe, machine-check and block I/O errors from the kernel log (and which command read
     it), or why it could not be read (which is not the same as none)."""
     facts: JsonDict = {}
     nvswitches = sorted(os.listdir(PROC_NVSWITCH)) if os.path.isdir(PROC_NVSWITCH) else []
     facts["nvswitches"] = len(nvswitches)
     facts["fabric_manager_running"] = _running_comm(FABRIC_MANAGER_COMM)
+    if nvswitches or os.path.exists(fabric_manager.CONFIG) or find_tool("nv-fabricmanager"):
+        facts["fabric_manager"] = fabric_manager.fabric_manager_facts()
     text, source = _kernel_log()
     if text is None:
         facts["xid"] = {"readable": False, "reason": source[:200]}
