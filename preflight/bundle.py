@@ -177,15 +177,37 @@ _preflight_bundle(
 """
 
 
-def without_comments(source: str) -> str:
-    """``source`` with its comments cut, every line where it was: a traceback on the node names the
-    lines of the module as written, and a node is sent no words meant for its readers here."""
+def docstrings(tree: ast.AST) -> Iterator[ast.Constant]:
+    """The docstrings of a parsed module: its own, its classes' and its functions'."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                yield from [first.value] if isinstance(first.value.value, str) else []
+
+
+def for_nodes(source: str) -> str:
+    """``source`` as a node runs it: its comments cut and its docstrings emptied, every line where
+    it was (a traceback on the node names the lines of the module as written); a node is sent no
+    words meant for its readers here."""
+    starts = {string.lineno for string in docstrings(ast.parse(source))}
     lines = source.splitlines(keepends=True)
+    cuts: list[tuple[int, int, int, int, str]] = []
+    first_on_line: set[int] = set()
     for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        (row, column), (end_row, end_column) = token.start, token.end
         if token.type == tokenize.COMMENT:
-            row, column = token.start
-            line = lines[row - 1]
-            lines[row - 1] = line[:column].rstrip() + line[len(line.rstrip("\r\n")) :]
+            cuts.append((row, column, end_row, end_column, ""))
+        elif token.type == tokenize.STRING and row in starts and row not in first_on_line:
+            empty = '""' if row == end_row else '"""' + "\n" * (end_row - row) + '"""'
+            cuts.append((row, column, end_row, end_column, empty))
+        if token.type not in (tokenize.INDENT, tokenize.DEDENT, tokenize.NL, tokenize.NEWLINE):
+            first_on_line.add(row)
+    for row, column, end_row, end_column, text in reversed(cuts):
+        before, after = lines[row - 1][:column], lines[end_row - 1][end_column:]
+        if not text:
+            before = before.rstrip()
+        lines[row - 1 : end_row] = [before + text + after]
     return "".join(lines)
 
 
@@ -199,7 +221,7 @@ def pack(entry: str) -> bytes:
             parent = ".".join(parts[:depth])
             if parent not in modules:
                 served.setdefault(parent, (True, ""))  # a package above node code, served empty
-        served[name] = (module.is_package, without_comments(module.source))
+        served[name] = (module.is_package, for_nodes(module.source))
     packed = base64.b64encode(zlib.compress(json.dumps(served, sort_keys=True).encode("utf-8"), 9))
     head = f"# preflight node bundle: {entry} and {len(modules) - 1} node modules it imports\n"
     body = _LOADER.replace("PACKED", repr(packed.decode("ascii"))).replace("ENTRY", repr(entry))
