@@ -106,7 +106,7 @@ def test_the_old_kernels_infiniband_prefix_is_read_and_its_function_found_in_sys
     (tmp_path / "devices" / "0000:00:07.0").mkdir(parents=True)
     (tmp_path / "infiniband" / "efa_0").mkdir(parents=True)
     os.symlink("../../devices/0000:00:07.0", tmp_path / "infiniband" / "efa_0" / "device")
-    monkeypatch.setattr(hardware.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(hardware, "find_tool", lambda name: f"/usr/bin/{name}")
     monkeypatch.setattr(hardware, "run_command", lambda argv, timeout=0: text)
     monkeypatch.setattr(hardware, "SYS_CLASS_INFINIBAND", str(tmp_path / "infiniband"))
     xid = hardware.hardware_facts()["xid"]

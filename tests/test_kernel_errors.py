@@ -165,7 +165,7 @@ def test_corrected_errors_on_a_nic_are_a_note_naming_its_rdma_device_from_sysfs(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     (tmp_path / "0000:07:00.0" / "infiniband" / "mlx5_0").mkdir(parents=True)
-    monkeypatch.setattr(hardware.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(hardware, "find_tool", lambda name: f"/usr/bin/{name}")
     monkeypatch.setattr(
         hardware, "run_command", lambda argv, timeout=0: read("alx_corrected_device_attributed.txt")
     )

@@ -175,7 +175,7 @@ def test_the_journal_is_read_where_dmesg_is_refused(monkeypatch: pytest.MonkeyPa
             raise Unavailable("dmesg: read kernel buffer failed: Operation not permitted")
         return text
 
-    monkeypatch.setattr(hardware.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(hardware, "find_tool", lambda name: f"/usr/bin/{name}")
     monkeypatch.setattr(hardware, "run_command", run)
     facts = hardware.hardware_facts()
     assert facts["xid"]["source"] == "journalctl"
@@ -295,7 +295,7 @@ def test_a_log_with_xids_and_no_sxids_is_judged_as_without_the_sxid_reader() -> 
 
 def test_the_node_reports_sxid_lines_beside_the_xid_lines(monkeypatch: pytest.MonkeyPatch) -> None:
     text = (LOGS / "dmesg_sxid20034_xid79.txt").read_text()
-    monkeypatch.setattr(hardware.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(hardware, "find_tool", lambda name: f"/usr/bin/{name}")
     monkeypatch.setattr(hardware, "run_command", lambda argv, timeout=0: text)
     facts = hardware.hardware_facts()["xid"]
     assert (facts["source"], [e["xid"] for e in facts["events"]]) == ("dmesg", [79])

@@ -58,7 +58,7 @@ def judged(nic_events: list[dict[str, Any]], source: str | None = "dmesg") -> li
 def facts_of(text: str, monkeypatch: pytest.MonkeyPatch, sysfs: Path) -> dict[str, Any]:
     """``hardware.xid`` as the node's probe reports it for a kernel log of ``text``, with ``sysfs``
     as its /sys/bus/pci/devices."""
-    monkeypatch.setattr(hardware.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(hardware, "find_tool", lambda name: f"/usr/bin/{name}")
     monkeypatch.setattr(hardware, "run_command", lambda argv, timeout=0: text)
     monkeypatch.setattr(hardware, "SYS_BUS_PCI", str(sysfs))
     xid: dict[str, Any] = hardware.hardware_facts()["xid"]
@@ -206,7 +206,7 @@ def test_a_node_whose_log_is_not_readable_or_carries_no_nic_events_says_nothing_
     def refused(argv: list[str], timeout: float = 0) -> str:
         raise Unavailable(f"{argv[0]} refused")
 
-    monkeypatch.setattr(hardware.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(hardware, "find_tool", lambda name: f"/usr/bin/{name}")
     monkeypatch.setattr(hardware, "run_command", refused)
     xid = hardware.hardware_facts()["xid"]
     assert "nic_events" not in xid

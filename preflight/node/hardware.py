@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 from typing import TYPE_CHECKING, Any
 
 from preflight.node import fabric_manager
@@ -344,9 +343,7 @@ def _kernel_log() -> tuple[str | None, str]:
     missing or refused (kernel.dmesg_restrict); else None and why neither could be read."""
     reasons: list[str] = []
     for name, argv in (("dmesg", ["--kernel"]), ("journalctl", ["-k", "-b", "-q", "--no-pager"])):
-        path = shutil.which(name) or next(
-            (p for p in ("/usr/bin/" + name, "/bin/" + name) if os.access(p, os.X_OK)), None
-        )
+        path = find_tool(name)
         if path is None:
             reasons.append(name + " not found")
             continue
