@@ -224,6 +224,40 @@ def test_of_two_ends_that_lost_most_the_one_that_lost_with_every_peer_is_named()
     assert _by_retransmits(job, "allreduce", None) is None
 
 
+def test_of_two_ends_the_one_that_also_lost_what_little_a_waiting_peer_sent_it_is_named() -> None:
+    # A real lab run at 25% loss on 10.199.1.13's incoming segments, the counters of its three
+    # nodes from the phase's start to the first timeout: 10.199.1.12 and 10.199.1.13 stalled in
+    # their pair test, 8,891 retransmissions on their 84 MiB, so both ends held over 99% of the
+    # phase's; rank 0's node waited on them and sent 10.199.1.13 only 533 bytes, 5 of its segments
+    # retransmitted, and nothing to 10.199.1.12 (18,884 bytes sent, none retransmitted).
+    before: dict[str, dict[str, tuple[int, int]]] = {
+        "10.199.1.11": {"10.199.1.12": (0, 2164), "10.199.1.13": (10, 2123)},
+        "10.199.1.12": {"10.199.1.11": (0, 0), "10.199.1.13": (3, 1058)},
+        "10.199.1.13": {"10.199.1.11": (0, 0), "10.199.1.12": (1, 704)},
+    }
+    after = {
+        "10.199.1.11": {"10.199.1.12": (0, 1890), "10.199.1.13": (15, 2656)},
+        "10.199.1.12": {"10.199.1.11": (0, 18884), "10.199.1.13": (8747, 50254134)},
+        "10.199.1.13": {"10.199.1.11": (1, 4428), "10.199.1.12": (148, 38107640)},
+    }
+
+    def attributed(after: dict[str, dict[str, tuple[int, int]]]) -> Any:
+        beats = {a: [_sent_net(100.0, a, before[a]), _sent_net(110.0, a, after[a])] for a in before}
+        progress = {f"node{i}": read_progress(_stderr(beats[a])) for i, a in enumerate(sorted(beats), 1)}
+        return stalled_node(_with_progress(load_job("three_nodes"), progress), "allreduce")
+
+    stalled = attributed(after)
+    assert stalled is not None and (stalled.host, stalled.by) == ("node3", "retransmits")
+    assert stalled.evidence.startswith("retransmits: 8897 of the phase's 8897 TCP retransmissions")
+    # One or two stray retransmissions on the waiting peer's connection do not single out either end.
+    after["10.199.1.11"]["10.199.1.13"] = (11, 2656)
+    assert attributed(after) is None
+    # Nor does a waiting peer's loss with both ends.
+    after["10.199.1.11"]["10.199.1.13"] = (15, 2656)
+    after["10.199.1.11"]["10.199.1.12"] = (4, 1890)
+    assert attributed(after) is None
+
+
 def test_a_timeout_that_no_evidence_pins_names_no_node_not_the_rank_that_waited() -> None:
     # The same real stall with the heartbeats taken away: rank 0's node only waited, and naming it
     # would drain a healthy node; the finding fails the run and names nobody.

@@ -238,7 +238,7 @@ def _by_retransmits(
     if total < least:
         return None
     share = {host: sum(count for pair, count in pairs.items() if host in pair) / total for host in samples}
-    counted = _broadest([host for host, part in share.items() if part >= RETRANSMIT_SHARE], pairs)
+    counted = _broadest([host for host, part in share.items() if part >= RETRANSMIT_SHARE], pairs, sent)
     rates = _rates(pairs, sent)
     by_rate = _by_loss_rate(list(samples), pairs, rates)
     # The count names the node that moved the most traffic as readily as the one that lost it; the
@@ -275,26 +275,46 @@ def _by_retransmits(
     return Attribution(host, "retransmits", evidence, details)
 
 
-def _broadest(candidates: Sequence[str], pairs: Mapping[frozenset[str], int]) -> str | None:
+def _broadest(
+    candidates: Sequence[str], pairs: Mapping[frozenset[str], int], sent: Mapping[frozenset[str], int]
+) -> str | None:
     """The one candidate; of several (the two ends of the one connection that lost most), the one
     that lost traffic with the most peers: a node that drops what it receives loses it from every
-    peer, while its partner lost only what went to it. None when that does not single one out."""
+    peer, while its partner lost only what went to it. None when that does not single one out.
+
+    A connection counts as lost with when it holds a share of the phase's retransmissions, or when
+    it lost at least as much per MiB sent as the connection that lost most: a peer that only waited
+    on the stalled pair sends the lossy node little, and loses it all the same (a real lab run at 25%
+    loss on one node: 6 segments retransmitted on 5 KB between it and the waiting node, 0 between
+    the waiting node and the lossy node's partner, against 8,891 on the stalled pair's 84 MiB)."""
     if len(candidates) <= 1:
         return candidates[0] if candidates else None
     total = sum(pairs.values())
+    heaviest = max(pairs, key=lambda pair: pairs[pair])
+    worst = _rate(pairs, sent, heaviest)
+
+    def lost_with(pair: frozenset[str]) -> bool:
+        count = pairs.get(pair, 0)
+        if count >= BROAD_SHARE * total:
+            return True
+        rate = _rate(pairs, sent, pair)
+        return count >= MIN_PAIR_RETRANSMITS and rate is not None and worst is not None and rate >= worst
+
     peers = {
-        host: {
-            peer
-            for pair, count in pairs.items()
-            if host in pair and count >= BROAD_SHARE * total
-            for peer in pair
-            if peer != host
-        }
+        host: {peer for pair in pairs if host in pair and lost_with(pair) for peer in pair if peer != host}
         for host in candidates
     }
     widest = max(len(p) for p in peers.values())
     broadest = [host for host in candidates if len(peers[host]) == widest]
     return broadest[0] if len(broadest) == 1 else None
+
+
+def _rate(
+    pairs: Mapping[frozenset[str], int], sent: Mapping[frozenset[str], int], pair: frozenset[str]
+) -> float | None:
+    """Segments ``pair`` retransmitted per MiB it sent, however little; None where it sent nothing."""
+    moved = sent.get(pair, 0)
+    return pairs.get(pair, 0) / (moved / MIB) if moved > 0 else None
 
 
 MIB = 1 << 20
