@@ -18,6 +18,7 @@ from checks.job.pairs import (
     FULL_PLAN_MAX_NODES,
     QUIET_SLOW_RATIO,
     Culprits,
+    Pair,
     name_culprits,
     pack_rounds,
     pair_key,
@@ -28,7 +29,6 @@ from checks.job.pairs import (
 )
 from tests.test_allreduce import JOBS, load_job, replace_node
 
-Pair = tuple[int, int]
 HEALTHY_GBPS = 20.0
 
 

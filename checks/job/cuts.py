@@ -9,9 +9,8 @@ import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from checks.job.node.planning import SPLIT_RATIO, pair_key
-
-Pair = tuple[int, int]
+from checks.job.node.pair import Pair, pair_key
+from checks.job.node.planning import SPLIT_RATIO
 
 # Slow pairs that one split of the nodes in two puts all across: a cut between two large sets
 # (see find_cuts), not as many slow links.

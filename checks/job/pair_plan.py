@@ -9,9 +9,8 @@ import random
 from collections.abc import Sequence
 from typing import Literal
 
-from checks.job.node.planning import pair_key
+from checks.job.node.pair import Pair, pair_key
 
-Pair = tuple[int, int]
 PlanMode = Literal["full", "sparse", "auto"]
 Pairwise = Literal["auto", "always", "never"]
 
@@ -143,11 +142,11 @@ def plan_rounds(
     return rounds
 
 
-def ring_pairs(n_nodes: int) -> list[tuple[int, int]]:
+def ring_pairs(n_nodes: int) -> list[Pair]:
     """Each node with the next in a ring (node ranks, lower first): two partners a node, so that a
     card slow with both is told from a partner's; two nodes are one pair."""
     if n_nodes < 2:
         return []
     if n_nodes == 2:
         return [(0, 1)]
-    return sorted({(min(i, (i + 1) % n_nodes), max(i, (i + 1) % n_nodes)) for i in range(n_nodes)})
+    return sorted({pair_key(i, (i + 1) % n_nodes) for i in range(n_nodes)})

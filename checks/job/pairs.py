@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from checks.job.cuts import SlowGroup, find_cuts
+from checks.job.node.pair import Pair, pair_key
 from checks.job.node.planning import (
     CONTROL_PAIRS,
     MIN_SPREAD_PAIRS,
@@ -19,13 +20,11 @@ from checks.job.node.planning import (
     first_busbw,
     node_best,
     pack_rounds,
-    pair_key,
     retest_plan,
     retest_threshold,
     robust_spread,
     side_plan,
     slow_everywhere,
-    slow_pairs,
     spread_threshold,
     typical_busbw,
 )
@@ -61,11 +60,9 @@ __all__ = [
     "retest_threshold",
     "round_count",
     "side_plan",
-    "slow_pairs",
     "typical_busbw",
 ]
 
-Pair = tuple[int, int]
 # The configuration's quiet_slow_ratio, for callers that judge without a configuration at hand
 # (simulations, tests); the job itself is sent the run's own.
 QUIET_SLOW_RATIO = AllreduceSection().quiet_slow_ratio

@@ -15,10 +15,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from checks.job.node.planning import STRAGGLER_RATIO, pair_key
+from checks.job.node.pair import Pair, pair_key
+from checks.job.node.planning import STRAGGLER_RATIO
 from checks.job.pairs import Culprits
 
-Pair = tuple[int, int]
 # How many standard errors of the pairs' own noise the slow mean must lie below the healthy one.
 STRAGGLER_SIGMAS = 4.0
 

@@ -13,12 +13,12 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from checks.job.node.cpu_wait import CpuWait
+from checks.job.node.pair import pair_key
 from checks.job.node.planning import (
     FLOAT32_BYTES,
     bus_bandwidth,
     cut_short_time,
     pack_rounds,
-    pair_key,
     pair_size,
     plan_iterations,
 )

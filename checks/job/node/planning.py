@@ -9,10 +9,10 @@ import random
 import statistics
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from checks.job.node.pair import Pair, pair_key
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping, Sequence
-
-    Pair = tuple[int, int]
 
 Test = TypeVar("Test", bound="tuple[int, ...]")
 
@@ -88,10 +88,6 @@ def pair_size(target_bytes: int, probe_bytes: int, probe_s: float, budget_s: flo
     while size * 2 <= min(fits, target_bytes):
         size *= 2
     return size
-
-
-def pair_key(a: int, b: int) -> Pair:
-    return (a, b) if a < b else (b, a)
 
 
 def node_best(busbw_by_pair: Mapping[Pair, float]) -> dict[int, float]:
@@ -212,11 +208,6 @@ def retest_threshold(busbw_by_pair: Mapping[Pair, float], slow_ratio: float, qui
     floor = slow_ratio * typical_busbw(busbw_by_pair)
     spread = robust_spread(busbw_by_pair.values(), floor, quiet_ratio)
     return spread_threshold(spread, floor, quiet_ratio, RETEST_SIGMAS)
-
-
-def slow_pairs(busbw_by_pair: Mapping[Pair, float], slow_ratio: float, quiet_ratio: float) -> list[Pair]:
-    threshold = retest_threshold(busbw_by_pair, slow_ratio, quiet_ratio)
-    return sorted(pair for pair, busbw in busbw_by_pair.items() if busbw < threshold)
 
 
 def slow_everywhere(measured: Mapping[Pair, Sequence[float]], threshold: float) -> set[int]:

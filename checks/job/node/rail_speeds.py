@@ -16,6 +16,8 @@ from checks.job.node.planning import typical_busbw
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
 
+    from checks.job.node.pair import Pair
+
     RailTest = tuple[int, int, int]
 
 
@@ -42,7 +44,7 @@ def best_busbw(records: Iterable[Mapping[str, Any]]) -> dict[RailTest, float]:
 def rail_typicals(busbw: Mapping[RailTest, float]) -> dict[int, float]:
     """Each rail's typical test: the median over nodes of each node's best test on that rail
     (planning.typical_busbw, which one slow node cannot drag down)."""
-    per_rail: dict[int, dict[tuple[int, int], float]] = {}
+    per_rail: dict[int, dict[Pair, float]] = {}
     for (a, b, rail), value in busbw.items():
         per_rail.setdefault(rail, {})[(a, b)] = value
     return {rail: typical_busbw(pairs) for rail, pairs in sorted(per_rail.items())}
