@@ -73,7 +73,9 @@ SPEED_SETTINGS = (
 
 
 @dataclass(frozen=True)
-class _Seen:
+class _GpuValue:
+    """One GPU's value of a setting, and the default it is held to."""
+
     host: str
     gpu: GpuFacts
     value: str
@@ -91,7 +93,7 @@ def _gpus_at(by_host: Mapping[str, Sequence[int | None]], counts: Mapping[str, i
     return "; ".join(parts)
 
 
-def _by_value(seen: Iterable[_Seen]) -> dict[str, dict[str, list[int | None]]]:
+def _by_value(seen: Iterable[_GpuValue]) -> dict[str, dict[str, list[int | None]]]:
     """value -> node -> GPU indices, nodes in natural order."""
     found: dict[str, dict[str, list[int | None]]] = {}
     for entry in sorted(seen, key=lambda s: natural_key(s.host)):
@@ -103,7 +105,7 @@ def _sides(values: Mapping[str, Mapping[str, list[int | None]]], counts: Mapping
     return "; ".join(f"{value} on {_gpus_at(hosts, counts)}" for value, hosts in values.items())
 
 
-def _command(setting: _Setting, off: Sequence[_Seen], counts: Mapping[str, int], default: str) -> str:
+def _command(setting: _Setting, off: Sequence[_GpuValue], counts: Mapping[str, int], default: str) -> str:
     """The command, with ``-i`` naming the GPUs where not every GPU of their nodes is meant."""
     indices = sorted({s.gpu.index for s in off if s.gpu.index is not None})
     per_host = Counter(s.host for s in off)
@@ -117,12 +119,12 @@ def _speed_findings(setting: _Setting, nodes: Mapping[str, NodeFacts]) -> list[C
     compute mode) for those whose model elsewhere keeps another value, a note for a value every
     GPU of the model shares."""
     counts = {h: len(n.gpus or []) for h, n in nodes.items()}
-    seen: list[_Seen] = []
+    seen: list[_GpuValue] = []
     for host, node in nodes.items():
         for gpu in node.gpus or []:
             value, default = setting.read(gpu)
             if value is not None and default is not None:
-                seen.append(_Seen(host, gpu, value, default))
+                seen.append(_GpuValue(host, gpu, value, default))
     off = [s for s in seen if s.value != s.default]
     if not off:
         return []
@@ -135,7 +137,11 @@ def _speed_findings(setting: _Setting, nodes: Mapping[str, NodeFacts]) -> list[C
     odd = [s for s in off if s.value != usual[s.gpu.name] and s not in unusable]
     alike = [s for s in off if s not in odd and s not in unusable]
     results: list[CheckResult] = []
-    groups: tuple[tuple[list[_Seen], Status | None], ...] = ((unusable, "fail"), (odd, "warn"), (alike, None))
+    groups: tuple[tuple[list[_GpuValue], Status | None], ...] = (
+        (unusable, "fail"),
+        (odd, "warn"),
+        (alike, None),
+    )
     for group, status in groups:
         if not group:
             continue
@@ -183,7 +189,7 @@ def _pending_findings(nodes: Mapping[str, NodeFacts]) -> list[CheckResult]:
     )
     for item, mode, when, flag, read in kinds:
         pending = [
-            _Seen(host, gpu, f"{now} now, {later} after {when}", now)
+            _GpuValue(host, gpu, f"{now} now, {later} after {when}", now)
             for host, node in nodes.items()
             for gpu in node.gpus or []
             for now, later in [read(gpu)]

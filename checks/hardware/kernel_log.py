@@ -50,7 +50,7 @@ _PID = re.compile(r"pid=(?P<pid>\d+|'?<unknown>'?)")
 
 
 @dataclass(frozen=True)
-class Seen:
+class XidOnGpu:
     """One XID on one GPU: how many lines, from which processes, the action and the GPU it is."""
 
     xid: int
@@ -82,7 +82,7 @@ def gpus_by_pci(node: NodeFacts) -> dict[str, str]:
     return named
 
 
-def _seen(events: Sequence[Mapping[str, Any]], node: NodeFacts) -> list[Seen]:
+def _seen(events: Sequence[Mapping[str, Any]], node: NodeFacts) -> list[XidOnGpu]:
     """The node's XID events folded by (XID, GPU), in the order first logged, each with its
     action; XID 154 takes the action of the last one its GPU logged."""
     gpus = gpus_by_pci(node)
@@ -96,11 +96,11 @@ def _seen(events: Sequence[Mapping[str, Any]], node: NodeFacts) -> list[Seen]:
         first.setdefault(key, event)
         found = _PID.search(str(event.get("detail") or ""))
         processes.setdefault(key, set()).add(found.group("pid").strip("'") if found else "?")
-    seen: list[Seen] = []
+    seen: list[XidOnGpu] = []
     for (xid, pci), event in first.items():
         detail = last_recovery[pci] if xid == 154 else str(event.get("detail") or "")
         seen.append(
-            Seen(
+            XidOnGpu(
                 xid=xid,
                 pci=pci,
                 lines=lines[(xid, pci)],
@@ -113,13 +113,13 @@ def _seen(events: Sequence[Mapping[str, Any]], node: NodeFacts) -> list[Seen]:
     return seen
 
 
-def _recurs(seen: Sequence[Seen], pci: str) -> bool:
+def _recurs(seen: Sequence[XidOnGpu], pci: str) -> bool:
     """Whether application XIDs on the GPU at ``pci`` came from RECUR_PROCESSES processes or more."""
     pids = {p for s in seen if s.pci == pci and s.action == "application" for p in s.processes}
     return len(pids) >= RECUR_PROCESSES
 
 
-def _status(item: Seen, seen: Sequence[Seen]) -> Status | None:
+def _status(item: XidOnGpu, seen: Sequence[XidOnGpu]) -> Status | None:
     """fail, warn, or None for a note."""
     if item.action in FAILING:
         return "fail"
@@ -130,7 +130,7 @@ def _status(item: Seen, seen: Sequence[Seen]) -> Status | None:
     return None
 
 
-def _advice(items: Sequence[Seen], seen: Sequence[Seen]) -> str:
+def _advice(items: Sequence[XidOnGpu], seen: Sequence[XidOnGpu]) -> str:
     actions = {s.action for s in items}
     worst = next(a for a in ORDER if a in actions)
     if worst is None:
@@ -143,7 +143,9 @@ def _advice(items: Sequence[Seen], seen: Sequence[Seen]) -> str:
     return ACTION_TEXT[worst]
 
 
-def _finding(host: str, status: Status | None, items: Sequence[Seen], seen: Sequence[Seen]) -> CheckResult:
+def _finding(
+    host: str, status: Status | None, items: Sequence[XidOnGpu], seen: Sequence[XidOnGpu]
+) -> CheckResult:
     actions = {s.action for s in items}
     worst = next(a for a in ORDER if a in actions)
     shown = ", ".join(s.label for s in items)
@@ -178,7 +180,7 @@ SXID_ADVICE: dict[str, str] = {
 
 
 @dataclass(frozen=True)
-class SeenSxid:
+class SxidOnSwitch:
     """One SXID on one NVSwitch: the links its lines name, how many lines, the worst severity they
     print and the class NVIDIA's guide gives it."""
 
@@ -222,7 +224,7 @@ class SeenSxid:
         return f"{self.switch} ({self.pci}) link{'s' if len(self.links) > 1 else ''} {links}"
 
 
-def _sxid_labels(items: Sequence[SeenSxid]) -> str:
+def _sxid_labels(items: Sequence[SxidOnSwitch]) -> str:
     """The SXIDs, each with the NVSwitches and links it was logged on, in the order first logged."""
     places: dict[str, list[str]] = {}
     for item in items:
@@ -230,19 +232,19 @@ def _sxid_labels(items: Sequence[SeenSxid]) -> str:
     return "; ".join(f"{what} on {', '.join(where)}" for what, where in places.items())
 
 
-def _seen_sxids(events: Sequence[Mapping[str, Any]]) -> list[SeenSxid]:
+def _seen_sxids(events: Sequence[Mapping[str, Any]]) -> list[SxidOnSwitch]:
     """The node's SXID events folded by (SXID, NVSwitch), in the order first logged."""
     folded: dict[tuple[int, str, str], list[Mapping[str, Any]]] = {}
     for event in events:
         folded.setdefault((int(event["sxid"]), str(event.get("switch")), str(event.get("pci"))), []).append(
             event
         )
-    seen: list[SeenSxid] = []
+    seen: list[SxidOnSwitch] = []
     for (sxid, switch, pci), lines in folded.items():
         printed = {e.get("severity") for e in lines}
         links = sorted({e["link"] for e in lines if isinstance(e.get("link"), int)})
         seen.append(
-            SeenSxid(
+            SxidOnSwitch(
                 sxid=sxid,
                 switch=switch,
                 pci=pci,
@@ -255,7 +257,7 @@ def _seen_sxids(events: Sequence[Mapping[str, Any]]) -> list[SeenSxid]:
     return seen
 
 
-def _sxid_finding(host: str, status: Status | None, items: Sequence[SeenSxid]) -> CheckResult:
+def _sxid_finding(host: str, status: Status | None, items: Sequence[SxidOnSwitch]) -> CheckResult:
     shown = _sxid_labels(items)
     events: list[SxidEvent] = [
         {

@@ -67,7 +67,7 @@ _DETAIL = {
 
 
 @dataclass(frozen=True)
-class SeenNic:
+class NicErrorForm:
     """One error form on one PCI function (or RDMA device, where the line named no function) of one
     driver: how many lines, the first of them, the RDMA device."""
 
@@ -111,7 +111,7 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def _seen(events: Sequence[Mapping[str, Any]]) -> list[SeenNic]:
+def _seen(events: Sequence[Mapping[str, Any]]) -> list[NicErrorForm]:
     """The node's events folded by (driver, PCI function or RDMA device, form), worst first, then
     in the order logged."""
     folded: dict[tuple[str, str, str], list[Mapping[str, Any]]] = {}
@@ -120,7 +120,7 @@ def _seen(events: Sequence[Mapping[str, Any]]) -> list[SeenNic]:
         where = _text(event.get("pci")) or str(event.get("hca"))
         folded.setdefault((driver, where, str(event["kind"])), []).append(event)
     seen = [
-        SeenNic(
+        NicErrorForm(
             driver=driver,
             pci=next((p for e in lines if (p := _text(e.get("pci")))), None),
             hca=next((h for e in lines if (h := _text(e.get("hca")))), None),
@@ -140,7 +140,7 @@ def _judged(event: Any) -> bool:
     return bool(_text(event.get("pci")) or _text(event.get("hca")))
 
 
-def _event(seen: SeenNic) -> dict[str, Any]:
+def _event(seen: NicErrorForm) -> dict[str, Any]:
     """One folded form as the finding lists it (``NicEvent``)."""
     shown: NicEvent = {
         "driver": seen.driver,
