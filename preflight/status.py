@@ -7,7 +7,7 @@ from these.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Literal, Protocol, TypeVar, get_args
 
 Status = Literal["pass", "warn", "fail", "error", "skip"]
@@ -50,7 +50,3 @@ def overall(statuses: Iterable[str]) -> str:
     if problems:
         return worst(problems)
     return "pass" if "pass" in found or not found else worst(found)
-
-
-def any_problem(items: Sequence[HasStatus], statuses: Sequence[str] = ("fail", "error")) -> bool:
-    return any(item.status in statuses for item in items)

@@ -32,15 +32,3 @@ class Agreement(TypedDict):
     job_env: list[str]
     net_plugin: str | None
     not_reported: NotRequired[list[str]]
-
-
-class HcaListEntry(TypedDict):
-    """``item: hca_prefix``: an ``NCCL_IB_HCA`` entry matched as a prefix selects (or, after ``^``,
-    excludes) the HCAs in ``also_selected`` besides itself; ``item: hca_list_marker``: an entry after
-    the first that starts with ``^`` or ``=`` and so names no HCA (``also_selected`` is empty)."""
-
-    item: str
-    variable: str
-    value: str
-    entry: str
-    also_selected: list[str]

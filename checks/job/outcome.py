@@ -67,9 +67,6 @@ class JobOutcome:
     # Nodes where the job left GPUs untested (fewer ranks than GPUs), host -> why.
     untested_gpus: Mapping[str, str] = field(default_factory=dict)
 
-    def failed_nodes(self) -> Sequence[NodeOutcome]:
-        return [n for n in self.nodes if not n.ok]
-
 
 @dataclass(frozen=True)
 class JobNotRun:

@@ -78,9 +78,6 @@ class Sharing:
             return "shared"
         return "separate" if max(sizes) == 1 else "mixed"
 
-    def group_of(self, host: str) -> tuple[str, ...]:
-        return next((g for g in self.groups if host in g), (host,))
-
 
 def _identity(fs: Mapping[str, Any]) -> tuple[Any, ...] | None:
     """A network filesystem's identity: the same on every node that mounts it."""

@@ -27,7 +27,6 @@ from preflight.identity import is_address, short_hostname
 from preflight.registry import kept_metrics
 
 MIN_SHARED = 2
-LEGACY = "legacy"
 
 
 def _hardware(node: str, part: str) -> bool:

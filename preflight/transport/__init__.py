@@ -170,10 +170,6 @@ class RemoteProcess(ABC):
         """Bytes that have arrived on stdout and stderr so far: when it grows, the host is talking."""
         return self._stdout.received + self._stderr.received
 
-    def stderr_contains(self, marker: bytes) -> bool:
-        """Whether ``marker`` is in what is kept of stderr (no copy of it is made)."""
-        return marker in self._stderr.head or marker in self._stderr.tail
-
     def waitables(self) -> list[int]:
         """File descriptors that become readable when the process has news (output, or its
         end); empty when it can only be polled."""
