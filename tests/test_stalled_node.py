@@ -326,6 +326,19 @@ def test_the_busiest_healthy_node_is_not_named_for_holding_most_of_the_count() -
     assert attributed(after) is None
 
 
+def test_a_real_stall_whose_waiting_peer_lost_a_few_segments_to_the_lossy_node_names_it() -> None:
+    # A real lab run at 25% loss on 10.199.1.13's incoming segments: 444 of the phase's 447
+    # retransmissions were on the stalled pair 10.199.1.12 - 10.199.1.13 (2.8 MiB), so both its ends
+    # held over 99%; the waiting rank 0's node lost 3 segments of the 4.7 KB it exchanged with
+    # 10.199.1.13 and none with 10.199.1.12. Under the 5% share alone this run named nobody.
+    job = load_job("lab_loss_25_quiet_waiter")
+    stalled = stalled_node(job, "allreduce")
+    assert stalled is not None and (stalled.host, stalled.by) == ("10.199.1.13", "retransmits")
+    assert stalled.evidence.startswith("retransmits: 447 of the phase's 447 TCP retransmissions")
+    (finding,) = read_phase("allreduce", job, "allreduce", "all-reduce").findings
+    assert finding.hosts == ("10.199.1.13",)
+
+
 def test_the_node_whose_rank_timed_out_first_is_not_named_for_being_behind_in_its_count() -> None:
     # A real lab run at 25% loss on 10.199.1.13: rank 0 on 10.199.1.11 waited on its stalled
     # connection with the lossy node and timed out first, behind in its count (17 against 41);
