@@ -63,7 +63,15 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"preflight {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _add_check_command(commands)
+    _add_report_command(commands)
+    history_command.add_parser(commands)
+    commands.add_parser("list", help="list the checks")
+    return parser
 
+
+def _add_check_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``preflight check``: its hosts, what it checks, how it reaches them and what it writes."""
     check = commands.add_parser("check", help="check the hosts (or this machine) and report")
     check.add_argument(
         "hosts",
@@ -183,13 +191,12 @@ def _parser() -> argparse.ArgumentParser:
     history_command.add_store_options(check)
     _add_outputs(check)
 
+
+def _add_report_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``preflight report``: a saved run rendered again."""
     report = commands.add_parser("report", help="re-render a saved run (no SSH)")
     report.add_argument("run", type=Path, metavar="RUN.json")
     _add_outputs(report)
-
-    history_command.add_parser(commands)
-    commands.add_parser("list", help="list the checks")
-    return parser
 
 
 def _add_check_options(add_argument: Callable[..., object], *, surroundings: bool) -> None:

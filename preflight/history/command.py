@@ -60,7 +60,7 @@ def section_of(section: HistorySection, args: argparse.Namespace) -> HistorySect
     return section
 
 
-def add_parser(commands: Any) -> None:
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = commands.add_parser(
         "history", help="what the store remembers: repeat offenders, flaky findings, trends"
     )
