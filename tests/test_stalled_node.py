@@ -26,7 +26,7 @@ def test_a_node_stopped_mid_phase_is_named_not_rank_0_that_timed_out() -> None:
     stalled = stalled_node(job, "allreduce")
     assert stalled is not None and (stalled.host, stalled.by) == ("node2", "progress")
     assert stalled.evidence.startswith("progress: ranks 2, 3 on node2 had sent no heartbeat for")
-    (finding,) = read_phase("allreduce", job, "allreduce", "all-reduce").findings
+    (finding,) = read_phase("allreduce", job).findings
     assert (finding.status, finding.hosts) == ("fail", ("node2",))
     assert finding.summary.startswith("node2 stalled the allreduce phase (progress: ranks 2, 3 on node2")
     assert "on node2 timed out waiting" not in finding.summary
@@ -36,7 +36,7 @@ def test_a_node_stopped_mid_phase_is_named_not_rank_0_that_timed_out() -> None:
 def test_the_phase_the_stalled_job_passed_names_nobody() -> None:
     job = load_job("stalled_mid_job")
     assert stalled_node(job, "intranode") is None
-    assert read_phase("intranode", job, "intranode", "inside").findings == []
+    assert read_phase("intranode", job).findings == []
 
 
 def _beats(rank: int, phase: str, rows: list[tuple[float, int, bool, bool]]) -> list[dict[str, Any]]:
@@ -262,7 +262,7 @@ def test_a_timeout_that_no_evidence_pins_names_no_node_not_the_rank_that_waited(
     # The same real stall with the heartbeats taken away: rank 0's node only waited, and naming it
     # would drain a healthy node; the finding fails the run and names nobody.
     job = _with_progress(load_job("stalled_mid_job"), {})
-    (finding,) = read_phase("allreduce", job, "allreduce", "all-reduce").findings
+    (finding,) = read_phase("allreduce", job).findings
     assert (finding.status, finding.hosts) == ("fail", ())
     assert finding.summary.startswith("the allreduce phase stalled and no node's heartbeats or counters")
     assert "timed out waiting: " in finding.summary
@@ -280,7 +280,7 @@ def test_a_lossy_node_whose_stalled_pairs_sent_little_is_named_by_its_loss_rate(
         "retransmits: every connection of 10.199.1.13 (with 10.199.1.11, 10.199.1.12)"
     )
     assert "segments per MiB sent, the others at most" in stalled.evidence
-    (finding,) = read_phase("allreduce", job, "allreduce", "all-reduce").findings
+    (finding,) = read_phase("allreduce", job).findings
     assert finding.hosts == ("10.199.1.13",)
     # The other real run at 25%: the count alone names it.
     counted = stalled_node(load_job("lab_loss_25"), "allreduce")
@@ -335,7 +335,7 @@ def test_a_real_stall_whose_waiting_peer_lost_a_few_segments_to_the_lossy_node_n
     stalled = stalled_node(job, "allreduce")
     assert stalled is not None and (stalled.host, stalled.by) == ("10.199.1.13", "retransmits")
     assert stalled.evidence.startswith("retransmits: 447 of the phase's 447 TCP retransmissions")
-    (finding,) = read_phase("allreduce", job, "allreduce", "all-reduce").findings
+    (finding,) = read_phase("allreduce", job).findings
     assert finding.hosts == ("10.199.1.13",)
 
 
@@ -345,7 +345,7 @@ def test_the_node_whose_rank_timed_out_first_is_not_named_for_being_behind_in_it
     # the retransmissions were on one connection only, which does not tell its ends apart.
     job = load_job("lab_loss_25_waiter_behind")
     assert stalled_node(job, "allreduce") is None
-    (finding,) = read_phase("allreduce", job, "allreduce", "all-reduce").findings
+    (finding,) = read_phase("allreduce", job).findings
     assert (finding.status, finding.hosts) == ("fail", ())
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 from typing import Any, NotRequired, TypedDict
 
 NAME = "allreduce"
-PHASE = "allreduce"
 
 
 class SweepRow(TypedDict):

@@ -9,7 +9,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
-from checks.allreduce.details import NAME, PHASE, AllreduceDetails, PairTest
+from checks.allreduce.details import NAME, AllreduceDetails, PairTest
 from checks.allreduce.nccl_runtime import loaded_nccl_results, loaded_versions
 from checks.hardware.counters import growth_results
 from checks.job.nccl_log import NcclTransport, parse_nccl_log
@@ -130,7 +130,7 @@ def stalled_sweep(
         f"(busbw {gbps(float(last['busbw_gbps']))} GB/s), and its budget stopped the sweep short of {top}"
     )
     details = {"item": "stalled_sweep", "op_s": op_s, "size_bytes": int(last["size_bytes"])}
-    return [attribute_stall(CheckResult(NAME, "fail", summary, (), details), outcome, PHASE)]
+    return [attribute_stall(CheckResult(NAME, "fail", summary, (), details), outcome, NAME)]
 
 
 # --------------------------------------------------------------------------- pairs
@@ -459,7 +459,7 @@ def judge_allreduce(
     outcome: JobOutcome, config: Config, node_facts: Mapping[str, Mapping[str, Any]]
 ) -> list[CheckResult]:
     """Findings for the all-reduce phase of a job: sweep, pairs, transport, and the nodes that failed."""
-    phase = read_phase(NAME, outcome, PHASE, {"duration_s": outcome.duration_s})
+    phase = read_phase(NAME, outcome, {"duration_s": outcome.duration_s})
     # The fabric's error counters that grew while the job ran: judged here, where the traffic is,
     # and by no other check of the job.
     grown = growth_results(outcome, NAME)
@@ -483,7 +483,7 @@ def judge_allreduce(
     pair_headline = None
     if pairs:
         culprits, pair_findings, notes, pair_headline = _judge_pairs(pairs, names, config, node_facts)
-        results.extend(with_loss_cause(r, outcome, PHASE) for r in pair_findings)
+        results.extend(with_loss_cause(r, outcome, NAME) for r in pair_findings)
     if not any(r.status == "fail" and r.hosts for r in results):
         results.extend(stalled_sweep(section, outcome, culprits.typical_busbw_gbps if culprits else None))
     if n_nodes == 2 and headline:

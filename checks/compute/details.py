@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import TypedDict
 
 NAME = "compute"
-PHASE = "compute"
 
 
 class ComputeRank(TypedDict):

@@ -13,7 +13,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from checks.compute.details import NAME, PHASE, ComputeDetails, ComputeRank, ComputeRetest
+from checks.compute.details import NAME, ComputeDetails, ComputeRank, ComputeRetest
 from checks.compute.retest import Retest, read_retest
 from checks.job.failures import rank_hosts
 from checks.job.node.nvml import REASON_BITS
@@ -253,7 +253,7 @@ def judge_compute(outcome: JobOutcome, config: Config) -> list[CheckResult]:
     """Findings for the compute phase of a job: slow ranks by node (slow in the burn and in its
     re-test), notes for ranks slow once, GPUs throttling for their own reasons though not found
     slow, and a pass with the median and the slowest."""
-    phase = read_phase(NAME, outcome, PHASE)
+    phase = read_phase(NAME, outcome)
     if phase.section is None:
         return phase.findings
     results, section = phase.findings, phase.section

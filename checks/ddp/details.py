@@ -8,7 +8,6 @@ from __future__ import annotations
 from typing import NotRequired, TypedDict
 
 NAME = "ddp"
-PHASE = "ddp"
 
 
 class RankRow(TypedDict):

@@ -11,7 +11,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from checks.ddp.details import NAME, PHASE, DdpDetails
+from checks.ddp.details import NAME, DdpDetails
 from checks.job.failures import describe_ranks, rank_hosts
 from checks.job.outcome import JobOutcome
 from checks.job.phase import read_phase
@@ -181,7 +181,7 @@ def _ddp_details(
 
 def judge_ddp(outcome: JobOutcome, config: Config) -> list[CheckResult]:
     """Findings for the DDP phase of a job: joining, the ones all-reduce, the loss, checksums, stragglers."""
-    phase = read_phase(NAME, outcome, PHASE)
+    phase = read_phase(NAME, outcome)
     if phase.section is None:
         return phase.findings
     results, section, document = phase.findings, phase.section, phase.document

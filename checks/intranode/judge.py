@@ -21,7 +21,6 @@ from preflight.model import CheckResult
 from preflight.nodeset import fold
 
 NAME = "intranode"
-PHASE = "intranode"
 SLOW_ITEM = "slow_inside_node"
 
 
@@ -32,7 +31,7 @@ def _number(value: Any) -> float | None:
 
 
 def judge_intranode(outcome: JobOutcome, config: Config) -> list[CheckResult]:
-    phase = read_phase(NAME, outcome, PHASE)
+    phase = read_phase(NAME, outcome)
     if phase.section is None:
         return phase.findings
     results, section = phase.findings, phase.section

@@ -102,7 +102,7 @@ def _routes(ctx: CheckContext, sessions: Sequence[HostSession], master_address: 
 
 
 def _job_args(ctx: CheckContext, phases: tuple[str, ...], names: list[str], gpu: bool) -> dict[str, Any]:
-    """What every node's job is sent: the world, and each phase's settings (all four: the node
+    """What every node's job is sent: the world, and each phase's settings (every phase's: the node
     side reads every section it knows; ``phases`` says which run)."""
     cfg = ctx.config.section(AllreduceSection)
     return {

@@ -30,16 +30,12 @@ class PhaseReport:
     document: Mapping[str, Any] = field(default_factory=dict)
 
 
-def read_phase(
-    check: str,
-    outcome: JobOutcome,
-    phase: str,
-    no_results: Mapping[str, Any] | None = None,
-) -> PhaseReport:
-    """The phase ``phase`` of the job, judged by ``check``: its results, or the findings that
-    stand in for them. ``no_results`` are details added (after each node's exit status) when the
-    job printed none.
+def read_phase(check: str, outcome: JobOutcome, no_results: Mapping[str, Any] | None = None) -> PhaseReport:
+    """The job's phase judged by ``check`` (a phase is named as its check is): its results, or the
+    findings that stand in for them. ``no_results`` are details added (after each node's exit
+    status) when the job printed none.
     """
+    phase = check
     label = PHASES[phase].label  # what a person calls it: "all-reduce"
     if phase not in outcome.phases:
         return PhaseReport([CheckResult(check, "skip", f"not run: the job ran without the {label} phase")])

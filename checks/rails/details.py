@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import NotRequired, TypedDict
 
 NAME = "rails"
-PHASE = "rails"
 
 
 class RailTest(TypedDict):

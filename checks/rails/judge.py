@@ -17,7 +17,7 @@ from checks.job.node.rails import LATENCY_BYTES
 from checks.job.outcome import JobOutcome, node_names
 from checks.job.phase import read_phase
 from checks.job.settings import RailsSection
-from checks.rails.details import NAME, PHASE, Measured, RailTest, SlowRail
+from checks.rails.details import NAME, Measured, RailTest, SlowRail
 from preflight.config import Config
 from preflight.facts_values import records
 from preflight.model import CheckResult
@@ -53,7 +53,7 @@ def rail_names(section: Mapping[str, Any], names: Sequence[str], gpu: bool) -> d
 
 
 def judge_rails(outcome: JobOutcome, config: Config) -> list[CheckResult]:
-    phase = read_phase(NAME, outcome, PHASE)
+    phase = read_phase(NAME, outcome)
     if phase.section is None:
         return phase.findings
     results, section = phase.findings, phase.section
