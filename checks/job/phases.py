@@ -14,7 +14,14 @@ from checks.job.node.compute import RETEST_SHARE
 from checks.job.node.planning import REPEATS, SMALL_PAIRS
 from checks.job.node.rails import MAX_CPU_RAILS
 from checks.job.pair_plan import pairs_tested, plan_mode, plan_rounds, ring_pairs
-from checks.job.settings import AllreduceSection, ComputeSection, DdpSection, RailsSection
+from checks.job.settings import (
+    RAIL_PASSES,
+    AllreduceSection,
+    ComputeSection,
+    DdpSection,
+    RailsSection,
+    rail_test_rounds,
+)
 from preflight.config import Config
 
 # The largest all-reduce message of the sweep and the pair tests' message, by device: gloo between
@@ -115,10 +122,9 @@ def _rails(config: Config, names: Sequence[str], gpu: bool) -> dict[str, Any]:
 
 
 def _rails_budget_s(settings: Mapping[str, Any]) -> float:
-    # A ring's pairs take three rounds at most (two when even), each its rails' rounds, at the pair
-    # message and at the latency message; the slow tests again as many at most.
-    rounds = min(3, len(settings["pairs"])) * settings["rail_rounds"]
-    return float(RAILS_S + 2 * 2 * rounds * (settings["pair_budget_s"] + 1))
+    # Every pass's rounds, each test within its budget; the slow tests again as many at most.
+    rounds = RAIL_PASSES * rail_test_rounds(settings["pairs"], settings["rail_rounds"])
+    return float(RAILS_S + 2 * rounds * (settings["pair_budget_s"] + 1))
 
 
 def _intranode(config: Config, names: Sequence[str], gpu: bool) -> dict[str, Any]:

@@ -5,9 +5,11 @@ here because the job reads them to run its phases, and declared by those checks
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from checks.job.node.planning import pack_rounds
 from preflight.settings import Cost
 
 # Seconds, measured on the lab cluster (3 nodes, 2 shared cores): the job's start (the hosts fork
@@ -78,6 +80,18 @@ class RailsSection:
     test_budget_s: float = 2.0
     # "auto": every rail of nodes with two or more; "never".
     test: Literal["auto", "never"] = "auto"
+
+
+# A rail is tested twice: at the pair message (bandwidth) and at a few bytes (latency).
+RAIL_PASSES = 2
+
+
+def rail_test_rounds(pairs: Iterable[Sequence[int]], rails_in_turn: int) -> int:
+    """The rounds of rail tests in one pass: the ring's pairs packed as the job packs them (a node
+    in one pair a round: one round for two nodes, two for an even ring, three for an odd one),
+    each as many rounds as a node's rails that run in turn (a GPU node's rails run at once: one).
+    The launcher's budget and the run's expected duration both count from it."""
+    return len(pack_rounds(tuple(pair) for pair in pairs)) * max(1, rails_in_turn)
 
 
 @dataclass(frozen=True)
