@@ -107,11 +107,13 @@ def test_the_schema_doc_lists_the_statuses_worst_first_and_every_host_error_kind
     assert _first_column("report-schema.md", "Host errors") == list(get_args(HostErrorKind))
 
 
-def test_the_metric_names_are_those_a_run_writes() -> None:
+def test_the_metric_names_are_those_a_run_writes_and_the_checks_declare() -> None:
     report = RunReport.from_dict(_recorded_run())
     written = set(re.findall(r"^(preflight_\w+)[{ ]", prometheus.render(report), re.M))
+    declared = {m.gauge.name for c in all_checks() for m in c.measures if m.gauge is not None}
     documented = _first_column("names.md", "Prometheus (`--prometheus`, node_exporter textfile)")
-    assert sorted(documented) == sorted(written)
+    assert written <= set(documented)
+    assert sorted(documented) == sorted(written | declared)
 
 
 def _project_files() -> Iterator[Path]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from checks.compute.root_cause import CAUSE_CHECKS, causes_in, refer_to_compute
 from checks.ddp.details import NAME
 from checks.ddp.judge import judge_ddp
+from checks.ddp.measures import MEASURES
 from checks.ddp.present import PRESENTATION
 from checks.ddp.settings import DURATION, SETTINGS
 from checks.job import launch
@@ -31,4 +32,5 @@ CHECK = Check(
     reads=("ports", *CAUSE_CHECKS),
     settings=SETTINGS,
     duration=DURATION,
+    measures=MEASURES,
 )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from checks.compute.root_cause import refer_to_compute
 from checks.intranode.judge import NAME, judge_intranode
+from checks.intranode.measures import MEASURES
 from checks.intranode.present import PRESENTATION
 from checks.intranode.settings import DURATION, SETTINGS
 from checks.job import launch
@@ -32,4 +33,5 @@ CHECK = Check(
     reads=("ports", "hardware"),
     settings=SETTINGS,
     duration=DURATION,
+    measures=MEASURES,
 )
