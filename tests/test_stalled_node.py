@@ -224,13 +224,24 @@ def test_of_two_ends_that_lost_most_the_one_that_lost_with_every_peer_is_named()
     assert _by_retransmits(job, "allreduce", None) is None
 
 
+Counts = dict[str, dict[str, tuple[int, int]]]  # node -> peer -> (segments retransmitted, bytes sent)
+
+
+def _attributed(before: Counts, after: Counts) -> Any:
+    """The node stalled_node names from each node's counters at the phase's start and at its end,
+    on the three-node job's outcome (the addresses' nodes: node1, node2, node3 in order)."""
+    beats = {a: [_sent_net(100.0, a, before[a]), _sent_net(110.0, a, after[a])] for a in before}
+    progress = {f"node{i}": read_progress(_stderr(beats[a])) for i, a in enumerate(sorted(beats), 1)}
+    return stalled_node(_with_progress(load_job("three_nodes"), progress), "allreduce")
+
+
 def test_of_two_ends_the_one_that_also_lost_what_little_a_waiting_peer_sent_it_is_named() -> None:
     # A real lab run at 25% loss on 10.199.1.13's incoming segments, the counters of its three
     # nodes from the phase's start to the first timeout: 10.199.1.12 and 10.199.1.13 stalled in
     # their pair test, 8,891 retransmissions on their 84 MiB, so both ends held over 99% of the
     # phase's; rank 0's node waited on them and sent 10.199.1.13 only 533 bytes, 5 of its segments
     # retransmitted, and nothing to 10.199.1.12 (18,884 bytes sent, none retransmitted).
-    before: dict[str, dict[str, tuple[int, int]]] = {
+    before: Counts = {
         "10.199.1.11": {"10.199.1.12": (0, 2164), "10.199.1.13": (10, 2123)},
         "10.199.1.12": {"10.199.1.11": (0, 0), "10.199.1.13": (3, 1058)},
         "10.199.1.13": {"10.199.1.11": (0, 0), "10.199.1.12": (1, 704)},
@@ -241,21 +252,16 @@ def test_of_two_ends_the_one_that_also_lost_what_little_a_waiting_peer_sent_it_i
         "10.199.1.13": {"10.199.1.11": (1, 4428), "10.199.1.12": (148, 38107640)},
     }
 
-    def attributed(after: dict[str, dict[str, tuple[int, int]]]) -> Any:
-        beats = {a: [_sent_net(100.0, a, before[a]), _sent_net(110.0, a, after[a])] for a in before}
-        progress = {f"node{i}": read_progress(_stderr(beats[a])) for i, a in enumerate(sorted(beats), 1)}
-        return stalled_node(_with_progress(load_job("three_nodes"), progress), "allreduce")
-
-    stalled = attributed(after)
+    stalled = _attributed(before, after)
     assert stalled is not None and (stalled.host, stalled.by) == ("node3", "retransmits")
     assert stalled.evidence.startswith("retransmits: 8897 of the phase's 8897 TCP retransmissions")
     # One or two stray retransmissions on the waiting peer's connection do not single out either end.
     after["10.199.1.11"]["10.199.1.13"] = (11, 2656)
-    assert attributed(after) is None
+    assert _attributed(before, after) is None
     # Nor does a waiting peer's loss with both ends.
     after["10.199.1.11"]["10.199.1.13"] = (15, 2656)
     after["10.199.1.11"]["10.199.1.12"] = (4, 1890)
-    assert attributed(after) is None
+    assert _attributed(before, after) is None
 
 
 def test_a_timeout_that_no_evidence_pins_names_no_node_not_the_rank_that_waited() -> None:
@@ -301,7 +307,7 @@ def test_the_busiest_healthy_node_is_not_named_for_holding_most_of_the_count() -
     # segments doing so (7.3 a MiB), so 10.199.1.11 held 93% of the phase's 3,551 and the count
     # named it; per MiB sent, 10.199.1.13's connections lost 105 and 250 segments.
     mib = 1 << 20
-    before: dict[str, dict[str, tuple[int, int]]] = {
+    before: Counts = {
         "10.199.1.11": {"10.199.1.12": (0, 0), "10.199.1.13": (0, 0)},
         "10.199.1.12": {"10.199.1.11": (0, 0), "10.199.1.13": (0, 0)},
         "10.199.1.13": {"10.199.1.11": (0, 0), "10.199.1.12": (0, 0)},
@@ -312,18 +318,13 @@ def test_the_busiest_healthy_node_is_not_named_for_holding_most_of_the_count() -
         "10.199.1.13": {"10.199.1.11": (0, 0), "10.199.1.12": (0, 0)},
     }
 
-    def attributed(after: dict[str, dict[str, tuple[int, int]]]) -> Any:
-        beats = {a: [_sent_net(100.0, a, before[a]), _sent_net(110.0, a, after[a])] for a in before}
-        progress = {f"node{i}": read_progress(_stderr(beats[a])) for i, a in enumerate(sorted(beats), 1)}
-        return stalled_node(_with_progress(load_job("three_nodes"), progress), "allreduce")
-
-    stalled = attributed(after)
+    stalled = _attributed(before, after)
     assert stalled is not None and (stalled.host, stalled.by) == ("node3", "retransmits")
     assert stalled.evidence.startswith("retransmits: every connection of node3 (with node1, node2)")
     # Had the healthy pair lost 30 a MiB, the rates would not single out node3 (3.5x, not 5x); the
     # pair without node1 still lost more per MiB than both of node1's: the count names nobody.
     after["10.199.1.11"]["10.199.1.12"] = (int(30 * 170.04), int(170.04 * mib))
-    assert attributed(after) is None
+    assert _attributed(before, after) is None
 
 
 def test_a_real_stall_whose_waiting_peer_lost_a_few_segments_to_the_lossy_node_names_it() -> None:
