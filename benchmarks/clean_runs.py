@@ -43,14 +43,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from checks.job.phases import PHASES
+from checks.job.phases import JOB_PHASES
 from tests.lab import GpuNode, LabCluster
 from tests.lab.gpu import IB_HCAS, RECORDED_APP_XID, kernel_log_commands
 from tests.test_check_lab import check_argv
 
 LAB_LOCK = Path("/tmp/preflight-lab.lock")
-# The checks that share the training job (the first to run launches it), one a phase.
-JOB_CHECKS = tuple(phase.check for phase in PHASES.values())
 CHECK_TIMEOUT_S = 300
 # The recorded XID lines name the GPU at PCI 0000:01:00; the lab's GPU 0 is at 0000:18:00.
 RECORDED_XID_PCI = "PCI:0000:01:00"
@@ -219,7 +217,7 @@ def run_gpu(tally: Tally, nodes: int, runs: int, rng: random.Random) -> None:
             # the limit of the lab's sessions (not even as root), so the config states the lab's.
             config = Path(tmp) / "lab.toml"
             config.write_text(f'[limits]\nrdma_memlock = "{LAB_MEMLOCK}"\n', encoding="utf-8")
-            run_once(lab, Path(tmp), tally, ["--skip", ",".join(JOB_CHECKS), "--config", str(config)])
+            run_once(lab, Path(tmp), tally, ["--skip", ",".join(JOB_PHASES), "--config", str(config)])
         print(f"gpu run {i + 1}/{runs}: exit {list(tally.exit_codes.elements())[-1]}", file=sys.stderr)
 
 

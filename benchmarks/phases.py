@@ -25,12 +25,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from checks.job.phases import PHASES
+from checks.job.phases import JOB_PHASES
 from tests.lab import LabCluster
 from tests.test_check_lab import check_argv
-
-# The checks that share the training job (the first to run launches it), one a phase.
-JOB_CHECKS = tuple(phase.check for phase in PHASES.values())
 
 
 def one_run(lab: LabCluster, workdir: Path, extra: list[str]) -> tuple[dict[str, Any], float]:
@@ -61,9 +58,9 @@ def job_phases(data: dict[str, Any]) -> dict[str, float]:
     inside = {
         r["check"]: float(r["details"]["duration_s"])
         for r in data["results"]
-        if r["check"] in JOB_CHECKS and r["details"].get("duration_s") is not None
+        if r["check"] in JOB_PHASES and r["details"].get("duration_s") is not None
     }
-    job = sum(data["timings"].get(c, 0.0) for c in JOB_CHECKS)
+    job = sum(data["timings"].get(c, 0.0) for c in JOB_PHASES)
     found = {f"  job: {name} phase": seconds for name, seconds in inside.items()}
     found["  job: start, end"] = job - sum(inside.values())
     return found

@@ -1,7 +1,9 @@
 """The checks preflight runs, in the order it runs them and reports show them: :func:`registry`.
 
 A check that reads another's findings (``Check.reads``) comes after it; what checks share
-by I/O goes through probes (``CheckContext.probe``), which do not depend on the order.
+by I/O goes through probes (``CheckContext.probe``), which do not depend on the order. The checks
+judged in the job come in the order the job runs their phases, where the phases are registered
+(``checks.job.phases``).
 
 Importing the package imports no check (a check's node script, ``checks/<check>/node.py``, is
 sent to nodes on its own); the registry imports them when it is first asked.
@@ -10,6 +12,7 @@ sent to nodes on its own); the registry imports them when it is first asked.
 from __future__ import annotations
 
 from functools import cache
+from importlib import import_module
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -19,24 +22,20 @@ if TYPE_CHECKING:
 @cache
 def registry() -> tuple[Check, ...]:
     from checks import (
-        allreduce,
         baseline,
         clocks,
-        compute,
         connect,
-        ddp,
         environment,
         gpu_memory,
         hardware,
-        intranode,
         limits,
         names,
         ports,
-        rails,
         readings,
         storage,
         versions,
     )
+    from checks.job.phases import JOB_PHASES
 
     return (
         connect.CHECK,
@@ -50,10 +49,7 @@ def registry() -> tuple[Check, ...]:
         names.CHECK,
         clocks.CHECK,
         storage.CHECK,
-        compute.CHECK,
-        intranode.CHECK,
-        rails.CHECK,
-        allreduce.CHECK,
-        ddp.CHECK,
+        # Each check judged in the job is the package named after its phase.
+        *(import_module(f"checks.{name}").CHECK for name in JOB_PHASES),
         baseline.CHECK,
     )

@@ -4,10 +4,11 @@ Node code is written as ordinary modules that import each other by their real na
 (``from preflight.node.shared import error_text``), so that the controller's tests, mypy and
 editors follow them like any other code. A node has none of them installed: :func:`bundle`
 packs the entry module and the node modules it imports, directly or not, into one Python
-source. Run by the node's interpreter (as the standard input of ``python -``, through
-:data:`preflight.probes.STREAM_BOOTSTRAP`, or by a staying host), that source serves them from
-memory through a finder on ``sys.meta_path`` and runs the entry module as ``__main__``, as
-``python -m`` would. Nothing is written to the node's disk.
+source, with the node modules it is asked to carry besides (those the entry imports by a name it
+is sent: the job's phases). Run by the node's interpreter (as the standard input of
+``python -``, through :data:`preflight.probes.STREAM_BOOTSTRAP`, or by a staying host), that
+source serves them from memory through a finder on ``sys.meta_path`` and runs the entry module
+as ``__main__``, as ``python -m`` would. Nothing is written to the node's disk.
 
 A node module is a module of the project with a part named ``node`` or ``node_*`` in its dotted
 name (``preflight.node.facts``, ``checks.ports.node``, ``checks.job.node.harness``). It imports
@@ -26,7 +27,7 @@ import json
 import threading
 import tokenize
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -211,9 +212,12 @@ def for_nodes(source: str) -> str:
     return "".join(lines)
 
 
-def pack(entry: str) -> bytes:
-    """The bundle of ``entry``: one Python source that runs it as ``__main__`` wherever it is run."""
+def pack(entry: str, carried: Sequence[str] = ()) -> bytes:
+    """The bundle of ``entry``: one Python source that runs it as ``__main__`` wherever it is run,
+    carrying the node modules ``carried`` (and those they import) for it to import by name."""
     modules = node_modules(entry)
+    for name in carried:
+        modules.update(node_modules(name))
     served: dict[str, tuple[bool, str]] = {}
     for name, module in sorted(modules.items()):
         parts = name.split(".")
@@ -228,14 +232,16 @@ def pack(entry: str) -> bytes:
     return (head + body).encode("ascii")
 
 
-_packed: dict[str, bytes] = {}
+_packed: dict[tuple[str, frozenset[str]], bytes] = {}
 _packing = threading.Lock()
 
 
-def bundle(entry: str) -> bytes:
-    """:func:`pack`, once per entry module in this process: the hosts' threads that ask at once
-    wait for the one that packs (packing takes tens of milliseconds of the controller's CPU)."""
+def bundle(entry: str, carried: Sequence[str] = ()) -> bytes:
+    """:func:`pack`, once per entry module and carried modules in this process: the hosts' threads
+    that ask at once wait for the one that packs (packing takes tens of milliseconds of the
+    controller's CPU)."""
+    key = (entry, frozenset(carried))
     with _packing:
-        if entry not in _packed:
-            _packed[entry] = pack(entry)
-        return _packed[entry]
+        if key not in _packed:
+            _packed[key] = pack(entry, sorted(key[1]))
+        return _packed[key]

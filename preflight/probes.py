@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,10 +38,11 @@ _NOT_FOUND = 127
 _NOT_EXECUTABLE = 126
 
 
-def node_script(module: str) -> bytes:
+def node_script(module: str, carried: Sequence[str] = ()) -> bytes:
     """What is shipped to a node to run the node module ``module`` (dotted) as ``__main__``: its
-    bundle (:func:`preflight.bundle.bundle`); nothing is imported here."""
-    return bundle(module)
+    bundle (:func:`preflight.bundle.bundle`), with the node modules ``carried`` that it imports by
+    name; nothing is imported here."""
+    return bundle(module, carried)
 
 
 # The frame's line: this text, then the command's nonce. A shell cannot print it by chance.

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("preflight", "checks", "reports")
 MAX_LINES = 600
 # The checks judged in the job's outcome: the job package imports none of them.
-JUDGES_OF_THE_JOB = ("checks.allreduce", "checks.ddp", "checks.compute", "checks.intranode")
+JUDGES_OF_THE_JOB = ("checks.allreduce", "checks.ddp", "checks.compute", "checks.intranode", "checks.rails")
 # Keys of the facts document that happen to be check names too (preflight/facts.py reads them):
 # facts, not checks. The node scripts (preflight.node) gather the facts on the nodes, where no
 # check runs, and are not looked at.

@@ -4,7 +4,9 @@ its link's factor and noise, re-tested as the job plans), and why a recorded job
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+import json
 import random
 import statistics
 from collections.abc import Mapping
@@ -12,8 +14,17 @@ from typing import Any
 
 import pytest
 
-from checks.job.failures import explain_failures, job_results, last_error_line
+from checks.job.failures import (
+    NodeFailure,
+    RendezvousCount,
+    explain_failures,
+    job_results,
+    last_error_line,
+    rank_end,
+)
+from checks.job.node.markers import END_MARKER
 from checks.job.node.planning import first_busbw, robust_spread
+from checks.job.node.ranks_host import rank_end as end_record
 from checks.job.pairs import (
     FULL_PLAN_MAX_NODES,
     QUIET_SLOW_RATIO,
@@ -551,6 +562,69 @@ def test_a_silent_node_is_named_with_its_last_phase_and_how_long_it_was_silent()
     # With the moment it was last heard from, to read its own logs at.
     job = replace_node(job, "node3", silent_since="2026-11-26T17:05:12Z")
     assert "no heartbeat for 10.4 s, since 17:05:12 UTC (its link" in explain_failures(job)[0].reason
+
+
+def _ended(stderr: str) -> NodeFailure:
+    """The one failure explained for a job of one node that printed ``stderr`` and exited 1."""
+    job = replace_node(load_job("worker_killed"), "node3", stderr=stderr, exit_status=1)
+    (failure,) = explain_failures(dataclasses.replace(job, nodes=job.nodes[2:]))
+    return failure
+
+
+def _end_line(global_rank: int, local_rank: int, pid: int, code: int) -> str:
+    return END_MARKER + json.dumps(end_record(global_rank, local_rank, pid, code), sort_keys=True) + "\n"
+
+
+def test_a_rank_ended_by_a_signal_is_read_from_its_hosts_end_record() -> None:
+    line = _end_line(5, 1, 4242, -9)
+    assert json.loads(line[len(END_MARKER) :]) == {
+        "rank": 5, "local_rank": 1, "pid": 4242, "signal": 9, "signal_name": "SIGKILL",
+    }  # fmt: skip
+    failure = _ended("PREFLIGHT-JOB-RANK {}\n" + line)
+    assert (failure.kind, failure.culprit) == ("crashed", True)
+    assert failure.reason == "rank 5 was ended by SIGKILL (from outside the job: the out-of-memory killer?)"
+    assert _ended(_end_line(5, 1, 4242, -15)).reason == "rank 5 was ended by SIGTERM"
+    # A signal the system has no name for is said by its number.
+    assert "signal_name" not in json.loads(_end_line(5, 1, 4242, -77)[len(END_MARKER) :])
+    assert _ended(_end_line(5, 1, 4242, -77)).reason == "rank 5 was ended by signal 77"
+
+
+def test_a_rank_that_exited_with_a_status_is_said_from_its_record_unless_an_exception_says_more() -> None:
+    line = _end_line(4, 0, 4242, 3)
+    assert json.loads(line[len(END_MARKER) :]) == {"rank": 4, "local_rank": 0, "pid": 4242, "status": 3}
+    assert rank_end(line) is not None and rank_end(line) == rank_end("noise\n" + line + line)
+    failure = _ended("some output\n" + line)
+    assert failure.kind == "crashed"
+    assert failure.reason == "failed (exit status 1): rank 4 exited with status 3"
+    failure = _ended("RuntimeError: boom\n" + line)
+    assert failure.reason == "failed (exit status 1): RuntimeError: boom"
+    # The record itself is never quoted as the error.
+    assert last_error_line(line) is None
+
+
+def test_torchruns_root_cause_block_still_names_the_rank_and_the_signal() -> None:
+    # Third-party text, in the recorded job whose ranks torchrun started.
+    ended = rank_end(load_job("worker_killed").nodes[2].stderr)
+    assert ended is not None and (ended.rank, ended.signal, ended.signal_name) == (2, 9, "SIGKILL")
+
+
+def test_the_rendezvous_count_is_carried_as_numbers_not_found_again_in_a_sentence() -> None:
+    failures = {f.host: f for f in explain_failures(load_job("master_unreachable"))}
+    assert failures["node1"].rendezvous == RendezvousCount(joined=2, total=3)
+    assert failures["node2"].rendezvous is None and failures["node3"].rendezvous is None
+    # The master that reported its count in the document: the node that never joined carries it.
+    never = explain_failures(load_job("never_joined"))[0]
+    assert (never.host, never.rendezvous) == ("node3", RendezvousCount(2, 3))
+    assert never.reason == "never joined the rendezvous (rendezvous saw only 2 of 3 nodes join)"
+
+
+def test_the_ranks_a_node_saw_miss_the_barrier_are_carried_with_its_failure() -> None:
+    # torchrun's stderr of a real late rank (rank 2) at a monitored barrier, as node1's.
+    stderr = (JOBS / "monitored_barrier.stderr").read_text()
+    job = replace_node(load_job("three_nodes"), "node1", stderr=stderr, exit_status=1)
+    failures = {f.host: f for f in explain_failures(job)}
+    assert failures["node1"].ranks == (2,) and failures["node1"].kind == "victim"
+    assert failures["node3"].kind == "hung" and failures["node3"].culprit
 
 
 def test_heartbeat_lines_are_never_quoted_as_the_error() -> None:

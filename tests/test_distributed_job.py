@@ -20,7 +20,8 @@ from typing import Any
 
 import pytest
 
-from checks.job import launch, phases
+from checks.intranode.phase import INTRANODE_BYTES
+from checks.job import launch
 from checks.job.node.harness import Job, MissingSetting, StoppedByPeer, wait_for_master
 from checks.job.node.markers import PHASE_MARKER, RANK_MARKER, parse_result_line
 from checks.job.node.pair_tests import PairTests
@@ -28,8 +29,9 @@ from checks.job.node.pattern import count_unlike, expected_sums, fill_periodic, 
 from checks.job.node.planning import bus_bandwidth, cut_short_time, pair_size, plan_iterations, sweep_sizes
 from checks.job.node.ranks_host import _spawn_rank, rank_environment
 from checks.job.node.sweep import sweep
-from checks.job.outcome import JOB_PHASES, JobOutcome, NodeOutcome
+from checks.job.outcome import JobOutcome, NodeOutcome
 from checks.job.pairs import plan_rounds
+from checks.job.phases import JOB_PHASES
 from checks.job.settings import AllreduceSection, ComputeSection
 from checks.job.stalled_node import read_progress, stalled_node
 from preflight.check import CheckContext
@@ -219,7 +221,7 @@ def test_one_node_burns_and_measures_its_inside_path_with_the_launchers_settings
     assert all(r["dtype"] == "fp32" and r["flops_per_s"] > 0 for r in compute["ranks"])
     intranode = document["intranode"]
     assert intranode["skipped"] is None and len(intranode["ranks"]) == 3
-    assert all(r["size_bytes"] == phases.INTRANODE_BYTES and r["busbw_gbps"] > 0 for r in intranode["ranks"])
+    assert all(r["size_bytes"] == INTRANODE_BYTES and r["busbw_gbps"] > 0 for r in intranode["ranks"])
 
 
 # --------------------------------------------------------------------------- three nodes on localhost
@@ -271,10 +273,10 @@ def test_a_healthy_job_beats_its_progress_and_counters_and_names_no_stalled_node
     progress = [read_progress(node.stderr) for node in nodes]
     for seen in progress:
         beats = seen["allreduce"]["ranks"]
-        assert len(beats) == 1 and all(b[1] > 0 and b[2] for b in next(iter(beats.values()))[-1:])
+        assert len(beats) == 1 and all(b["ops"] and b["done"] for b in next(iter(beats.values()))[-1:])
         # The node's counters: at the phase's start and since, with this machine's addresses.
         net = seen["allreduce"]["net"]
-        assert len(net) >= 2 and "Tcp.RetransSegs" in net[0][1]["counters"]
+        assert len(net) >= 2 and "Tcp.RetransSegs" in net[0]["net"]["counters"]
     outcome = JobOutcome(
         phases=("allreduce", "ddp"),
         backend="gloo",
@@ -531,7 +533,7 @@ def test_a_rank_started_in_a_fresh_interpreter_finds_every_module_in_the_bundle(
     place = {"nproc": 1, "node_rank": 0, "nnodes": 1, "rank_offset": 0, "world_size": 1,
              "master_addr": "127.0.0.1", "master_port": free_port(), "env": {}}  # fmt: skip
     args = job_args(1, phases=["allreduce"], sweep_budget_s=1.0, max_bytes=64 * 1024)
-    pid = _spawn_rank(rank_environment(place, 0), args, node_script(launch.NODE_SCRIPT))
+    pid = _spawn_rank(rank_environment(place, 0), args, launch.job_script(args))
     _, status = os.waitpid(pid, 0)
     out, err = capfd.readouterr()
     assert os.waitstatus_to_exitcode(status) == 0, err[-3000:]
@@ -545,9 +547,10 @@ def test_the_job_bundle_runs_on_the_oldest_python_and_says_when_torch_is_missing
     preflight on the path); without torch there, rank 0 prints a document that says so."""
     python = _oldest_python()
     assert python is not None, "no Python 3.8 interpreter on this machine (pyenv's 3.8 is expected)"
+    args = job_args(1)
     done = subprocess.run(
-        [python, "-I", "-", json.dumps(job_args(1))],
-        input=node_script(launch.NODE_SCRIPT),
+        [python, "-I", "-", json.dumps(args)],
+        input=launch.job_script(args),
         capture_output=True,
         cwd=tmp_path,
         env={"RANK": "0", "PATH": os.environ.get("PATH", "")},

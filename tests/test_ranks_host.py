@@ -15,6 +15,7 @@ from typing import Any
 
 from checks.job import launch
 from checks.job.failures import explain_failures
+from checks.job.node.markers import END_MARKER, marked_lines
 from checks.job.node.ranks_host import RANK_COMM
 from checks.job.outcome import JobOutcome, NodeOutcome
 from preflight.probes import STREAM_BOOTSTRAP, node_script
@@ -112,7 +113,12 @@ def test_a_rank_that_dies_ends_its_node_and_the_host_names_it() -> None:
     stderr = proc.stderr.read()
     assert ranks_of(proc.pid) == []
     text = stderr.decode()
-    assert f"pid {victim}) was ended by signal 9 (SIGKILL)" in text
+    # One end record, for the rank that died (the host ended the others itself).
+    (end,) = marked_lines(text, END_MARKER)
+    assert end == {
+        "rank": end["local_rank"], "local_rank": end["local_rank"], "pid": victim,
+        "signal": 9, "signal_name": "SIGKILL",
+    }  # fmt: skip
     node = NodeOutcome("node1", 0, proc.returncode, False, False, False, text)
     outcome = JobOutcome(
         phases=("allreduce",), backend="gloo", master="127.0.0.1", port=0, nodes=(node,),

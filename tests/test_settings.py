@@ -8,12 +8,10 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Literal
 
 import pytest
 
 import checks
-from checks.job.pairs import plan_rounds, round_count
 from checks.storage.settings import StorageSection
 from preflight import cli
 from preflight.check import Check
@@ -166,20 +164,10 @@ def test_the_expected_duration_keeps_its_figures() -> None:
 def test_the_rail_tests_expected_and_budgeted_count_the_rounds_the_ring_takes() -> None:
     # Two nodes are one pair: one round of rail tests, not two; an even ring takes two rounds, an
     # odd one three.
-    from checks.job.phases import PHASES
-    from checks.rails.settings import DURATION
+    from checks.rails.phase import PHASE
 
-    (tests,) = [cost for cost in DURATION if cost.what == "the rail tests"]
-    budget = PHASES["rails"].budget_s
-    settings = PHASES["rails"].settings
     for n_nodes, rounds in ((2, 1), (3, 3), (4, 2), (5, 3), (8, 2), (9, 3)):
-        assert tests.seconds(Config(), n_nodes) == pytest.approx(rounds * 2.0 / 4), n_nodes
+        assert PHASE.expected_s(Config(), n_nodes) == pytest.approx(rounds * 2.0 / 4), n_nodes
         # The budget: the bandwidth and the latency passes, each re-tested at most once.
-        sent = settings(Config(), [f"node{i}" for i in range(n_nodes)], True)
-        assert budget(sent) == pytest.approx(5.0 + 2 * 2 * rounds * (2.0 + 1)), n_nodes
-
-
-@pytest.mark.parametrize("mode", ["auto", "full", "sparse"])
-def test_the_pair_rounds_counted_are_the_rounds_planned(mode: Literal["auto", "full", "sparse"]) -> None:
-    for n_nodes in range(40):
-        assert round_count(n_nodes, mode) == len(plan_rounds(n_nodes, mode)), n_nodes
+        sent = PHASE.sent(Config(), [f"node{i}" for i in range(n_nodes)], True)
+        assert PHASE.budget_s(sent) == pytest.approx(5.0 + 2 * 2 * rounds * (2.0 + 1)), n_nodes

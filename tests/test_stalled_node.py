@@ -57,6 +57,27 @@ def _stderr(beats: list[dict[str, Any]]) -> str:
     return "".join(f"PREFLIGHT-JOB-BEAT {json.dumps(b)}\n" for b in beats)
 
 
+def test_the_heartbeats_are_kept_as_records_with_named_fields() -> None:
+    beats = _beats(3, "allreduce", [(100.0, 4, False, False), (102.0, 9, True, False)])
+    beats.append(_net(103.5, "10.0.0.1", {"10.0.0.2": 7}) | {"rank": 3, "ops": 9, "done": True})
+    progress = read_progress(_stderr(beats))
+    assert progress["allreduce"]["ranks"] == {
+        "3": [
+            {"t": 100.0, "ops": 4, "done": False, "failed": False},
+            {"t": 102.0, "ops": 9, "done": True, "failed": False},
+            {"t": 103.5, "ops": 9, "done": True, "failed": False},
+        ]
+    }
+    (sample,) = progress["allreduce"]["net"]
+    assert sample["t"] == 103.5 and sample["net"]["peers"] == {"10.0.0.2": {"retrans": 7}}
+    # The recorded jobs keep the same shape (what the launcher stored, read back from JSON).
+    for node in load_job("stalled_mid_job").nodes:
+        for seen in node.progress.values():
+            for kept in seen["ranks"].values():
+                assert all(set(beat) == {"t", "ops", "done", "failed"} for beat in kept)
+            assert all(set(sample) == {"t", "net"} for sample in seen["net"])
+
+
 def test_ranks_behind_the_others_on_one_node_are_named_by_their_collectives() -> None:
     # Built from the beats' form: node2's two ranks still beat, but had completed 3 of the inside
     # phase's all-reduces when the other nodes' ranks had done all 16 (a slow loopback).

@@ -8,15 +8,15 @@ from __future__ import annotations
 from checks.allreduce.details import NAME
 from checks.allreduce.judge import judge_allreduce
 from checks.allreduce.measures import MEASURES
+from checks.allreduce.phase import PHASE
 from checks.allreduce.present import PRESENTATION
-from checks.allreduce.settings import DURATION, SETTINGS
-from checks.compute.root_cause import CAUSE_CHECKS, causes_in, refer_to_compute
+from checks.compute.root_cause import causes_in, refer_to_compute
 from checks.job import launch
 from preflight.check import Check, CheckContext
 from preflight.model import CheckResult
 from preflight.settings import PROFILES
 
-__all__ = ["CHECK", "NAME", "PRESENTATION", "judge_allreduce"]
+__all__ = ["CHECK", "NAME", "PHASE", "PRESENTATION", "judge_allreduce"]
 
 
 def _run(ctx: CheckContext) -> list[CheckResult]:
@@ -30,9 +30,9 @@ CHECK = Check(
     run=_run,
     presentation=PRESENTATION,
     warm_imports=launch.JOB_IMPORTS,
-    reads=("ports", *CAUSE_CHECKS),
-    settings=SETTINGS,
+    reads=("ports", *PHASE.refers_to),
+    settings=PHASE.settings,
     profiles=PROFILES,
-    duration=DURATION,
+    duration=PHASE.duration,
     measures=MEASURES,
 )

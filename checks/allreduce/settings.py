@@ -1,22 +1,17 @@
-"""``[allreduce]``: its section (:class:`AllreduceSection`, kept with the job that reads it), what
-``--quick`` and ``--deep`` change in it, and what the sweep and the pair rounds add to a run's
-expected duration.
+"""``[allreduce]``: its section (:class:`AllreduceSection`, kept with the job that reads it) and
+what ``--quick`` and ``--deep`` change in it. What the sweep and the pair rounds add to a run's
+expected duration is counted from the phase it declares (``checks.allreduce.phase``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-from checks.job.pairs import pairs_tested, round_count
-from checks.job.settings import JOB_START, AllreduceSection
-from preflight.config import Config
-from preflight.settings import Cost, Profile, Settings
+from checks.job.settings import AllreduceSection
+from preflight.settings import Profile, Settings
 
-__all__ = ["DURATION", "SETTINGS", "AllreduceSection"]
+__all__ = ["SETTINGS", "AllreduceSection"]
 
-# Seconds the sweep of message sizes takes on a healthy fabric (4x apart, 20 iterations), measured
-# on the lab cluster (3 nodes, 2 shared cores).
-SWEEP_S = 1.8
 # --quick's sweep: timed iterations and warm-ups per size (nccl-tests' -n and -w; the standard
 # profile's are 20 and 5; the probe op of each size is its first warm-up). A quick verdict reads
 # the sums of every size and the busbw of the largest against the floor: fewer ops per size keep
@@ -48,19 +43,4 @@ def _profiled(cfg: AllreduceSection, profile: Profile) -> AllreduceSection:
     return cfg
 
 
-def _sweep_s(config: Config, n_hosts: int) -> float:
-    # Twice as many sizes at a factor of 2, time in proportion to the iterations; its budget at most.
-    cfg = config.section(AllreduceSection)
-    sweep = SWEEP_S * (2 if cfg.sweep_factor == 2 else 1) * max(1, cfg.iters) / 20
-    return min(cfg.sweep_budget_s, sweep)
-
-
-def _pair_rounds_s(config: Config, n_hosts: int) -> float:
-    # A pair round of the first wave takes about a quarter of its budget on a healthy fabric.
-    cfg = config.section(AllreduceSection)
-    rounds = round_count(n_hosts, cfg.pair_plan) if pairs_tested(n_hosts, cfg.pairwise) else 0
-    return rounds * cfg.pair_budget_s / 4
-
-
 SETTINGS = Settings(AllreduceSection, profile=_profiled)
-DURATION = (JOB_START, Cost("the sweep of message sizes", _sweep_s), Cost("the pair rounds", _pair_rounds_s))

@@ -9,13 +9,13 @@ from __future__ import annotations
 from checks.compute.details import NAME
 from checks.compute.judge import judge_compute
 from checks.compute.measures import MEASURES, slow_gpus
+from checks.compute.phase import PHASE
 from checks.compute.present import PRESENTATION
-from checks.compute.settings import DURATION, SETTINGS
 from checks.job import launch
 from preflight.check import Check, CheckContext
 from preflight.model import CheckResult
 
-__all__ = ["CHECK", "NAME", "PRESENTATION", "judge_compute"]
+__all__ = ["CHECK", "NAME", "PHASE", "PRESENTATION", "judge_compute"]
 
 
 def _run(ctx: CheckContext) -> list[CheckResult]:
@@ -28,9 +28,9 @@ CHECK = Check(
     run=_run,
     presentation=PRESENTATION,
     warm_imports=launch.JOB_IMPORTS,
-    reads=("ports",),
-    settings=SETTINGS,
-    duration=DURATION,
+    reads=("ports", *PHASE.refers_to),
+    settings=PHASE.settings,
+    duration=PHASE.duration,
     measures=MEASURES,
     parts_named=slow_gpus,
 )

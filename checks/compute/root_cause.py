@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
+from functools import cache
 from typing import Any
 
 from checks.compute.details import NAME as COMPUTE
@@ -25,31 +26,55 @@ ADVICE = (
 _SPEED_KEYS = ("ratio", "link", "floor_gbps", "compute_step_s", "busbw_gbps")
 
 
-# Root-cause findings the network checks refer to: the item, and what it says of the node
-# (compute's, intranode's, and hardware's NVLinks down, which slow every collective of the node).
-ROOT_CAUSES = {
-    "slow_compute": "being slow at compute",
-    "slow_inside_node": "being slow inside itself",
-    "gpu_nvlink": "having NVLinks down",
-    "slow_rail": "having a slow card on one of its rails",
-    "slow_on_every_rail": "being slow on every rail",
-}
+def _declared() -> tuple[tuple[str, Mapping[str, str]], ...]:
+    """Each check whose findings can be a node's root cause, with their items and what each says of
+    the node, as the checks declare them, in the order they take precedence: a slow GPU slows every
+    collective of its node, NVLinks down slow the node inside, and a node slow inside is slow on
+    every rail. Read when first needed: the checks that declare them import this module."""
+    from checks.compute.phase import PHASE as COMPUTE_PHASE
+    from checks.hardware import NAME as HARDWARE
+    from checks.hardware import ROOT_CAUSES as HARDWARE_CAUSES
+    from checks.intranode.phase import PHASE as INTRANODE_PHASE
+    from checks.rails.phase import PHASE as RAILS_PHASE
+
+    return (
+        (COMPUTE_PHASE.name, COMPUTE_PHASE.root_causes),
+        (HARDWARE, HARDWARE_CAUSES),
+        (INTRANODE_PHASE.name, INTRANODE_PHASE.root_causes),
+        (RAILS_PHASE.name, RAILS_PHASE.root_causes),
+    )
 
 
-# The checks whose findings can be a node's root cause, in the order they take precedence.
-CAUSE_CHECKS = ("compute", "hardware", "intranode", "rails")
+def _in_network(item: str) -> bool:
+    """Whether a root cause is in the node's network itself: a rail's, whose ratio is against the
+    rail's healthy tests, not the median node."""
+    from checks.rails.phase import PHASE as RAILS_PHASE
+
+    return item in RAILS_PHASE.root_causes
+
+
+@cache
+def root_causes() -> dict[str, str]:
+    """Each root-cause item the network checks refer to, and what it says of the node."""
+    return {item: being for _, items in _declared() for item, being in items.items()}
+
+
+@cache
+def cause_checks() -> tuple[str, ...]:
+    """The checks whose findings can be a node's root cause, in the order they take precedence."""
+    return tuple(check for check, _ in _declared())
 
 
 def causes_in(findings: Mapping[str, Sequence[CheckResult]]) -> list[CheckResult]:
-    """The findings of ``CAUSE_CHECKS`` among a check's ``findings``, compute's first."""
-    return [result for name in CAUSE_CHECKS for result in findings.get(name, ())]
+    """The findings of :func:`cause_checks` among a check's ``findings``, compute's first."""
+    return [result for name in cause_checks() for result in findings.get(name, ())]
 
 
 def slow_at_compute(compute: Sequence[CheckResult]) -> dict[str, CheckResult]:
     """Host -> the finding (compute, or inside the node) that names it slow."""
     found: dict[str, CheckResult] = {}
     for result in compute:
-        if result.status == "fail" and result.details.get("item") in ROOT_CAUSES:
+        if result.status == "fail" and result.details.get("item") in root_causes():
             for host in result.hosts:
                 found.setdefault(host, result)
     return found
@@ -77,10 +102,9 @@ def refer_to_compute(
         cause = slow[named[0]]
         ratio = cause.details.get("ratio")
         unit = "rank" if cause.check == COMPUTE else "node"
-        # A slow rail is the node's network: its ratio is against the rail's healthy tests.
-        in_network = cause.details.get("item") in ("slow_rail", "slow_on_every_rail")
+        in_network = _in_network(str(cause.details.get("item")))
         how = f" at {ratio:.2g}x the median {unit}" if isinstance(ratio, float) and not in_network else ""
-        being = ROOT_CAUSES[str(cause.details.get("item"))]
+        being = root_causes()[str(cause.details.get("item"))]
         summary = f"{result.summary.rstrip('.')}; caused by {fold(named)} {being}{how}"
         summary += f" (see the {cause.check} finding)"
         if not_by and not in_network:

@@ -1,16 +1,16 @@
-"""``[compute]``: its section (:class:`ComputeSection`, kept with the job that reads it), what
-``--deep`` changes in it, and what the burn adds to a run's expected duration.
+"""``[compute]``: its section (:class:`ComputeSection`, kept with the job that reads it) and what
+``--deep`` changes in it. What the burn adds to a run's expected duration is counted from the
+phase it declares (``checks.compute.phase``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-from checks.job.settings import JOB_START, ComputeSection
-from preflight.config import Config
-from preflight.settings import Cost, Profile, Settings
+from checks.job.settings import ComputeSection
+from preflight.settings import Profile, Settings
 
-__all__ = ["DURATION", "SETTINGS", "ComputeSection"]
+__all__ = ["SETTINGS", "ComputeSection"]
 
 # Seconds --deep burns at least: long enough for a GPU to reach its steady temperature and clocks
 # (thermal slowdown shows after seconds, a power cap or a broken GPU at once).
@@ -21,9 +21,4 @@ def _profiled(cfg: ComputeSection, profile: Profile) -> ComputeSection:
     return dataclasses.replace(cfg, burn_s=max(cfg.burn_s, DEEP_BURN_S)) if profile == "deep" else cfg
 
 
-def _burn_s(config: Config, n_hosts: int) -> float:
-    return config.section(ComputeSection).burn_s
-
-
 SETTINGS = Settings(ComputeSection, profile=_profiled)
-DURATION = (JOB_START, Cost("the compute burn", _burn_s))

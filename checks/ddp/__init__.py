@@ -5,17 +5,17 @@ and gradients agree, no straggler in its own compute time. Its phase runs in the
 
 from __future__ import annotations
 
-from checks.compute.root_cause import CAUSE_CHECKS, causes_in, refer_to_compute
+from checks.compute.root_cause import causes_in, refer_to_compute
 from checks.ddp.details import NAME
 from checks.ddp.judge import judge_ddp
 from checks.ddp.measures import MEASURES
+from checks.ddp.phase import PHASE
 from checks.ddp.present import PRESENTATION
-from checks.ddp.settings import DURATION, SETTINGS
 from checks.job import launch
 from preflight.check import Check, CheckContext
 from preflight.model import CheckResult
 
-__all__ = ["CHECK", "NAME", "PRESENTATION", "judge_ddp"]
+__all__ = ["CHECK", "NAME", "PHASE", "PRESENTATION", "judge_ddp"]
 
 
 def _run(ctx: CheckContext) -> list[CheckResult]:
@@ -29,8 +29,8 @@ CHECK = Check(
     run=_run,
     presentation=PRESENTATION,
     warm_imports=launch.JOB_IMPORTS + launch.DDP_IMPORTS,
-    reads=("ports", *CAUSE_CHECKS),
-    settings=SETTINGS,
-    duration=DURATION,
+    reads=("ports", *PHASE.refers_to),
+    settings=PHASE.settings,
+    duration=PHASE.duration,
     measures=MEASURES,
 )

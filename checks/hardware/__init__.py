@@ -10,7 +10,12 @@ from checks.hardware.settings import SETTINGS
 from preflight.check import Check, CheckContext
 from preflight.model import CheckResult
 
-__all__ = ["CHECK", "NAME", "PRESENTATION", "judge_hardware"]
+__all__ = ["CHECK", "NAME", "PRESENTATION", "ROOT_CAUSES", "judge_hardware"]
+
+# The item of this check's findings that is a node's root cause for the job's findings about the
+# node's speed (``checks.compute.root_cause``), and what it says of the node: NVLinks down slow
+# every collective inside the node.
+ROOT_CAUSES = {"gpu_nvlink": "having NVLinks down"}
 
 
 def _run(ctx: CheckContext) -> list[CheckResult]:

@@ -6,22 +6,22 @@ and the network checks refer to it. Skipped with a reason when every node runs o
 
 from __future__ import annotations
 
-from checks.compute.root_cause import refer_to_compute
+from checks.compute.root_cause import causes_in, refer_to_compute
 from checks.intranode.judge import NAME, judge_intranode
 from checks.intranode.measures import MEASURES
+from checks.intranode.phase import PHASE
 from checks.intranode.present import PRESENTATION
-from checks.intranode.settings import DURATION, SETTINGS
 from checks.job import launch
 from preflight.check import Check, CheckContext
 from preflight.model import CheckResult
 
-__all__ = ["CHECK", "NAME", "PRESENTATION", "judge_intranode"]
+__all__ = ["CHECK", "NAME", "PHASE", "PRESENTATION", "judge_intranode"]
 
 
 def _run(ctx: CheckContext) -> list[CheckResult]:
     found = launch.judge_job(ctx, NAME, lambda outcome: judge_intranode(outcome, ctx.config))
     # A node slow inside itself whose GPUs have NVLinks down: the hardware finding says why.
-    return refer_to_compute(found, ctx.findings.get("hardware", ()), not_by=None)
+    return refer_to_compute(found, causes_in(ctx.findings), not_by=None)
 
 
 CHECK = Check(
@@ -30,8 +30,8 @@ CHECK = Check(
     run=_run,
     presentation=PRESENTATION,
     warm_imports=launch.JOB_IMPORTS,
-    reads=("ports", "hardware"),
-    settings=SETTINGS,
-    duration=DURATION,
+    reads=("ports", *PHASE.refers_to),
+    settings=PHASE.settings,
+    duration=PHASE.duration,
     measures=MEASURES,
 )

@@ -1,12 +1,11 @@
-"""``[intranode]``: how slow inside a node is too slow; its phase runs in the job, whose start it
-shares.
+"""``[intranode]``: how slow inside a node is too slow. Its phase runs in the job
+(``checks.intranode.phase``), whose start it shares.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from checks.job.settings import JOB_START
 from preflight.settings import Settings
 
 
@@ -19,4 +18,3 @@ class IntranodeSection:
 
 
 SETTINGS = Settings(IntranodeSection)
-DURATION = (JOB_START,)

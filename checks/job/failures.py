@@ -5,12 +5,13 @@ phase, a phase that raised on some rank, and the table a finding shows of it.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from checks.job.node.markers import BEAT_MARKER, PHASE_MARKER, RANK_MARKER, marked_lines
+from checks.job.node.markers import BEAT_MARKER, END_MARKER, PHASE_MARKER, RANK_MARKER, marked_lines
 from checks.job.outcome import JobOutcome, NodeOutcome
 from checks.job.stalled_node import stalled_node
 from preflight.model import CheckResult
@@ -21,14 +22,67 @@ FailureKind = Literal["lost", "never_joined", "crashed", "hung", "victim", "time
 
 
 @dataclass(frozen=True)
+class RendezvousCount:
+    """The master's store gave up waiting with fewer nodes than the job has (torch's
+    ``2/3 clients joined``)."""
+
+    joined: int
+    total: int
+
+    @property
+    def said(self) -> str:
+        return f"rendezvous saw only {self.joined} of {self.total} nodes join"
+
+
+@dataclass(frozen=True)
+class MissedBarrier:
+    """Ranks a monitored barrier reports missing (torch's ``Ranks 2 failed to pass monitoredBarrier
+    in 3000 ms``), and how long it waited for them."""
+
+    ranks: tuple[int, ...]
+    waited_ms: int
+
+    @property
+    def waited(self) -> str:
+        return f"monitored_barrier waited {_seconds(self.waited_ms)}"
+
+
+@dataclass(frozen=True)
+class RankEnd:
+    """How a node's first failed rank ended: its exit status, or the signal that ended it."""
+
+    rank: int | None  # None: the log did not say which rank
+    status: int | None = None
+    signal: int | None = None
+    signal_name: str | None = None  # ``SIGKILL``; None for a signal without a name
+
+    @property
+    def said(self) -> str:
+        who = "a rank" if self.rank is None else f"rank {self.rank}"
+        if self.signal is None:
+            return f"{who} exited with status {self.status}"
+        by = self.signal_name or f"signal {self.signal}"
+        outside = (
+            " (from outside the job: the out-of-memory killer?)" if self.signal_name == "SIGKILL" else ""
+        )
+        return f"{who} was ended by {by}{outside}"
+
+
+@dataclass(frozen=True)
 class NodeFailure:
-    """What went wrong on one node; ``culprit`` is False for nodes that only suffered from another."""
+    """What went wrong on one node; ``culprit`` is False for nodes that only suffered from another.
+    What the reason is about, where a finding needs it, is kept as fields too."""
 
     host: str
     kind: FailureKind
     reason: str
     culprit: bool
-    ranks: tuple[int, ...] = ()  # for "hung": the ranks that did not arrive
+    # For a node that waited at the join barrier: the ranks it saw miss it.
+    ranks: tuple[int, ...] = ()
+    # The master's count, where the failure is the rendezvous falling short of the job's nodes.
+    rendezvous: RendezvousCount | None = None
+    # It lost its connection to a peer (closed or reset under it).
+    peer_lost: bool = False
 
 
 _MASTER_TIMEOUT_RE = re.compile(
@@ -55,10 +109,11 @@ _EXCEPTION_RE = re.compile(
 )
 _RANK_PREFIX_RE = re.compile(r"^\[rank\d+\]:\s?")
 _SOURCE_PREFIX_RE = re.compile(r"\[/[^\]]+:\d+\]\s*")
-# A rank ended by a signal, as the node's job host says it (or torchrun's agent, in older logs).
-_SIGNAL_RE = re.compile(r"(?:ended by signal|Signal) (?P<num>\d+) \((?P<name>SIG\w+)\)")
-# Which rank of the node died first: the host's line, or torchrun's "Root Cause" block.
-_ROOT_RANK_RE = re.compile(r"rank\s*:?\s*(?P<rank>\d+) \(local_rank:? \d+[,)]")
+# torchrun's "Root Cause" block, in logs of nodes whose ranks torchrun started (recorded jobs):
+# the rank that died first (``rank      : 2 (local_rank: 0)``) and the signal that ended it
+# (``traceback : Signal 9 (SIGKILL) received by PID 17252``).
+_TORCHRUN_SIGNAL_RE = re.compile(r"Signal (?P<num>\d+) \((?P<name>SIG\w+)\)")
+_TORCHRUN_RANK_RE = re.compile(r"rank\s*:\s*(?P<rank>\d+) \(local_rank: \d+\)")
 # The master's store gave up waiting for nodes; a node that joined waited for the others.
 _CLIENTS_RE = re.compile(r"waiting for clients\. (?P<joined>\d+)/(?P<total>\d+) clients joined")
 _ASSIGNED_RE = re.compile(r"wait timeout after \d+ms, keys: \S*torchelastic/assigned_ranks")
@@ -74,6 +129,8 @@ _NOISE_RE = re.compile(
     + re.escape(PHASE_MARKER)
     + "|"
     + re.escape(BEAT_MARKER)
+    + "|"
+    + re.escape(END_MARKER)
 )
 
 
@@ -85,15 +142,56 @@ def clean_message(text: str, limit: int = 240) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def last_error_line(stderr: str) -> str | None:
-    """The line a person would quote from a failed node's stderr: the last exception, else the last
-    line that is not noise."""
+def last_error_line(stderr: str, ended: RankEnd | None = None) -> str | None:
+    """The line a person would quote from a failed node's stderr: the last exception, else how its
+    first failed rank ``ended`` (the host writes that last), else the last line that is not noise."""
     lines = [_RANK_PREFIX_RE.sub("", line.rstrip()) for line in stderr.splitlines()]
     exceptions = [line for line in lines if _EXCEPTION_RE.match(line) and "ChildFailedError" not in line]
     if exceptions:
         return clean_message(exceptions[-1])
+    if ended is not None:
+        return ended.said
     meaningful = [line for line in lines if not _NOISE_RE.search(line)]
     return clean_message(meaningful[-1]) if meaningful else None
+
+
+def rank_end(stderr: str) -> RankEnd | None:
+    """How the node's first failed rank ended: its host's end record (the first, the one the host
+    writes), else, for a node whose ranks torchrun started, the signal in its "Root Cause" block."""
+    for record in marked_lines(stderr, END_MARKER):
+        rank, status, number, name = (record.get(k) for k in ("rank", "status", "signal", "signal_name"))
+        if isinstance(status, int) or isinstance(number, int):
+            return RankEnd(
+                rank if isinstance(rank, int) else None,
+                status if isinstance(status, int) else None,
+                number if isinstance(number, int) else None,
+                name if isinstance(name, str) else None,
+            )
+    signal = _TORCHRUN_SIGNAL_RE.search(stderr)
+    if signal is None:
+        return None
+    root = _TORCHRUN_RANK_RE.search(stderr)
+    rank = int(root.group("rank")) if root else None
+    return RankEnd(rank, signal=int(signal.group("num")), signal_name=signal.group("name"))
+
+
+def _rendezvous_count(text: str) -> RendezvousCount | None:
+    """The master's count of the nodes that joined, where torch's store error in ``text`` gives it."""
+    clients = _CLIENTS_RE.search(text)
+    return RendezvousCount(int(clients.group("joined")), int(clients.group("total"))) if clients else None
+
+
+def _missed_barrier(text: str) -> MissedBarrier | None:
+    """The ranks a monitored barrier reports missing in ``text``."""
+    barrier = _BARRIER_RE.search(text)
+    if barrier is None:
+        return None
+    ranks = tuple(int(r) for r in re.split(r"\s*,\s*", barrier.group("ranks")))
+    return MissedBarrier(ranks, int(barrier.group("ms")))
+
+
+def _never_reached(ranks: Sequence[int], hosts: Mapping[int, str]) -> str:
+    return f"{describe_ranks(ranks, hosts)} never reached the join barrier"
 
 
 def rank_hosts(outcome: JobOutcome) -> dict[int, str]:
@@ -143,7 +241,7 @@ def describe_ranks(ranks: Sequence[int], hosts: Mapping[int, str]) -> str:
     return "; ".join(parts)
 
 
-def _seconds(ms: str) -> str:
+def _seconds(ms: str | int) -> str:
     return f"{int(ms) / 1000:g} s"
 
 
@@ -193,18 +291,13 @@ def _diagnose(node: NodeOutcome, hosts: Mapping[int, str]) -> NodeFailure:
         return NodeFailure(node.host, "never_joined", unreachable, True)
     if node.killed:
         return NodeFailure(node.host, "ended", "ended by preflight after another node failed", False)
-    barrier = _BARRIER_RE.search(stderr)
+    barrier = _missed_barrier(stderr)
     if barrier:
-        ranks = tuple(int(r) for r in re.split(r"\s*,\s*", barrier.group("ranks")))
-        reason = (
-            f"saw {describe_ranks(ranks, hosts)} miss the join barrier "
-            f"(monitored_barrier waited {_seconds(barrier.group('ms'))})"
-        )
-        return NodeFailure(node.host, "victim", reason, False, ranks)
-    clients = _CLIENTS_RE.search(stderr)
-    if clients:
-        reason = f"the rendezvous saw only {clients.group('joined')} of {clients.group('total')} nodes join"
-        return NodeFailure(node.host, "victim", reason, False)
+        reason = f"saw {describe_ranks(barrier.ranks, hosts)} miss the join barrier ({barrier.waited})"
+        return NodeFailure(node.host, "victim", reason, False, barrier.ranks)
+    count = _rendezvous_count(stderr)
+    if count:
+        return NodeFailure(node.host, "victim", f"the {count.said}", False, rendezvous=count)
     if _ASSIGNED_RE.search(stderr):
         return NodeFailure(
             node.host, "victim", "joined the rendezvous, but the other nodes never came", False
@@ -219,26 +312,20 @@ def _diagnose(node: NodeOutcome, hosts: Mapping[int, str]) -> NodeFailure:
     peer = _PEER_RE.search(stderr)
     if peer:
         line = next((ln for ln in stderr.splitlines() if _PEER_RE.search(ln)), peer.group(0))
-        return NodeFailure(
-            node.host, "victim", f"lost its connection to a peer: {clean_message(line)}", False
-        )
+        reason = f"lost its connection to a peer: {clean_message(line)}"
+        return NodeFailure(node.host, "victim", reason, False, peer_lost=True)
     if _TIMEOUT_RE.search(stderr):
         line = next((ln for ln in stderr.splitlines() if _TIMEOUT_RE.search(ln)), "")
         reason = f"a collective timed out waiting for peers: {clean_message(line)}"
         return NodeFailure(node.host, "victim", reason, False)
     if node.timed_out:
         return NodeFailure(node.host, "timed_out", "did not finish before its deadline", False)
-    signal = _SIGNAL_RE.search(stderr)
-    if signal:
-        root = _ROOT_RANK_RE.search(stderr)
-        who = f"rank {root.group('rank')}" if root else "a rank"
-        outside = (
-            " (from outside the job: the out-of-memory killer?)" if signal.group("name") == "SIGKILL" else ""
-        )
-        return NodeFailure(node.host, "crashed", f"{who} was ended by {signal.group('name')}{outside}", True)
+    ended = rank_end(stderr)
+    if ended is not None and ended.signal is not None:
+        return NodeFailure(node.host, "crashed", ended.said, True)
     if node.exit_status is not None and node.exit_status < 0:
         return NodeFailure(node.host, "crashed", f"ended by signal {-node.exit_status}", True)
-    quoted = last_error_line(stderr)
+    quoted = last_error_line(stderr, ended)
     status = "no exit status" if node.exit_status is None else f"exit status {node.exit_status}"
     reason = f"failed ({status}): {quoted}" if quoted else f"failed ({status})"
     return NodeFailure(node.host, "crashed", reason, True)
@@ -250,17 +337,18 @@ def _started_hosts(outcome: JobOutcome) -> set[str]:
     }
 
 
-def _short_rendezvous(outcome: JobOutcome, failures: Sequence[NodeFailure]) -> str | None:
-    """``the rendezvous saw only N of M nodes join``, when the master said so: on a node that failed,
-    or in the document's errors (a master that reported its failed join and ended cleanly)."""
-    said = next((f.reason for f in failures if f.reason.startswith("the rendezvous saw only")), None)
+def _short_rendezvous(outcome: JobOutcome, failures: Sequence[NodeFailure]) -> RendezvousCount | None:
+    """The master's count of the nodes that joined, when it gave up short of the job's nodes: on a
+    node that failed, or in the document's errors (a master that reported its failed join and ended
+    cleanly)."""
+    said = next((f.rendezvous for f in failures if f.rendezvous is not None), None)
     if said is not None:
         return said
     errors = (outcome.document or {}).get("phase_errors") or {}
     for message in errors.values() if isinstance(errors, Mapping) else ():
-        clients = _CLIENTS_RE.search(str(message))
-        if clients:
-            return f"the rendezvous saw only {clients.group('joined')} of {clients.group('total')} nodes join"
+        count = _rendezvous_count(str(message))
+        if count:
+            return count
     return None
 
 
@@ -276,9 +364,7 @@ def _as_consequences(failures: Sequence[NodeFailure]) -> list[NodeFailure]:
         return list(failures)
     because = f"stopped because {fold(stalled)} stalled"
     return [
-        f
-        if f.culprit or f.host in stalled
-        else NodeFailure(f.host, f.kind, f"{because}: {f.reason}", False, f.ranks)
+        f if f.culprit or f.host in stalled else dataclasses.replace(f, reason=f"{because}: {f.reason}")
         for f in failures
     ]
 
@@ -300,18 +386,16 @@ def explain_failures(outcome: JobOutcome) -> list[NodeFailure]:
             host = hosts.get(rank)
             if host is not None and host not in named:
                 named.add(host)
-                extra.append(
-                    NodeFailure(
-                        host, "hung", f"{describe_ranks([rank], hosts)} never reached the join barrier", True
-                    )
-                )
+                extra.append(NodeFailure(host, "hung", _never_reached([rank], hosts), True))
     failures = extra + failures
     short = _short_rendezvous(outcome, failures)
     if short is not None and not any(f.culprit for f in failures):
         # The master counted fewer nodes than expected; the ones that show no sign of joining
         # (no worker started, no wait on the rendezvous) are the missing ones.
         failures = [
-            NodeFailure(f.host, "never_joined", f"never joined the rendezvous ({short[4:]})", True)
+            NodeFailure(
+                f.host, "never_joined", f"never joined the rendezvous ({short.said})", True, rendezvous=short
+            )
             if f.kind in ("ended", "timed_out") and f.host not in _started_hosts(outcome)
             else f
             for f in failures
@@ -319,10 +403,7 @@ def explain_failures(outcome: JobOutcome) -> list[NodeFailure]:
     failures = _as_consequences(failures)
     if not any(f.culprit for f in failures):
         # Nobody failed on their own: the ones that hung until their deadline are the suspects.
-        failures = [
-            NodeFailure(f.host, f.kind, f.reason, True, f.ranks) if f.kind == "timed_out" else f
-            for f in failures
-        ]
+        failures = [dataclasses.replace(f, culprit=True) if f.kind == "timed_out" else f for f in failures]
     failures.sort(key=lambda f: not f.culprit)
     return failures
 
@@ -342,11 +423,10 @@ def _failure_summary(failures: Sequence[NodeFailure]) -> str:
         return first.reason if len(failures) == 1 else f"{hosts}: {first.reason}"
     if first.kind == "timed_out":
         return f"{hosts} did not finish before the job's deadline, and no node reported an error"
-    return (
-        f"{hosts} {first.reason}"
-        if first.reason.startswith(("saw ", "lost "))
-        else f"{hosts}: {first.reason}"
-    )
+    if first.ranks or first.peer_lost:
+        # What it saw at the barrier, or the connection it lost, reads on from its name.
+        return f"{hosts} {first.reason}"
+    return f"{hosts}: {first.reason}"
 
 
 def failing_phase(outcome: JobOutcome) -> str | None:
@@ -432,14 +512,10 @@ def phase_error_result(check: str, outcome: JobOutcome, phase: str, message: str
     """A phase that raised on some rank: the ranks a monitored barrier names, else the rank that failed."""
     hosts = rank_hosts(outcome)
     details = {"phase_error": message}
-    barrier = _BARRIER_RE.search(message)
+    barrier = _missed_barrier(message)
     if barrier:
-        ranks = [int(r) for r in re.split(r"\s*,\s*", barrier.group("ranks"))]
-        culprit_hosts = tuple(dict.fromkeys(hosts[r] for r in ranks if r in hosts))
-        summary = (
-            f"{describe_ranks(ranks, hosts)} never reached the join barrier "
-            f"(monitored_barrier waited {_seconds(barrier.group('ms'))})"
-        )
+        culprit_hosts = tuple(dict.fromkeys(hosts[r] for r in barrier.ranks if r in hosts))
+        summary = f"{_never_reached(barrier.ranks, hosts)} ({barrier.waited})"
         return CheckResult(check, "fail", summary, culprit_hosts, details)
     first = message.split("; ")[0]
     found = _ERROR_RANK_RE.match(first)

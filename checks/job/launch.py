@@ -23,8 +23,8 @@ from checks.job.layout import decide_devices, socket_environment, socket_interfa
 from checks.job.nccl_log import parse_nccl_log
 from checks.job.node.counters import read_samples, without_samples
 from checks.job.node.markers import BEAT_MARKER, marked_lines, parse_result_line
-from checks.job.outcome import JOB_PHASES, JobNotRun, JobOutcome, NodeOutcome
-from checks.job.phases import PHASES
+from checks.job.outcome import JobNotRun, JobOutcome, NodeOutcome
+from checks.job.phases import job_phase, job_phases
 from checks.job.settings import AllreduceSection
 from checks.job.stalled_node import read_progress
 from preflight.check import CheckContext, HostSession, Probe
@@ -102,9 +102,11 @@ def _routes(ctx: CheckContext, sessions: Sequence[HostSession], master_address: 
 
 
 def _job_args(ctx: CheckContext, phases: tuple[str, ...], names: list[str], gpu: bool) -> dict[str, Any]:
-    """What every node's job is sent: the world, and each phase's settings (every phase's: the node
-    side reads every section it knows; ``phases`` says which run)."""
+    """What every node's job is sent: the world, the node module that runs each phase (``runs``),
+    and each phase's settings (every phase's: the node side reads every section it knows;
+    ``phases`` says which run, in order)."""
     cfg = ctx.config.section(AllreduceSection)
+    declared = job_phases()
     return {
         "phases": list(phases),
         "backend": "nccl" if gpu else "gloo",
@@ -112,23 +114,30 @@ def _job_args(ctx: CheckContext, phases: tuple[str, ...], names: list[str], gpu:
         "timeout_s": cfg.collective_timeout_s,
         "join_timeout_s": cfg.join_timeout_s,
         "nodes": names,
-        **{name: phase.settings(ctx.config, names, gpu) for name, phase in PHASES.items()},
+        "runs": {phase.name: phase.node for phase in declared},
+        **{phase.name: phase.sent(ctx.config, names, gpu) for phase in declared},
     }
 
 
 def _budget_s(args: Mapping[str, Any]) -> float:
     """The job's seconds: its start, the join, one collective's timeout, and each phase's own."""
     budget = STARTUP_S + float(args["join_timeout_s"]) + float(args["timeout_s"])
-    return budget + sum(PHASES[name].budget_s(args[name]) for name in args["phases"])
+    return budget + sum(job_phase(name).budget_s(args[name]) for name in args["phases"])
 
 
 # The options that make the facts script a bare script host (preflight.node.host.serve).
 SERVE = json.dumps({"serve": True})
 
 
+def job_script(args: Mapping[str, Any]) -> bytes:
+    """The job's script for these arguments: its bundle, carrying the node module of every phase
+    it is sent (``runs``), which the entry imports by name."""
+    return node_script(NODE_SCRIPT, tuple(args["runs"].values()))
+
+
 def host_request(request: Mapping[str, Any]) -> bytes:
     """What a node's script host is sent to run the job there: the header line, then the script."""
-    source = node_script(NODE_SCRIPT)
+    source = job_script(request["job"])
     header = {"length": len(source), "name": "preflight-job", "args": [json.dumps(request)]}
     return json.dumps(header).encode() + b"\n" + source
 
@@ -445,7 +454,8 @@ def judge_job(
 
 
 def _launch_selected(ctx: CheckContext) -> JobOutcome | JobNotRun:
-    return launch(ctx, tuple(p for p in JOB_PHASES if p in ctx.selected) or JOB_PHASES)
+    every = tuple(phase.name for phase in job_phases())
+    return launch(ctx, tuple(name for name in every if name in ctx.selected) or every)
 
 
 JOB = Probe("job", _launch_selected)

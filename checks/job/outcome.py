@@ -6,15 +6,40 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from checks.job.nccl_log import NcclTransport
-from checks.job.node.phases import PHASES
+from checks.job.phases import job_phases
 from preflight.model import CheckResult
 from preflight.status import Status
 
-# The phases the job script runs, in its order; each is judged by the check of the same name.
-JOB_PHASES: tuple[str, ...] = tuple(PHASES)
+
+class Beat(TypedDict):
+    """One rank's heartbeat in a phase, as kept: when (``t``, its wall clock), the collectives it
+    had completed in the phase (``ops``), whether it had done its part (``done``) or its part had
+    failed (``failed``: a timeout, a peer gone)."""
+
+    t: float
+    ops: int | None
+    done: bool
+    failed: bool
+
+
+class NetSample(TypedDict):
+    """A node's network counters as its first rank's heartbeat carried them (``net``:
+    :mod:`checks.job.node.netstat`), and when (``t``)."""
+
+    t: float
+    net: dict[str, Any]
+
+
+class PhaseProgress(TypedDict):
+    """What a node's heartbeats said of one phase: each rank's last beats in it (``ranks``, by
+    global rank as a string: the key JSON keeps), and the node's counter samples (``net``: the
+    phase's first, then its last ones)."""
+
+    ranks: dict[str, list[Beat]]
+    net: list[NetSample]
 
 
 @dataclass(frozen=True)
@@ -41,7 +66,7 @@ class NodeOutcome:
     counters: Mapping[str, Any] | None = None
     # What its heartbeats said, by phase: each rank's last progress in it, the node's network
     # counters at its start and at its last beat (:func:`checks.job.stalled_node.read_progress`).
-    progress: Mapping[str, Any] = field(default_factory=dict)
+    progress: Mapping[str, PhaseProgress] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -82,7 +107,7 @@ class JobNotRun:
         """This as the finding of ``check``. The checks of the job share this one cause: the first
         of them that the run has (``selected``) reports it, the others refer to that finding. Each
         reason the job cannot start is the training environment's set-up, not the node's health."""
-        first = next((name for name in JOB_PHASES if name in selected), check)
+        first = next((phase.name for phase in job_phases() if phase.name in selected), check)
         if check != first:
             summary = f"not run: the job did not start (see {first})"
             return CheckResult(check, "skip", summary, (), {"item": "job_not_run", "see": first})

@@ -105,16 +105,6 @@ def pairs_tested(n_nodes: int, pairwise: Pairwise = "auto") -> bool:
     return (pairwise == "always" or (pairwise == "auto" and n_nodes >= 3)) and n_nodes >= 2
 
 
-def round_count(n_nodes: int, mode: PlanMode = "auto") -> int:
-    """How many rounds :func:`plan_rounds` gives at ``n_nodes``, without drawing them: n-1 for
-    the full plan (n when n is odd), one for the sparse plan (two when n is odd)."""
-    if n_nodes < 2:
-        return 0
-    if plan_mode(n_nodes, mode) == "full":
-        return n_nodes - 1 if n_nodes % 2 == 0 else n_nodes
-    return 1 if n_nodes % 2 == 0 else 2
-
-
 def plan_rounds(
     n_nodes: int,
     mode: PlanMode = "auto",

@@ -33,7 +33,6 @@ from checks.job.pair_plan import (
     pairs_tested,
     plan_mode,
     plan_rounds,
-    round_count,
 )
 from checks.job.settings import AllreduceSection
 
@@ -58,7 +57,6 @@ __all__ = [
     "plan_rounds",
     "retest_plan",
     "retest_threshold",
-    "round_count",
     "side_plan",
     "typical_busbw",
 ]

@@ -10,7 +10,7 @@ from typing import Any
 
 from checks.job.failures import job_results, phase_error_result
 from checks.job.outcome import JobOutcome
-from checks.job.phases import PHASES
+from checks.job.phases import job_phase
 from preflight.model import CheckResult
 
 
@@ -36,7 +36,7 @@ def read_phase(check: str, outcome: JobOutcome, no_results: Mapping[str, Any] | 
     status) when the job printed none.
     """
     phase = check
-    label = PHASES[phase].label  # what a person calls it: "all-reduce"
+    label = job_phase(phase).label  # what a person calls it: "all-reduce"
     if phase not in outcome.phases:
         return PhaseReport([CheckResult(check, "skip", f"not run: the job ran without the {label} phase")])
     findings = job_results(check, outcome, phase)

@@ -5,16 +5,20 @@ here because the job reads them to run its phases, and declared by those checks
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from checks.job.node.planning import pack_rounds
 from preflight.settings import Cost
 
 # Seconds, measured on the lab cluster (3 nodes, 2 shared cores): the job's start (the hosts fork
 # their ranks, which join). Every check judged in the job lists it; a run counts it once.
 JOB_START = Cost.fixed("the job's start", 0.4)
+# The largest all-reduce message of the sweep and the pair tests' message, by device: gloo between
+# CPU nodes reaches its plateau by a few MiB; a GPU fabric needs large messages.
+CPU_MAX_BYTES = 16 << 20
+GPU_MAX_BYTES = 1 << 30
+CPU_PAIR_BYTES = 4 << 20
+GPU_PAIR_BYTES = 256 << 20
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,14 @@ class AllreduceSection:
     # processes per node importing torch from a cold shared filesystem start far apart.
     join_timeout_s: float = 60.0
 
+    def sweep_top_bytes(self, gpu: bool | None) -> int:
+        """The sweep's largest message: ``max_bytes``, else by device (a CPU's where not known)."""
+        return self.max_bytes or (GPU_MAX_BYTES if gpu else CPU_MAX_BYTES)
+
+    def pair_message_bytes(self, gpu: bool | None) -> int:
+        """The pair tests' message (and the rail tests'): ``pair_bytes``, else by device."""
+        return self.pair_bytes or (GPU_PAIR_BYTES if gpu else CPU_PAIR_BYTES)
+
 
 @dataclass(frozen=True)
 class RailsSection:
@@ -80,18 +92,6 @@ class RailsSection:
     test_budget_s: float = 2.0
     # "auto": every rail of nodes with two or more; "never".
     test: Literal["auto", "never"] = "auto"
-
-
-# A rail is tested twice: at the pair message (bandwidth) and at a few bytes (latency).
-RAIL_PASSES = 2
-
-
-def rail_test_rounds(pairs: Iterable[Sequence[int]], rails_in_turn: int) -> int:
-    """The rounds of rail tests in one pass: the ring's pairs packed as the job packs them (a node
-    in one pair a round: one round for two nodes, two for an even ring, three for an odd one),
-    each as many rounds as a node's rails that run in turn (a GPU node's rails run at once: one).
-    The launcher's budget and the run's expected duration both count from it."""
-    return len(pack_rounds(tuple(pair) for pair in pairs)) * max(1, rails_in_turn)
 
 
 @dataclass(frozen=True)

@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from checks.job.node.markers import BEAT_MARKER, marked_lines
-from checks.job.outcome import JobOutcome
+from checks.job.outcome import Beat, JobOutcome, NetSample, NodeOutcome, PhaseProgress
 from preflight.model import CheckResult
 
 # Retransmissions during a phase below this many, on the whole job, name nobody. Few are needed:
@@ -65,11 +65,11 @@ KEPT_BEATS = 32
 STOPPED_BEATING_S = 5.0
 
 
-def read_progress(stderr: str) -> dict[str, Any]:
+def read_progress(stderr: str) -> dict[str, PhaseProgress]:
     """What a node's heartbeats say, for :attr:`NodeOutcome.progress`, by phase: ``ranks``, each
-    rank's last beats in it as ``[t, ops, done, failed]``, and ``net``, the node's counter samples
-    as ``[t, sample]`` (the phase's first, then its last ones)."""
-    phases: dict[str, dict[str, Any]] = {}
+    rank's last beats in it (:class:`Beat`), and ``net``, the node's counter samples
+    (:class:`NetSample`: the phase's first, then its last ones)."""
+    phases: dict[str, PhaseProgress] = {}
     for beat in marked_lines(stderr, BEAT_MARKER):
         phase, rank, t = beat.get("phase"), beat.get("rank"), beat.get("t")
         if not isinstance(phase, str) or not isinstance(t, (int, float)):
@@ -77,15 +77,31 @@ def read_progress(stderr: str) -> dict[str, Any]:
         seen = phases.setdefault(phase, {"ranks": {}, "net": []})
         if isinstance(rank, int):
             beats = seen["ranks"].setdefault(str(rank), [])
-            beats.append([t, beat.get("ops"), bool(beat.get("done")), bool(beat.get("failed"))])
+            beats.append(
+                Beat(t=t, ops=beat.get("ops"), done=bool(beat.get("done")), failed=bool(beat.get("failed")))
+            )
             del beats[:-KEPT_BEATS]
         net = beat.get("net")
         if isinstance(net, Mapping):
             samples = seen["net"]
-            samples.append([t, dict(net)])
+            samples.append(NetSample(t=t, net=dict(net)))
             if len(samples) > KEPT_BEATS:
                 del samples[1 : len(samples) - KEPT_BEATS + 1]
     return phases
+
+
+def _rank_beats(outcome: JobOutcome, phase: str) -> Iterator[tuple[str, str, list[Beat]]]:
+    """Each rank's kept beats in ``phase``, with its node: (host, rank, beats)."""
+    for node in outcome.nodes:
+        seen = node.progress.get(phase)
+        for rank, beats in ((seen.get("ranks") if seen else None) or {}).items():
+            yield node.host, rank, beats
+
+
+def _net_samples(node: NodeOutcome, phase: str) -> list[NetSample]:
+    """The node's counter samples in ``phase``."""
+    seen = node.progress.get(phase)
+    return (seen.get("net") if seen else None) or []
 
 
 # The phase whose traffic stays inside each node.
@@ -110,13 +126,7 @@ def stalled_node(outcome: JobOutcome, phase: str) -> Attribution | None:
 
 def _first_failure(outcome: JobOutcome, phase: str) -> float | None:
     """When the first rank's part of ``phase`` failed (a timeout, a peer gone), by its beat."""
-    times = [
-        beat[0]
-        for node in outcome.nodes
-        for beats in ((node.progress.get(phase) or {}).get("ranks") or {}).values()
-        for beat in beats
-        if beat[3]
-    ]
+    times = [beat["t"] for _, _, beats in _rank_beats(outcome, phase) for beat in beats if beat["failed"]]
     return min(times) if times else None
 
 
@@ -125,12 +135,10 @@ def _by_progress(outcome: JobOutcome, phase: str, until: float | None) -> Attrib
     are, or with less than half of the others' collectives completed; named when they are all
     on one node."""
     state: dict[int, tuple[str, float, int, bool]] = {}
-    for node in outcome.nodes:
-        for rank, beats in ((node.progress.get(phase) or {}).get("ranks") or {}).items():
-            before = [b for b in beats if until is None or b[0] <= until]
-            if before and isinstance(before[-1][1], int):
-                t, ops, done, _ = before[-1]
-                state[int(rank)] = (node.host, float(t), int(ops), bool(done))
+    for host, rank, beats in _rank_beats(outcome, phase):
+        before = [b for b in beats if until is None or b["t"] <= until]
+        if before and isinstance(ops := before[-1]["ops"], int):
+            state[int(rank)] = (host, float(before[-1]["t"]), int(ops), bool(before[-1]["done"]))
     if len({host for host, _, _, _ in state.values()}) < 2:
         return None
     behind: set[int] = set()
@@ -176,10 +184,9 @@ def _reporters(outcome: JobOutcome, phase: str, first_failure: float | None) -> 
     if first_failure is None:
         return set()
     return {
-        node.host
-        for node in outcome.nodes
-        for beats in ((node.progress.get(phase) or {}).get("ranks") or {}).values()
-        if any(beat[3] and beat[0] <= first_failure for beat in beats)
+        host
+        for host, _, beats in _rank_beats(outcome, phase)
+        if any(beat["failed"] and beat["t"] <= first_failure for beat in beats)
     }
 
 
@@ -194,17 +201,13 @@ def _owner(address: str, reporter: str, owners: Mapping[str, str]) -> str | None
 
 def _spans(outcome: JobOutcome, phase: str, until: float | None) -> dict[str, dict[str, Any]]:
     """Each node's counter samples at the phase's start and at its last beat before ``until``."""
-    return {
-        n.host: span
-        for n in outcome.nodes
-        if (span := _span((n.progress.get(phase) or {}).get("net") or [], until)) is not None
-    }
+    return {n.host: span for n in outcome.nodes if (span := _span(_net_samples(n, phase), until)) is not None}
 
 
-def _span(samples: Sequence[Any], until: float | None) -> dict[str, Any] | None:
+def _span(samples: Sequence[NetSample], until: float | None) -> dict[str, Any] | None:
     """The first sample and the last one taken before ``until`` (the connections are gone after)."""
-    before = [sample for t, sample in samples if until is None or t <= until]
-    return {"start": samples[0][1], "end": before[-1]} if len(before) >= 2 else None
+    before = [sample["net"] for sample in samples if until is None or sample["t"] <= until]
+    return {"start": samples[0]["net"], "end": before[-1]} if len(before) >= 2 else None
 
 
 def _by_retransmits(

@@ -6,20 +6,16 @@ slow card is named by its rail. Its phase runs in the job (``checks.job``); ``ju
 
 from __future__ import annotations
 
-from checks.compute.root_cause import CAUSE_CHECKS, causes_in, refer_to_compute
+from checks.compute.root_cause import causes_in, refer_to_compute
 from checks.job import launch
 from checks.rails.details import NAME
 from checks.rails.judge import judge_rails
+from checks.rails.phase import PHASE
 from checks.rails.present import PRESENTATION
-from checks.rails.settings import DURATION, SETTINGS
 from preflight.check import Check, CheckContext
 from preflight.model import CheckResult
 
-__all__ = ["CHECK", "NAME", "PRESENTATION", "judge_rails"]
-
-# The causes this check's slow rails may have (a node slow at compute, or inside itself, is slow on
-# every rail): the other checks whose findings are causes.
-CAUSES = tuple(name for name in CAUSE_CHECKS if name != NAME)
+__all__ = ["CHECK", "NAME", "PHASE", "PRESENTATION", "judge_rails"]
 
 
 def _run(ctx: CheckContext) -> list[CheckResult]:
@@ -33,7 +29,7 @@ CHECK = Check(
     run=_run,
     presentation=PRESENTATION,
     warm_imports=launch.JOB_IMPORTS,
-    reads=("ports", *CAUSES),
-    settings=SETTINGS,
-    duration=DURATION,
+    reads=("ports", *PHASE.refers_to),
+    settings=PHASE.settings,
+    duration=PHASE.duration,
 )

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 
 # The re-tests of a CPU job run in turn for as long as this many rounds' budgets, of the nine the
-# launcher allows for re-tests (checks.job.launch): the rest, and the side tests, in rounds.
+# launcher allows for re-tests (checks.allreduce.phase): the rest, and the side tests, in rounds.
 IN_TURN_ROUNDS = 5
 
 

@@ -1,5 +1,6 @@
 """The lines the job's processes print for the controller, and reading them back: rank 0's result
-document on stdout; on stderr each rank's start, each phase's start on a node, and the heartbeats.
+document on stdout; on stderr each rank's start, each phase's start on a node, the heartbeats, and
+the end of the first rank of a node that failed. Each is one marked JSON object with named fields.
 The launcher, the judges and the recorded test data read these names.
 """
 
@@ -26,6 +27,10 @@ PHASE_MARKER = "PREFLIGHT-JOB-PHASE "
 # stop arriving (its link cut, its processes stopped) is named by the controller within seconds.
 BEAT_MARKER = "PREFLIGHT-JOB-BEAT "
 BEAT_INTERVAL_S = 2.0
+# A node's host writes an end line for the first of its ranks that ended badly (the host then ends
+# the others): ``rank``, ``local_rank``, ``pid``, and either ``status`` (its non-zero exit status)
+# or ``signal`` with ``signal_name`` where the signal has one (it was ended by that signal).
+END_MARKER = "PREFLIGHT-JOB-END "
 
 
 def log(marker: str, payload: Mapping[str, Any]) -> None:

@@ -1,6 +1,6 @@
 """One rank's life: a heartbeat from its first moment, torch imported out of the collector's way,
-joining the world, the phases the launcher asked for (``phases.PHASES``), rank 0's document on
-stdout, and the teardown.
+joining the world, the phases the launcher asked for (each run by the node module it named:
+``phases.sent_phases``), rank 0's document on stdout, and the teardown.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import time
 import traceback
 from typing import TYPE_CHECKING, Any
 
-from checks.job.node.harness import Job, MissingSetting, enter_phase, start_heartbeat
+from checks.job.node.harness import Job, MissingSetting, Settings, enter_phase, start_heartbeat
 from checks.job.node.markers import JOB_VERSION, print_document
-from checks.job.node.phases import PHASES
+from checks.job.node.phases import sent_phases
 from preflight.node.shared import collector_paused, error_text
 
 if TYPE_CHECKING:
@@ -36,6 +36,17 @@ def run(args: Mapping[str, Any]) -> int:
     this rank's exit status."""
     started = time.perf_counter()
     start_heartbeat()
+    try:
+        # The phases' modules first: one this node's Python cannot import is named before any
+        # rank joins and waits for it.
+        table = sent_phases(Settings("the job's arguments", args)["runs"])
+    except MissingSetting as exc:
+        traceback.print_exc(file=sys.stderr)
+        return _not_started(f"the job's arguments on {socket.gethostname()} are incomplete: {exc}")
+    except Exception as exc:
+        traceback.print_exc(file=sys.stderr)
+        cause = error_text(exc, first_line=True)
+        return _not_started(f"the job's phases cannot be imported on {socket.gethostname()}: {cause}")
     try:
         # A warm host imported torch the same way, before it forked this rank.
         with collector_paused():
@@ -61,7 +72,7 @@ def run(args: Mapping[str, Any]) -> int:
         traceback.print_exc(file=sys.stderr)
         errors["init"] = f"rank {job.rank} ({job.hostname}): {error_text(exc, first_line=True)}"
     if job.usable:
-        job.run_phases(PHASES, names, document, errors)
+        job.run_phases(table, names, document, errors)
     enter_phase("finish")
     printed = False
     if job.rank == 0:

@@ -19,6 +19,7 @@ import traceback
 from typing import TYPE_CHECKING, Any
 
 from checks.job.node import counters, rank
+from checks.job.node.markers import END_MARKER, log
 from preflight.node.shared import TMPDIR_ERROR
 
 if TYPE_CHECKING:
@@ -34,11 +35,26 @@ PR_SET_NAME = 15
 RANK_TERM_GRACE_S = 3.0
 
 
-def signal_name(number: int) -> str:
+def signal_name(number: int) -> str | None:
+    """The signal's name (``SIGKILL``), None for a number the system does not name."""
     try:
         return signal.Signals(number).name
     except ValueError:
-        return "unknown"
+        return None
+
+
+def rank_end(global_rank: int, local_rank: int, pid: int, code: int) -> dict[str, Any]:
+    """The end record of a rank that failed: its exit status, or the signal that ended it (``code``
+    is negative then, as :func:`_exit_code` gives it)."""
+    end: dict[str, Any] = {"rank": global_rank, "local_rank": local_rank, "pid": pid}
+    if code < 0:
+        end["signal"] = -code
+        name = signal_name(-code)
+        if name is not None:
+            end["signal_name"] = name
+    else:
+        end["status"] = code
+    return end
 
 
 def rank_environment(host: Mapping[str, Any], local_rank: int) -> dict[str, str]:
@@ -194,14 +210,7 @@ def serve(request: Mapping[str, Any], source: bytes | None, cleanup: Callable[[]
             code = _exit_code(status)
             if code != 0 and failed is None and term_sent is None:
                 failed = code
-                rank = int(settings["rank_offset"]) + local_rank
-                how = (
-                    f"was ended by signal {-code} ({signal_name(-code)})"
-                    if code < 0
-                    else f"exited with status {code}"
-                )
-                sys.stderr.write(f"preflight-job: rank {rank} (local_rank {local_rank}, pid {pid}) {how}\n")
-                sys.stderr.flush()
+                log(END_MARKER, rank_end(int(settings["rank_offset"]) + local_rank, local_rank, pid, code))
         if (failed is not None or ended) and term_sent is None and ranks:
             term_sent = time.monotonic()
             for pid in ranks:
