@@ -15,7 +15,7 @@ import shutil
 import signal
 import socket
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
@@ -23,6 +23,9 @@ from rich.console import Console
 
 from preflight import __version__
 from preflight.check import Check
+from preflight.cli_check import add_check_command
+from preflight.cli_outputs import HANDBACK_OUTPUTS
+from preflight.cli_report import add_report_command
 from preflight.config import Config, RunSection, with_overrides
 from preflight.config_file import load_config
 from preflight.errors import ExitCode, PreflightError, UsageError
@@ -51,11 +54,9 @@ from preflight.transport.srun import SrunSettings, allocation_inventory, in_allo
 from preflight.transport.ssh import KnownHosts, SshSettings
 
 
-def _names(text: str) -> list[str]:
-    return [name.strip() for name in text.split(",") if name.strip()]
-
-
 def _parser() -> argparse.ArgumentParser:
+    """The options every command takes, then each command's subparser, declared in a module of its
+    own (``cli_check``, ``cli_report``, ``history.command``) but ``list``, which has no options."""
     parser = argparse.ArgumentParser(
         prog="preflight",
         description="Check a cluster before a multi-node training run.",
@@ -63,177 +64,15 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"preflight {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    _add_check_command(commands)
-    _add_report_command(commands)
+    add_check_command(commands)
+    add_report_command(commands)
     history_command.add_parser(commands)
-    commands.add_parser("list", help="list the checks")
+    _add_list_command(commands)
     return parser
 
 
-def _add_check_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """``preflight check``: its hosts, what it checks, how it reaches them and what it writes."""
-    check = commands.add_parser("check", help="check the hosts (or this machine) and report")
-    check.add_argument(
-        "hosts",
-        nargs="?",
-        type=Path,
-        metavar="HOSTS",
-        help="hosts file; without it, this machine is checked without SSH",
-    )
-    check.add_argument(
-        "--nodes", metavar="EXPR", help='hostlist expression instead of a file, e.g. "$SLURM_JOB_NODELIST"'
-    )
-    check.add_argument(
-        "--python",
-        help="the Python interpreter on the nodes (default python3; checking this machine, the one "
-        "preflight runs in)",
-    )
-    check.add_argument(
-        "-i", "--identity", action="append", default=[], metavar="FILE", help="SSH private key (repeatable)"
-    )
-    check.add_argument(
-        "--ssh-config",
-        type=Path,
-        default=Path("~/.ssh/config").expanduser(),
-        metavar="FILE",
-        help="ssh_config to resolve host names (default ~/.ssh/config)",
-    )
-    check.add_argument(
-        "--known-hosts",
-        action="append",
-        type=Path,
-        default=[],
-        metavar="FILE",
-        help="known_hosts file (repeatable; default: the user's and the system's)",
-    )
-    check.add_argument(
-        "--accept-new-host-keys",
-        action="store_true",
-        help="accept host keys not in known_hosts (a changed key is always refused)",
-    )
-    check.add_argument("--config", type=Path, metavar="FILE", help="TOML expectations and thresholds")
-    check.add_argument("--only", type=_names, metavar="CHECKS", help="comma list of checks to run")
-    check.add_argument("--skip", type=_names, metavar="CHECKS", help="comma list of checks to skip")
-    check.add_argument("--timeout", type=float, metavar="S", help="deadline of the whole run (default 300)")
-    check.add_argument(
-        "--connect-timeout", type=float, metavar="S", help="deadline to connect to one host (default 10)"
-    )
-    check.add_argument("--fanout", type=int, metavar="N", help="hosts worked on at once (default 64)")
-    check.add_argument("--port", type=int, metavar="P", help="the job's rendezvous port (default 29500)")
-    check.add_argument(
-        "--backend",
-        choices=("nccl", "gloo"),
-        help="all-reduce and DDP backend (default: NCCL where the nodes have GPUs, gloo otherwise)",
-    )
-    check.add_argument(
-        "--baseline",
-        type=Path,
-        metavar="RUN.json",
-        help="compare with a previous known-good run (nodes, versions, GPUs, bandwidth)",
-    )
-    _add_check_options(check.add_argument, surroundings=False)
-    surroundings = check.add_argument_group("the job's surroundings (paths are on the nodes)")
-    _add_check_options(surroundings.add_argument, surroundings=True)
-    surroundings.add_argument(
-        "--env",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="a variable the job's launcher sets on every node (repeatable)",
-    )
-    surroundings.add_argument(
-        "--env-file",
-        action="append",
-        type=Path,
-        default=[],
-        metavar="FILE",
-        help="NAME=VALUE lines the job's launcher sets on every node",
-    )
-    check.add_argument(
-        "--local",
-        action="store_true",
-        help="this node only, no job between nodes: a Slurm prolog or health-check program "
-        "(one line per finding, exit status below 126)",
-    )
-    check.add_argument(
-        "--slurm",
-        action="store_true",
-        help="reach the allocation's nodes with srun, one job step per node and phase "
-        "(automatic inside an allocation when no hosts file is given)",
-    )
-    check.add_argument(
-        "--min-nodes",
-        type=int,
-        metavar="N",
-        help="pass when at least N nodes are good (the bad ones are named, and left out of --good-hosts)",
-    )
-    profile = check.add_mutually_exclusive_group()
-    profile.add_argument(
-        "--quick",
-        action="store_const",
-        const="quick",
-        dest="profile",
-        help="facts, versions, ports and a short all-reduce (no pair tests, no DDP)",
-    )
-    profile.add_argument(
-        "--deep",
-        action="store_const",
-        const="deep",
-        dest="profile",
-        help="a longer sweep, every pair tested, more DDP steps",
-    )
-    check.add_argument(
-        "--topology",
-        type=Path,
-        metavar="FILE",
-        help="Slurm topology.conf: names the switch behind slow traffic between node sets",
-    )
-    history_command.add_store_options(check)
-    _add_outputs(check)
-
-
-def _add_report_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """``preflight report``: a saved run rendered again."""
-    report = commands.add_parser("report", help="re-render a saved run (no SSH)")
-    report.add_argument("run", type=Path, metavar="RUN.json")
-    _add_outputs(report)
-
-
-def _add_check_options(add_argument: Callable[..., object], *, surroundings: bool) -> None:
-    """Add the checks' own options (``Check.settings.options``), in registry order: those listed
-    with the job's surroundings, or the others."""
-    for check in all_checks():
-        for option in check.settings.options if check.settings is not None else ():
-            if option.surroundings == surroundings:
-                add_argument(
-                    option.flag,
-                    dest=option.dest,
-                    action="append" if option.repeat else "store",
-                    metavar=option.metavar,
-                    help=option.help,
-                )
-
-
-def _add_outputs(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", metavar="PATH", help="write the JSON report ('-' for stdout)")
-    parser.add_argument("--junit", metavar="PATH", help="write JUnit XML (one testcase per check and host)")
-    parser.add_argument("--html", metavar="PATH", help="write the single-file HTML report")
-    parser.add_argument(
-        "--prometheus", metavar="PATH", help="write node_exporter textfile metrics (a .prom file)"
-    )
-    parser.add_argument(
-        "--good-hosts",
-        type=Path,
-        metavar="FILE",
-        help="write the nodes that passed, one per line (srun -w ./FILE, hostfiles)",
-    )
-    parser.add_argument(
-        "--bad-hosts",
-        type=Path,
-        metavar="FILE",
-        help="write the nodes to leave out, one per line (srun -x ./FILE)",
-    )
-    parser.add_argument("-q", "--quiet", action="store_true", help="no progress and no summary table")
+def _add_list_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    commands.add_parser("list", help="list the checks")
 
 
 def _consoles(json_to_stdout: bool) -> tuple[Console, Console]:
@@ -349,10 +188,6 @@ def _with_own_python(config: Config, args: argparse.Namespace) -> Config:
     if given or config.run.python != RunSection().python or not sys.executable:
         return config
     return dataclasses.replace(config, run=dataclasses.replace(config.run, python=sys.executable))
-
-
-# The options that name a file a run writes (besides the report formats, reports.FILE_FORMATS).
-HANDBACK_OUTPUTS = ("good_hosts", "bad_hosts")
 
 
 def _check_outputs(args: argparse.Namespace) -> None:
