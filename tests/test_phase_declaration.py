@@ -3,8 +3,9 @@
 (``checks/nap/__init__.py`` its check, ``checks/nap/phase.py`` its phase, ``checks/nap/node.py``
 its node code) and registered by one more name in ``checks.job.phases.JOB_PHASES`` reaches every
 table of the job: the registry's order, the config's tables, the launcher's arguments (its node
-code and settings), the launcher's budget, the node's table of phases, the expected duration and
-the phase's findings when the job ran without it."""
+code and settings), the launcher's budget, the node's table of phases, the expected duration, the
+root causes other checks' findings refer to, and the phase's findings when the job ran without
+it."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from typing import Any
 import pytest
 
 import checks
+from checks.compute import root_cause
 from checks.job import launch, phases
 from checks.job.declaration import JobPhase, Timed
 from checks.job.node.harness import Job
@@ -27,6 +29,7 @@ from checks.job.settings import AllreduceSection
 from preflight.check import Check, CheckContext
 from preflight.config import Config
 from preflight.deadline import Deadline
+from preflight.model import CheckResult
 from preflight.profiles import FACTS_S, expected_duration_s
 from preflight.registry import all_checks, setting_tables
 from preflight.settings import Settings
@@ -66,6 +69,8 @@ PHASE = JobPhase(
     settings=Settings(NapSection),
     sent=_sent,
     time=_time,
+    root_causes={"overslept": "having overslept"},
+    refers_to=("compute",),
 )
 # checks/nap/__init__.py
 CHECK = Check(
@@ -93,10 +98,17 @@ def nap(monkeypatch: pytest.MonkeyPatch) -> Iterator[JobPhase]:
     monkeypatch.setitem(sys.modules, "checks.nap.phase", _module("checks.nap.phase", PHASE=PHASE))
     monkeypatch.setitem(sys.modules, "checks.nap.node", _module("checks.nap.node", run=_node_run))
     monkeypatch.setattr(phases, "JOB_PHASES", (*phases.JOB_PHASES, "nap"))
-    checks.registry.cache_clear()
+    _clear_caches()
     yield PHASE
     monkeypatch.undo()
+    _clear_caches()
+
+
+def _clear_caches() -> None:
+    """The tables read from the registered phases once per process, read again."""
     checks.registry.cache_clear()
+    root_cause.root_causes.cache_clear()
+    root_cause.cause_checks.cache_clear()
 
 
 def test_the_declared_phase_is_the_jobs_last_and_its_check_is_in_the_registry_in_that_place(
@@ -166,3 +178,27 @@ def test_a_job_without_it_says_so_by_its_label(nap: JobPhase) -> None:
     (finding,) = read_phase("nap", load_job("three_nodes")).findings
     assert (finding.check, finding.status) == ("nap", "skip")
     assert finding.summary == "not run: the job ran without the napping phase"
+
+
+def test_the_declared_root_causes_take_precedence_in_the_order_the_phases_refer_to_them() -> None:
+    # compute runs first; intranode refers to hardware, rails to both.
+    assert root_cause.cause_checks() == ("compute", "hardware", "intranode", "rails")
+    assert list(root_cause.root_causes()) == [
+        "slow_compute",
+        "gpu_nvlink",
+        "slow_inside_node",
+        "slow_rail",
+        "slow_on_every_rail",
+    ]
+
+
+def test_its_root_cause_is_one_other_checks_findings_refer_to(nap: JobPhase) -> None:
+    assert root_cause.cause_checks() == ("compute", "hardware", "intranode", "rails", "nap")
+    assert root_cause.root_causes()["overslept"] == "having overslept"
+    overslept = CheckResult("nap", "fail", "node2 overslept", ("node2",), {"item": "overslept"})
+    slow = CheckResult("allreduce", "fail", "node2 is slow", ("node2",), {"ratio": 0.4})
+    (referred,) = root_cause.refer_to_compute([slow], root_cause.causes_in({"nap": [overslept]}))
+    assert (referred.status, referred.details["refers_to"]) == ("warn", "nap")
+    assert referred.summary == (
+        "node2 is slow; caused by node2 having overslept (see the nap finding), not by the network"
+    )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from functools import cache
+from importlib import import_module
 from typing import Any
 
 from checks.compute.details import NAME as COMPUTE
@@ -28,21 +29,45 @@ _SPEED_KEYS = ("ratio", "link", "floor_gbps", "compute_step_s", "busbw_gbps")
 
 def _declared() -> tuple[tuple[str, Mapping[str, str]], ...]:
     """Each check whose findings can be a node's root cause, with their items and what each says of
-    the node, as the checks declare them, in the order they take precedence: a slow GPU slows every
-    collective of its node, NVLinks down slow the node inside, and a node slow inside is slow on
-    every rail. Read when first needed: the checks that declare them import this module."""
-    from checks.compute.phase import PHASE as COMPUTE_PHASE
-    from checks.hardware import NAME as HARDWARE
-    from checks.hardware import ROOT_CAUSES as HARDWARE_CAUSES
-    from checks.intranode.phase import PHASE as INTRANODE_PHASE
-    from checks.rails.phase import PHASE as RAILS_PHASE
+    the node, in the order they take precedence: the job's phases in the order it runs them, each
+    after the checks its findings refer to (``refers_to``). So a slow GPU (compute, the first
+    phase) comes first; NVLinks down (hardware) before a node slow inside itself (intranode), which
+    refers to it; and all three before a slow rail card (rails), which refers to them.
 
-    return (
-        (COMPUTE_PHASE.name, COMPUTE_PHASE.root_causes),
-        (HARDWARE, HARDWARE_CAUSES),
-        (INTRANODE_PHASE.name, INTRANODE_PHASE.root_causes),
-        (RAILS_PHASE.name, RAILS_PHASE.root_causes),
-    )
+    A job phase declares its causes in its ``PHASE`` (``root_causes``); a check outside the job, in
+    its package (``ROOT_CAUSES``: ``checks.hardware``). Read when first needed: the checks that
+    declare them import this module."""
+    from checks.job.phases import job_phases
+
+    phases = {phase.name: phase for phase in job_phases()}
+    ordered: dict[str, Mapping[str, str]] = {}
+    seen: set[str] = set()
+
+    def visit(name: str) -> None:
+        if name in seen:
+            return
+        seen.add(name)
+        phase = phases.get(name)
+        if phase is None:
+            ordered[name] = _outside_the_job(name)
+            return
+        for referred in phase.refers_to:
+            visit(referred)
+        if phase.root_causes:
+            ordered[name] = phase.root_causes
+
+    for name in phases:
+        visit(name)
+    return tuple(ordered.items())
+
+
+def _outside_the_job(check: str) -> Mapping[str, str]:
+    """The root causes a check that is not judged in the job declares (its package's
+    ``ROOT_CAUSES``), as a job phase refers to them."""
+    causes = getattr(import_module(f"checks.{check}"), "ROOT_CAUSES", None)
+    if not isinstance(causes, Mapping) or not causes:
+        raise TypeError(f"a job phase refers to {check!r}, whose package declares no ROOT_CAUSES")
+    return causes
 
 
 def _in_network(item: str) -> bool:

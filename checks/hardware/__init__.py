@@ -13,8 +13,9 @@ from preflight.model import CheckResult
 __all__ = ["CHECK", "NAME", "PRESENTATION", "ROOT_CAUSES", "judge_hardware"]
 
 # The item of this check's findings that is a node's root cause for the job's findings about the
-# node's speed (``checks.compute.root_cause``), and what it says of the node: NVLinks down slow
-# every collective inside the node.
+# node's speed, and what it says of the node: NVLinks down slow every collective inside the node.
+# A check outside the job declares its root causes here; the job's phases that refer to it
+# (``refers_to``) place it among theirs (``checks.compute.root_cause``).
 ROOT_CAUSES = {"gpu_nvlink": "having NVLinks down"}
 
 
