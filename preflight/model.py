@@ -6,7 +6,7 @@ docs/report-schema.md) is canonical and round-trips through :func:`RunReport.fro
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Literal, cast
@@ -136,6 +136,25 @@ class CheckResult:
             hosts=tuple(str(h) for h in data.get("hosts") or ()),
             details=dict(data.get("details") or {}),
         )
+
+
+def with_check_details(
+    results: Sequence[CheckResult], details: Mapping[str, Any], *, kept: Collection[str] = ()
+) -> list[CheckResult]:
+    """``results`` with the check-wide ``details`` (the tables a pass or skip would carry) added
+    to the first finding's, so a report shows them once whatever the check found.
+
+    The check-wide keys come first. Where the finding has a key of the same name its own value
+    stays: it says what that finding found, and other checks read it (a slow rail's ``rails``, a
+    straggler's ``compute_step_s``, the GPUs a hardware finding names). A key in ``kept`` keeps the
+    check-wide value instead: the check names those whose table the report, the measures or other
+    checks read from the first finding whichever finding that is."""
+    found = list(results)
+    if found:
+        first = found[0]
+        merged = {**details, **first.details, **{key: details[key] for key in kept if key in details}}
+        found[0] = CheckResult(first.check, first.status, first.summary, first.hosts, merged)
+    return found
 
 
 def exit_code_for(results: Sequence[CheckResult]) -> ExitCode:

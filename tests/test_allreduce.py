@@ -13,6 +13,7 @@ import pytest
 
 from checks import allreduce
 from checks.allreduce import judge_allreduce
+from checks.allreduce.measures import PAIR_BUSBW
 from checks.job import launch
 from checks.job.node.planning import bus_bandwidth, first_busbw
 from checks.job.outcome import JobNotRun, JobOutcome, NodeOutcome
@@ -216,6 +217,9 @@ def test_a_pair_floor_fails_the_pairs_under_it() -> None:
     (result,) = failing(judge_allreduce(job, config, {}))
     assert result.summary == "1 pair below the floor 2 GB/s busbw: node2-node3 1.5 GB/s"
     assert result.hosts == ("node2", "node3")
+    # The first finding still carries every pair test: the pair rates are read from it.
+    assert result.details["floor_gbps"] == 2.0
+    assert ("node2", "node3", 1.5) in [(s.node, s.part, s.value) for s in PAIR_BUSBW.read(result)]
 
 
 # --------------------------------------------------------------------------- the sweep

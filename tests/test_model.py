@@ -7,7 +7,7 @@ import json
 import pytest
 
 from preflight.errors import ExitCode
-from preflight.model import CheckResult, HostError, HostReport, RunReport, exit_code_for
+from preflight.model import CheckResult, HostError, HostReport, RunReport, exit_code_for, with_check_details
 from reports.json_report import render
 
 
@@ -90,3 +90,27 @@ def test_the_headline_says_one_cause_once_even_when_it_fails_several_checks() ->
         ],
     )
     assert headline(report) == f"FAIL — {cause}"
+
+
+def test_check_wide_details_ride_on_the_first_finding_only() -> None:
+    first = CheckResult("rails", "fail", "rail 2 slow", ("n1",), {"item": "slow_rail", "rails": [1]})
+    second = CheckResult("rails", "warn", "rail 1 slow once", ("n2",), {"item": "slow_once"})
+    merged, untouched = with_check_details([first, second], {"rails": 2, "tests": []})
+    # The tables first; the finding's own "rails" stays, and its other keys follow.
+    assert list(merged.details) == ["rails", "tests", "item"]
+    assert merged.details["rails"] == [1] and merged.details["tests"] == []
+    assert (merged.check, merged.status, merged.summary, merged.hosts) == (
+        "rails",
+        "fail",
+        "rail 2 slow",
+        ("n1",),
+    )
+    assert untouched == second
+    assert with_check_details([], {"rails": 2}) == []
+
+
+def test_a_kept_check_wide_key_wins_over_the_findings_own() -> None:
+    first = CheckResult("ports", "fail", "blocked", ("n1",), {"item": "probe", "port": 41000})
+    (merged,) = with_check_details([first], {"port": 29500, "nodes": {}}, kept=("port",))
+    assert merged.details == {"port": 29500, "nodes": {}, "item": "probe"}
+    assert list(merged.details) == ["port", "nodes", "item"]

@@ -5,7 +5,6 @@ NCCL's fall-back to TCP. Pure: a job's outcome and the nodes' facts in, findings
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
@@ -21,7 +20,7 @@ from checks.job.settings import AllreduceSection
 from checks.job.stalled_node import attribute_stall, with_loss_cause
 from checks.job.stragglers import Straggler, explained_by_stragglers, stragglers_among
 from preflight.config import Config
-from preflight.model import CheckResult
+from preflight.model import CheckResult, with_check_details
 from preflight.nodeset import fold, group_by_value
 from preflight.status import Status, by_severity
 from preflight.units import binary_size, gbps, ratio
@@ -517,7 +516,6 @@ def judge_allreduce(
             )
         results.append(CheckResult(NAME, "pass", summary, (), details))
         return results
-    results = by_severity(results)
-    first_result = results[0]
-    results[0] = dataclasses.replace(first_result, details={**details, **first_result.details})
-    return results
+    # "pairs" is every pair test, which the measures, the chart and baseline read; a cut's own
+    # pairs follow from its groups, a floor finding's from the tests under its floor_gbps.
+    return with_check_details(by_severity(results), details, kept=("pairs",))

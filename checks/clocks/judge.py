@@ -25,7 +25,7 @@ from checks.clocks.details import (
 from checks.clocks.settings import ClocksSection
 from preflight.facts import TimeFacts
 from preflight.findings import finding, no_answer
-from preflight.model import CheckResult
+from preflight.model import CheckResult, with_check_details
 from preflight.nodeset import fold, group_by_value, natural_key
 from preflight.status import Status
 
@@ -200,11 +200,7 @@ def judge_clocks(obs: ClocksObservation, cfg: ClocksSection) -> list[CheckResult
         "controller_offset_s": reference if against_nodes else None,
     }
     if findings:
-        first = findings[0]
-        findings[0] = CheckResult(
-            first.check, first.status, first.summary, first.hosts, {**first.details, **details}
-        )
-        return findings
+        return with_check_details(findings, details)
     if not obs.samples:
         return [_result("skip", "no node answered", [], details)]
     return [_result("pass", _in_step_summary(obs, rows, reference, against_nodes, cfg), [], details)]

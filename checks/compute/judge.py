@@ -21,7 +21,7 @@ from checks.job.outcome import JobOutcome
 from checks.job.phase import read_phase
 from checks.job.settings import ComputeSection
 from preflight.config import Config
-from preflight.model import CheckResult
+from preflight.model import CheckResult, with_check_details
 from preflight.nodeset import fold
 from preflight.status import by_severity
 
@@ -303,6 +303,4 @@ def judge_compute(outcome: JobOutcome, config: Config) -> list[CheckResult]:
         summary = _burn_summary(rows, median, burn_s, dtype)
         results.append(CheckResult(NAME, "pass", summary, (), dict(details)))
         return [*results, *notes]
-    results = by_severity([*results, *notes])
-    results[0] = dataclasses.replace(results[0], details={**details, **results[0].details})
-    return results
+    return with_check_details(by_severity([*results, *notes]), details)

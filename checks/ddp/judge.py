@@ -5,7 +5,6 @@ its node. Pure: a job's outcome in, findings out.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import statistics
 from collections.abc import Mapping, Sequence
@@ -17,7 +16,7 @@ from checks.job.outcome import JobOutcome
 from checks.job.phase import read_phase
 from checks.job.settings import DdpSection
 from preflight.config import Config
-from preflight.model import CheckResult
+from preflight.model import CheckResult, with_check_details
 from preflight.nodeset import group_by_value
 from preflight.status import by_severity
 
@@ -239,6 +238,4 @@ def judge_ddp(outcome: JobOutcome, config: Config) -> list[CheckResult]:
         )
         results.append(CheckResult(NAME, "pass", summary, (), details))
         return results
-    results = by_severity(results)
-    results[0] = dataclasses.replace(results[0], details={**details, **results[0].details})
-    return results
+    return with_check_details(by_severity(results), details)

@@ -41,7 +41,7 @@ from checks.hardware.settings import HardwareSection
 from checks.job.node.nvml import reason_names
 from preflight.config import Config
 from preflight.facts import GpuFacts, NodeFacts
-from preflight.model import CheckResult
+from preflight.model import CheckResult, with_check_details
 from preflight.nodeset import fold
 
 NAME = "hardware"
@@ -270,11 +270,7 @@ def judge_hardware(nodes: Mapping[str, NodeFacts], config: Config) -> list[Check
         "xid_not_readable": unreadable,
     }
     if results:
-        first = results[0]
-        results[0] = CheckResult(
-            first.check, first.status, first.summary, first.hosts, {**details, **first.details}
-        )
-        return results + notes
+        return with_check_details(results, details) + notes
     # A GPU that answered errors is no healthy GPU, whichever check named it.
     answered = sum(1 for n in nodes.values() for g in n.gpus or [] if not g.errors)
     seen = (

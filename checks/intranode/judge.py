@@ -17,7 +17,7 @@ from checks.job.failures import rank_hosts
 from checks.job.outcome import JobOutcome, node_names
 from checks.job.phase import read_phase
 from preflight.config import Config
-from preflight.model import CheckResult
+from preflight.model import CheckResult, with_check_details
 from preflight.nodeset import fold
 
 NAME = "intranode"
@@ -97,8 +97,4 @@ def judge_intranode(outcome: JobOutcome, config: Config) -> list[CheckResult]:
             summary += f"; host-device copies alike on {len(copies)} GPUs"
         results.append(CheckResult(NAME, "pass", summary, (), dict(details)))
         return results
-    first = results[0]
-    results[0] = CheckResult(
-        first.check, first.status, first.summary, first.hosts, {**details, **first.details}
-    )
-    return results
+    return with_check_details(results, details)

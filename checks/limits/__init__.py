@@ -37,7 +37,7 @@ from preflight.check import Check, CheckContext
 from preflight.config import Config
 from preflight.facts import Limit, NodeFacts
 from preflight.findings import finding
-from preflight.model import CheckResult
+from preflight.model import CheckResult, with_check_details
 from preflight.nodeset import fold, group_by_value, minority, natural_key
 from preflight.settings import PROFILES, Settings
 from preflight.status import Status
@@ -200,11 +200,7 @@ def judge_limits(nodes: Mapping[str, NodeFacts], config: Config) -> list[CheckRe
     )
     details: Rows = {"nodes": _rows(nodes), "not_reported": silent}
     if findings:
-        first = findings[0]
-        findings[0] = CheckResult(
-            first.check, first.status, first.summary, first.hosts, {**first.details, **details}
-        )
-        return findings
+        return with_check_details(findings, details)
     if not nodes or len(silent) == len(nodes):
         return [_result("skip", "no node reported its limits", [], details)]
     shm = [n.shm.size_bytes for n in nodes.values() if n.shm is not None]

@@ -23,7 +23,7 @@ from checks.names.details import (
     Rows,
 )
 from preflight.findings import finding, no_answer
-from preflight.model import CheckResult
+from preflight.model import CheckResult, with_check_details
 from preflight.nodeset import fold, group_by_value
 from preflight.status import Status
 
@@ -242,10 +242,7 @@ def judge_names(obs: NamesObservation) -> list[CheckResult]:
     findings += [unanswered] if unanswered else []
     rows = _rows(obs)
     if findings:
-        first = findings[0]
-        details = {**first.details, **rows}
-        findings[0] = CheckResult(first.check, first.status, first.summary, first.hosts, details)
-        return findings
+        return with_check_details(findings, rows)
     if not obs.answers:
         return [_result("skip", "no node answered", [], rows)]
     if single:

@@ -15,7 +15,7 @@ from checks.ports.blocked import on_sources, on_targets, probed_ports
 from checks.ports.details import NAME, NodeReport, PortsDetails, ProbeRecord
 from preflight.facts import NodeFacts
 from preflight.findings import finding
-from preflight.model import CheckResult
+from preflight.model import CheckResult, with_check_details
 from preflight.nodeset import fold, group_by_value, minority
 from preflight.status import Status
 
@@ -94,11 +94,8 @@ def judge_ports(obs: PortsObservation) -> list[CheckResult]:
             f"between all {len(names)} nodes ({open_count} probes)" if len(names) > 1 else f"on {fold(names)}"
         )
         return [_result("pass", f"port {ports}{eph} open {between}", [], **details), *notes]
-    first = findings[0]
-    findings[0] = CheckResult(
-        first.check, first.status, first.summary, first.hosts, {**first.details, **details}
-    )
-    return [*findings, *notes]
+    # "port" is the rendezvous port the matrix was probed on, not the port a probe finding names.
+    return [*with_check_details(findings, details, kept=("port",)), *notes]
 
 
 def _judge_routes(obs: PortsObservation) -> list[CheckResult]:

@@ -20,7 +20,7 @@ from checks.job.settings import RailsSection
 from checks.rails.details import NAME, Measured, RailTest, SlowRail
 from preflight.config import Config
 from preflight.facts_values import records
-from preflight.model import CheckResult
+from preflight.model import CheckResult, with_check_details
 from preflight.nodeset import fold
 from preflight.status import Status
 
@@ -81,12 +81,7 @@ def judge_rails(outcome: JobOutcome, config: Config) -> list[CheckResult]:
     found += [r for r in latency.findings() if not set(r.hosts) <= blamed]
     if not found and not results:
         return [CheckResult(NAME, "pass", _passed(details, len(bandwidth.busbw)), (), dict(details))]
-    found = [*results, *found]
-    first = found[0]
-    found[0] = CheckResult(
-        first.check, first.status, first.summary, first.hosts, {**details, **first.details}
-    )
-    return found
+    return with_check_details([*results, *found], details)
 
 
 def _waited(test: Mapping[str, Any]) -> float:

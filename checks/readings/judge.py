@@ -13,7 +13,7 @@ from checks.readings.details import NAME, FieldOdd, Item, OddReadings, PartReadi
 from checks.readings.parts import KINDS, PartKind
 from preflight.facts import NodeFacts
 from preflight.findings import finding
-from preflight.model import CheckResult
+from preflight.model import CheckResult, with_check_details
 from preflight.nodeset import fold, natural_key
 
 ITEMS: dict[str, Item] = {"setting": "odd_setting", "spread": "odd_reading", "counter": "odd_counter"}
@@ -123,11 +123,7 @@ def judge_readings(nodes: Mapping[str, NodeFacts]) -> list[CheckResult]:
     problems = [r for r in results if not r.is_note]
     notes = [r for r in results if r.is_note]
     if problems:
-        first = problems[0]
-        problems[0] = CheckResult(
-            first.check, first.status, first.summary, first.hosts, {**read, **first.details}
-        )
-        return problems + notes
+        return with_check_details(problems, read) + notes
     counted = ", ".join(
         f"{n} {kind.plural if n != 1 else kind.name}" for kind in KINDS if (n := read["parts"][kind.name])
     )
