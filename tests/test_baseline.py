@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from checks.allreduce.measures import sweep_busbw
 from checks.baseline import BaselineSection, compare
 from preflight.config import Config
 from preflight.model import CheckResult, HostReport, RunReport
@@ -130,3 +131,21 @@ def test_nodes_the_baseline_reached_by_address_are_the_same_nodes_by_name_now() 
     (passed,) = compare(baseline, _named(names), [allreduce(46, {p: 24.0 for p in after_pairs})], Config())
     assert passed.status == "pass" and passed.details["renamed"]["10.0.0.3"] == "gpu03"
     assert "4 reached by another name then: 10.0.0.1 as gpu01" in passed.summary
+
+
+def test_the_sweep_is_read_as_allreduce_declares_it() -> None:
+    rows = [
+        {"size_bytes": 1 << 20, "busbw_gbps": 0.0},  # one rank moves no traffic: no rate
+        {"size_bytes": 1 << 25, "busbw_gbps": None},
+        {"size_bytes": 1 << 30, "busbw_gbps": 40},
+    ]
+    sweep = CheckResult("allreduce", "pass", "ok", (), {"sweep": rows})
+    assert sweep_busbw(sweep) == {1 << 30: 40.0}
+    assert sweep_busbw(CheckResult("allreduce", "fail", "slow", (), {"item": "slow"})) == {}
+
+
+def test_a_drop_is_found_whichever_allreduce_finding_carries_the_sweep() -> None:
+    baseline = run(hosts(), [allreduce(46.0)])
+    slow = CheckResult("allreduce", "fail", "slow pair", ("gpu01",), {"item": "slow"})
+    (finding,) = compare(baseline, hosts(), [slow, allreduce(20.0)], Config())
+    assert finding.details["item"] == "sweep" and finding.details["size_bytes"] == 1 << 30

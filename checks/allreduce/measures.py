@@ -1,6 +1,7 @@
 """What ``allreduce`` measures, as the history store, the History section and Prometheus read it
 (:mod:`preflight.measures`): each node's and each tested pair's bus bandwidth, the world's at the
-largest size, and each node's ratio to its peers."""
+largest size, and each node's ratio to its peers; and the sweep by message size, which ``baseline``
+reads (:func:`sweep_busbw`) with the pairs' rates (:data:`PAIR_BUSBW`)."""
 
 from __future__ import annotations
 
@@ -51,13 +52,25 @@ def pair_busbw(result: CheckResult) -> list[Sample]:
     return [Sample(value, node=first, part=second) for (first, second), value in sorted(best.items())]
 
 
-def world_busbw(result: CheckResult) -> list[Sample]:
-    """The whole world's bus bandwidth at the largest size the sweep measured."""
+def _sweep_rows(result: CheckResult) -> list[tuple[float, float]]:
+    """The full-world sweep's ``(size in bytes, busbw in GB/s)`` rows that hold both numbers."""
     sized = [
         (number(row.get("size_bytes")), number(row.get("busbw_gbps")))
         for row in records(result.details.get("sweep"))
     ]
-    measured = [(size, busbw) for size, busbw in sized if size is not None and busbw is not None]
+    return [(size, busbw) for size, busbw in sized if size is not None and busbw is not None]
+
+
+def sweep_busbw(result: CheckResult) -> dict[int, float]:
+    """The full-world sweep's bus bandwidth (GB/s) by message size, as other checks read it
+    (``baseline`` compares it with a saved run's): empty for a finding that carries no sweep, and
+    without the sizes measured at no bandwidth (one rank moves no traffic)."""
+    return {int(size): busbw for size, busbw in _sweep_rows(result) if busbw}
+
+
+def world_busbw(result: CheckResult) -> list[Sample]:
+    """The whole world's bus bandwidth at the largest size the sweep measured."""
+    measured = _sweep_rows(result)
     if not measured:
         return []
     size, busbw = max(measured)

@@ -13,10 +13,9 @@ from __future__ import annotations
 import dataclasses
 import statistics
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from checks.allreduce.details import NAME as ALLREDUCE
-from checks.allreduce.measures import PAIR_BUSBW
+from checks.allreduce.measures import PAIR_BUSBW, sweep_busbw
 from checks.baseline.details import (
     NAME,
     AsGood,
@@ -52,24 +51,25 @@ def _policy(value: str) -> Status | None:
 
 
 def _sweep(results: Sequence[CheckResult]) -> dict[int, float]:
-    """busbw (GB/s) by message size of the full-world all-reduce sweep."""
+    """busbw (GB/s) by message size of the full-world all-reduce sweep, as ``allreduce`` gives it."""
     for result in results:
-        if result.check == ALLREDUCE:
-            rows = result.details.get("sweep") or []
-            if rows:
-                return {int(r["size_bytes"]): float(r["busbw_gbps"]) for r in rows if r.get("busbw_gbps")}
+        if result.check == ALLREDUCE and (sweep := sweep_busbw(result)):
+            return sweep
     return {}
 
 
-def _pairs(results: Sequence[CheckResult]) -> dict[tuple[str, str], float]:
+def _pairs(
+    results: Sequence[CheckResult], renamed: Mapping[str, str] | None = None
+) -> dict[tuple[str, str], float]:
     """Each tested pair's bus bandwidth as ``allreduce`` declares it (its best test, first or
-    re-test), by the pair's names, sorted."""
+    re-test), by the pair's names, sorted; a node in ``renamed`` (then -> now) under its name now."""
+    now = renamed or {}
     found: dict[tuple[str, str], float] = {}
     for result in results:
         if result.check == ALLREDUCE:
             for sample in PAIR_BUSBW.read(result):
-                pair = (sample.node, sample.part)
-                found[pair] = max(found.get(pair, 0.0), sample.value)
+                first, second = sorted((now.get(sample.node, sample.node), now.get(sample.part, sample.part)))
+                found[(first, second)] = max(found.get((first, second), 0.0), sample.value)
     return found
 
 
@@ -138,7 +138,11 @@ def _gpus(baseline: RunReport, hosts: Sequence[HostReport]) -> list[CheckResult]
     return findings
 
 
-def _bandwidth(baseline: RunReport, results: Sequence[CheckResult], config: Config) -> list[CheckResult]:
+def _bandwidth(
+    baseline: RunReport, results: Sequence[CheckResult], config: Config, renamed: Mapping[str, str]
+) -> list[CheckResult]:
+    """The sweep at the largest size both runs measured, and each pair both runs tested (the
+    baseline's nodes under their ``renamed`` names now)."""
     floor = 1.0 - config.section(BaselineSection).max_busbw_drop
     findings = []
     old_sweep, new_sweep = _sweep(baseline.results), _sweep(results)
@@ -159,7 +163,7 @@ def _bandwidth(baseline: RunReport, results: Sequence[CheckResult], config: Conf
                     SweepDrop(item="sweep", size_bytes=size, before_gbps=before, after_gbps=after),
                 )
             )
-    old_pairs, new_pairs = _pairs(baseline.results), _pairs(results)
+    old_pairs, new_pairs = _pairs(baseline.results, renamed), _pairs(results)
     common_pairs = sorted(set(old_pairs) & set(new_pairs))
     if not common_pairs:
         return findings
@@ -188,9 +192,10 @@ def _bandwidth(baseline: RunReport, results: Sequence[CheckResult], config: Conf
 
 
 def _as_named_now(baseline: RunReport, hosts: Sequence[HostReport]) -> tuple[RunReport, dict[str, str]]:
-    """The baseline run with each of its nodes under the name that reached it in this run, where
+    """The baseline run with each of its hosts under the name that reached it in this run, where
     both runs read the same identity from it (a node reached as ``10.0.0.13`` then and ``gpu13``
-    now); and those names, then -> now. Identities decided only by the names stay apart."""
+    now); and those names, then -> now, which its pairs are read under (:func:`_pairs`).
+    Identities decided only by the names stay apart."""
     now, _ = identities({h.name: h.facts if h.reachable else None for h in hosts})
     before, _ = identities({h.name: h.facts if h.reachable else None for h in baseline.hosts})
     named_now = {i.key: name for name, i in now.items() if i.source != INVENTORY}
@@ -204,19 +209,7 @@ def _as_named_now(baseline: RunReport, hosts: Sequence[HostReport]) -> tuple[Run
     if not renamed:
         return baseline, {}
     hosts_then = tuple(dataclasses.replace(h, name=renamed.get(h.name, h.name)) for h in baseline.hosts)
-    results_then = tuple(
-        dataclasses.replace(r, details=_pairs_renamed(r.details, renamed)) if r.check == ALLREDUCE else r
-        for r in baseline.results
-    )
-    return dataclasses.replace(baseline, hosts=hosts_then, results=results_then), renamed
-
-
-def _pairs_renamed(details: Mapping[str, Any], renamed: Mapping[str, str]) -> dict[str, Any]:
-    pairs = [
-        {**pair, "nodes": [renamed.get(str(n), str(n)) for n in pair["nodes"]]}
-        for pair in details.get("pairs") or []
-    ]
-    return {**details, "pairs": pairs} if pairs else dict(details)
+    return dataclasses.replace(baseline, hosts=hosts_then), renamed
 
 
 def compare(
@@ -227,7 +220,7 @@ def compare(
         *_nodes(baseline, hosts, config),
         *_gpus(baseline, hosts),
         *_versions(baseline, hosts, config),
-        *_bandwidth(baseline, results, config),
+        *_bandwidth(baseline, results, config, renamed),
     ]
     if findings:
         return findings
