@@ -52,8 +52,9 @@ class HostSession:
 @dataclass(frozen=True)
 class Probe(Generic[T]):
     """I/O that one or more checks need: observing the ports between the nodes, the one
-    training job that ``allreduce`` and ``ddp`` share. ``run`` is called at most once per run,
-    by the first check that asks; the others get the same value (or the same exception)."""
+    training job that the five checks of its phases share (compute, intranode, rails, allreduce, ddp).
+    ``run`` is called at most once per run, by the first check that asks; the others get the same
+    value (or the same exception)."""
 
     name: str
     run: Callable[[CheckContext], T]

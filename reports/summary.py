@@ -25,7 +25,8 @@ def headline(report: RunReport) -> str:
         note = f" ({warnings} warning{'s' if warnings != 1 else ''})" if warnings else ""
         return f"PASS — {hosts} host{'s' if hosts != 1 else ''} ready{note}"
     label = "FAIL" if worst == "fail" else "ERROR"
-    # One cause can fail several checks with the same words (no torch: allreduce and ddp).
+    # One cause can fail several checks with the same words (in a run saved by an earlier preflight,
+    # a node without torch failed each of the job's checks): it is said once.
     summaries = list(dict.fromkeys(r.summary for r in culprits))
     if len(summaries) <= 1:
         return f"{label} — {summaries[0] if summaries else report.verdict}"

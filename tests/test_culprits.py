@@ -519,6 +519,21 @@ def test_a_node_stopped_before_it_joined_is_named_not_the_node_that_waited_for_i
     assert (result.status, result.hosts) == ("fail", ("node3",))
 
 
+def test_the_end_sentence_of_the_older_recorded_host_decides_nothing() -> None:
+    # never_joined.json was recorded when the host wrote a rank's end as a sentence; it is kept
+    # verbatim and no reader parses it: the findings are the same without it, and the same with
+    # the record the host writes now in its place.
+    job = load_job("never_joined")
+    node2 = next(n for n in job.nodes if n.host == "node2")
+    old = "preflight-job: rank 1 (local_rank 0, pid 6984) exited with status 1\n"
+    assert old in node2.stderr
+    record = END_MARKER + json.dumps(end_record(1, 0, 6984, 1), sort_keys=True) + "\n"
+    expected = job_results("allreduce", job, "allreduce")
+    for instead in ("", record):
+        changed = replace_node(job, "node2", stderr=node2.stderr.replace(old, instead))
+        assert job_results("allreduce", changed, "allreduce") == expected
+
+
 def test_a_node_silent_before_its_first_heartbeat_is_the_one_that_never_joined() -> None:
     # The launcher gave up on node3: no heartbeat ever, and its connection no longer answered.
     job = replace_node(load_job("never_joined"), "node3", lost=True, silent_s=10.2, killed=False)
