@@ -136,7 +136,8 @@ class Check:
     checks that list it, unless ``--only`` says otherwise); ``duration``, what it adds to the
     run's expected duration; ``measures``, the rates it measures (:mod:`preflight.measures`: what
     the history store keeps and Prometheus publishes); ``parts_named``, the parts one of its
-    findings is about, where the finding says so in its own terms.
+    findings is about, in the facts' own terms (:class:`preflight.measures.PartRef`: what the
+    history store keeps a finding's part under).
     """
 
     name: str

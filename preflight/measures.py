@@ -10,18 +10,36 @@ nowhere else.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     from preflight.model import CheckResult
 
-# What one value belongs to: a GPU (part: its identity), a node, a pair of nodes (node and part:
-# their names), or the whole run.
-Entity = Literal["node", "pair", "gpu", "run"]
-# The order reports show a run's trends in: its nodes first, then its pairs, then its GPUs.
-ENTITY_ORDER: tuple[Entity, ...] = ("node", "pair", "gpu", "run")
+# What one value belongs to: a GPU (the history keeps it under the GPU's identity), a node, a pair
+# of nodes (node and part: their names), one rail of a node (under its GPU's identity or its
+# interface's), or the whole run.
+Entity = Literal["node", "pair", "gpu", "rail", "run"]
+# The order reports show a run's trends in: its nodes first, then its pairs, its GPUs, its rails.
+ENTITY_ORDER: tuple[Entity, ...] = ("node", "pair", "gpu", "rail", "run")
+
+
+NodePart = Literal["gpu", "hca", "nic"]
+
+
+@dataclass(frozen=True)
+class PartRef:
+    """A part of a node as a check names it, in the terms the node's facts use (the history store
+    keeps parts under them: :func:`preflight.history.record.parts_of`): its kind, and its identity
+    (a GPU's serial or UUID), where it sits (a GPU's index, an HCA's ``device/port``, an
+    interface's name) or its PCI address (a GPU's, in any of the forms the facts and the kernel
+    log write), whichever the finding knows."""
+
+    kind: NodePart
+    identity: str = ""
+    slot: str = ""
+    pci: str = ""
 
 
 @dataclass(frozen=True)
@@ -30,8 +48,8 @@ class Sample:
 
     value: float
     node: str = ""  # the name that reached the node; "" for the whole run
-    part: str = ""  # a GPU's identity (its serial), or a pair's other node; "" where not known
-    slot: str = ""  # where a GPU sits in its node (its index), for one whose identity is not known
+    part: str = ""  # a pair's other node
+    ref: PartRef | None = None  # the part a GPU's or a rail's value belongs to, as the check knows it
     labels: tuple[tuple[str, str], ...] = ()  # what else a gauge's sample is labelled with
 
 
@@ -67,7 +85,6 @@ class Measure:
         return ENTITY_ORDER.index(self.entity)
 
 
-# The parts a check's finding is about, by the name that reached each node (a GPU's serial); None
-# where the finding does not say in its own terms (the history then looks for the identities of
-# the node's parts in the finding's text).
-PartsNamed = Callable[["CheckResult"], "dict[str, set[str]] | None"]
+# The parts a check's finding is about, by the name that reached each node; empty for a finding
+# about no part (a node, a pair, the run).
+PartsNamed = Callable[["CheckResult"], "Mapping[str, Sequence[PartRef]]"]

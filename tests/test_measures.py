@@ -17,12 +17,13 @@ import pytest
 import preflight.registry
 from checks.allreduce.measures import NODE_BUSBW, PAIR_BUSBW, WORLD_BUSBW
 from checks.compute.measures import GPU_TFLOPS, slow_gpus
+from checks.rails.measures import RAIL_BUSBW
 from preflight.check import Check
 from preflight.history.annotate import SLOWER
 from preflight.history.record import RunInfo, record_of
 from preflight.history.session import HistoryRequest, remember
 from preflight.history.settings import HistorySection, iso
-from preflight.measures import Gauge, Measure, Sample
+from preflight.measures import Gauge, Measure, PartRef, Sample
 from preflight.model import CheckResult, HostReport, RunReport
 from preflight.registry import all_checks, kept_measures
 from preflight.view import Presentation
@@ -43,14 +44,14 @@ def _allreduce(report: RunReport) -> CheckResult:
     return next(r for r in report.results if r.check == "allreduce" and "sweep" in r.details)
 
 
-def test_each_kept_metric_is_declared_once_for_a_node_a_pair_or_a_gpu() -> None:
+def test_each_kept_metric_is_declared_once_for_a_node_a_pair_a_gpu_or_a_rail() -> None:
     declared = [m.metric for c in all_checks() for m in c.measures]
     assert len(declared) == len(set(declared))  # two checks under one name would share a series
     kept = kept_measures()
-    assert {m.entity for m in kept.values()} <= {"node", "pair", "gpu"}
-    # The order drawn: nodes' (in the registry's order of checks), pairs', GPUs'.
+    assert {m.entity for m in kept.values()} <= {"node", "pair", "gpu", "rail"}
+    # The order drawn: nodes' (in the registry's order of checks), pairs', GPUs', rails'.
     nodes = ["inside_busbw", NODE_BUSBW.metric, "ddp_step_s"]
-    assert list(kept) == [*nodes, PAIR_BUSBW.metric, GPU_TFLOPS.metric]
+    assert list(kept) == [*nodes, PAIR_BUSBW.metric, GPU_TFLOPS.metric, RAIL_BUSBW.metric]
 
 
 def test_a_node_busbw_is_the_median_of_its_first_pair_tests_and_a_pair_its_best_test() -> None:
@@ -93,15 +94,15 @@ def test_a_burn_names_the_one_slow_gpu_of_each_node_by_its_serial() -> None:
         {"host": "n2", "gpu_serial": None, "gpu_index": 0, "flops_per_s": 610e12, "ratio": 1.01},
     ]
     result = CheckResult("compute", "fail", "slow", ("n1",), {"slow_ratio": 0.9, "ranks": ranks})
-    assert slow_gpus(result) == {"n1": {"S2"}}
+    assert slow_gpus(result) == {"n1": [PartRef("gpu", identity="S2", slot="1")]}
     samples = GPU_TFLOPS.read(result)
-    assert [(s.node, s.part, s.slot, s.value) for s in samples] == [
-        ("n1", "S1", "0", 600.0),
-        ("n1", "S2", "1", 300.0),
-        ("n2", "", "0", 610.0),  # no serial from NVML: the history finds the GPU by its index
+    assert [(s.node, s.ref, s.value) for s in samples] == [
+        ("n1", PartRef("gpu", identity="S1", slot="0"), 600.0),
+        ("n1", PartRef("gpu", identity="S2", slot="1"), 300.0),
+        ("n2", PartRef("gpu", slot="0"), 610.0),  # no serial from NVML: the history finds it by index
     ]
     errored = CheckResult("compute", "error", "the job died", ("n1",), {"item": "job_failed"})
-    assert slow_gpus(errored) is None  # not said in its own terms: the history reads the text
+    assert slow_gpus(errored) == {}  # a finding that judged no ranks names no GPU
 
 
 # --------------------------------------------------------------------------- a check with a new rate

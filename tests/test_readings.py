@@ -62,7 +62,9 @@ def test_a_gpu_idling_45_c_hotter_than_its_like_gpus_is_named_on_its_node() -> N
     assert "GPU 5 (serial 1753024037005)" in result.summary
     assert "idle temperature 94 C" in result.summary and "49 C" in result.summary
     [field] = result.details["fields"]
-    assert field["parts"] == [{"host": "gpu2", "part": "GPU 5 (serial 1753024037005)", "value": "94 C"}]
+    assert field["parts"] == [
+        {"host": "gpu2", "part": "GPU 5 (serial 1753024037005)", "slot": "5", "value": "94 C"}
+    ]
 
 
 @pytest.mark.parametrize("nodes", [2, 3])

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from preflight.facts_values import records
-from preflight.measures import Measure, Sample
+from preflight.measures import Measure, PartRef, Sample
 from preflight.model import CheckResult
 from preflight.view import number
 
@@ -27,21 +27,25 @@ def gpu_tflops(result: CheckResult) -> list[Sample]:
             continue
         index = rank.get("gpu_index")
         slot = str(index) if index is not None else ""
-        found.append(Sample(flops / 1e12, node=host, part=str(rank.get("gpu_serial") or ""), slot=slot))
+        gpu = PartRef("gpu", identity=str(rank.get("gpu_serial") or ""), slot=slot)
+        found.append(Sample(flops / 1e12, node=host, ref=gpu))
     return found
 
 
-def slow_gpus(result: CheckResult) -> dict[str, set[str]] | None:
-    """The serials of the GPUs a finding names slow (below the run's slow ratio), by node; None for
-    a finding that judged no ranks."""
+def slow_gpus(result: CheckResult) -> dict[str, list[PartRef]]:
+    """The GPUs a finding names slow (below the run's slow ratio), by node: by serial where NVML
+    gave it, else by index; none for a finding that judged no ranks, or CPU ranks."""
     ratio = number(result.details.get("slow_ratio"))
-    if not isinstance(result.details.get("ranks"), list) or ratio is None:
-        return None
-    slow: dict[str, set[str]] = {}
+    if ratio is None:
+        return {}
+    slow: dict[str, list[PartRef]] = {}
     for rank in _ranks(result):
-        host, serial, own = rank.get("host"), rank.get("gpu_serial"), number(rank.get("ratio"))
-        if host in result.hosts and serial and own is not None and own < ratio:
-            slow.setdefault(str(host), set()).add(str(serial))
+        host, serial, index, own = (rank.get(k) for k in ("host", "gpu_serial", "gpu_index", "ratio"))
+        own = number(own)
+        if host not in result.hosts or own is None or own >= ratio or (not serial and index is None):
+            continue
+        ref = PartRef("gpu", identity=str(serial or ""), slot="" if index is None else str(index))
+        slow.setdefault(str(host), []).append(ref)
     return slow
 
 

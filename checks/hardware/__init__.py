@@ -5,6 +5,7 @@ run), nodes compared with each other. ``judge`` judges, ``present`` shows, ``xid
 from __future__ import annotations
 
 from checks.hardware.judge import NAME, judge_hardware
+from checks.hardware.parts import parts_named
 from checks.hardware.present import PRESENTATION
 from checks.hardware.settings import SETTINGS
 from preflight.check import Check, CheckContext
@@ -29,4 +30,5 @@ CHECK = Check(
     run=_run,
     presentation=PRESENTATION,
     settings=SETTINGS,
+    parts_named=parts_named,
 )

@@ -70,6 +70,8 @@ class NvmeMissing(NodeFinding):
 class PcieDevice(TypedDict):
     device: str  # "GPU 3, serial 1652... (0000:18:00.0)", "NIC (0000:3b:00.0)"
     errors: str  # "2 non-fatal uncorrectable, 340 correctable (like devices' median 0)"
+    kind: str  # "gpu", "nic"
+    pci: str  # its PCI address, as sysfs names it
 
 
 class PcieErrors(NodeFinding):

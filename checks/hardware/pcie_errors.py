@@ -20,7 +20,7 @@ import statistics
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from checks.hardware.details import PcieErrors
+from checks.hardware.details import PcieDevice, PcieErrors
 from checks.hardware.kernel_log import gpus_by_pci
 from preflight.facts import NodeFacts
 from preflight.model import CheckResult
@@ -73,13 +73,9 @@ def _odd(
     return found, bool(fatal)
 
 
-def _finding(host: str, rows: list[tuple[str, str]], fatal: bool) -> CheckResult:
-    shown = "; ".join(f"{where}: {what}" for where, what in rows)
-    details: PcieErrors = {
-        "item": "pcie_errors",
-        "node": host,
-        "devices": [{"device": where, "errors": what} for where, what in rows],
-    }
+def _finding(host: str, rows: list[PcieDevice], fatal: bool) -> CheckResult:
+    shown = "; ".join(f"{row['device']}: {row['errors']}" for row in rows)
+    details: PcieErrors = {"item": "pcie_errors", "node": host, "devices": rows}
     summary = f"{host}: PCIe errors since boot: {shown}"
     if fatal:
         return CheckResult(NAME, "fail", summary, (host,), dict(details))
@@ -97,12 +93,18 @@ def judge_pcie_errors(
     for host, node in nodes.items():
         gpus = gpus_by_pci(node)
         named = (logged or {}).get(host, ())
-        rows: dict[bool, list[tuple[str, str]]] = {True: [], False: []}
+        rows: dict[bool, list[PcieDevice]] = {True: [], False: []}
         for device in node.pci_devices:
             address = str(device.get("address", ""))
             odd, fatal = _odd(device, medians, {c for pci, c in named if pci == address.lower()})
             if odd:
                 where = gpus.get(pci_key(address)) or KIND_TEXT[str(device["kind"])]
-                rows[fatal].append((f"{where} ({address})", ", ".join(odd)))
+                row: PcieDevice = {
+                    "device": f"{where} ({address})",
+                    "errors": ", ".join(odd),
+                    "kind": str(device["kind"]),
+                    "pci": address,
+                }
+                rows[fatal].append(row)
         results += [_finding(host, rows[fatal], fatal) for fatal in (True, False) if rows[fatal]]
     return results

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from checks.readings.details import NAME
 from checks.readings.judge import judge_readings
+from checks.readings.parts import parts_named
 from checks.readings.present import PRESENTATION
 from preflight.check import Check, CheckContext
 from preflight.model import CheckResult
@@ -24,4 +25,5 @@ CHECK = Check(
     title="Every reading of like parts compared: the GPU, port, card or node that stands out",
     run=_run,
     presentation=PRESENTATION,
+    parts_named=parts_named,
 )

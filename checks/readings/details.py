@@ -12,10 +12,13 @@ Item = Literal["odd_setting", "odd_reading", "odd_counter"]
 
 
 class PartReading(TypedDict):
-    """One part's reading: its node, the part (empty for the node itself) and its value in words."""
+    """One part's reading: its node, the part (empty for the node itself), where it sits in the node
+    as the facts say (a GPU's index, an InfiniBand port's ``device/port``, an interface's name;
+    empty for the node) and its value in words."""
 
     host: str
     part: str
+    slot: str
     value: str
 
 

@@ -24,7 +24,8 @@ SHOWN_SIDES = 4
 
 
 def _part(reading: Reading, odd: Odd) -> PartReading:
-    return {"host": reading.host, "part": reading.part.label, "value": _value(reading, odd)}
+    part = reading.part
+    return {"host": reading.host, "part": part.label, "slot": part.slot, "value": _value(reading, odd)}
 
 
 def _value(reading: Reading, odd: Odd) -> str:

@@ -17,6 +17,8 @@ from checks.readings.fields import GPU_FIELDS, NIC_FIELDS, NODE_FIELDS, PORT_FIE
 from checks.readings.nature import Field
 from preflight.facts import NodeFacts
 from preflight.facts_values import _map, records
+from preflight.measures import NodePart, PartRef
+from preflight.model import CheckResult
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,7 @@ class Part:
     like_text: str
     raw: Mapping[str, Any]
     busy: bool = False
+    slot: str = ""  # where it sits in its node, as the facts say: a GPU's index, "mlx5_0/1", "eth0"
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,7 @@ class PartKind:
     plural: str
     fields: tuple[Field, ...]
     parts: Callable[[NodeFacts], Sequence[Part]]
+    node_part: NodePart | None  # the kind the history store keeps such a part as; None: the node
 
 
 def _gpus(node: NodeFacts) -> list[Part]:
@@ -47,14 +51,23 @@ def _gpus(node: NodeFacts) -> list[Part]:
     for gpu in node.gpus or []:
         serial = f" (serial {gpu.serial})" if gpu.serial else ""
         label = f"GPU {gpu.index if gpu.index is not None else '?'}{serial}"
-        found.append(Part(label, (gpu.name,), gpu.name or "model unknown", gpu.raw, bool(gpu.processes)))
+        slot = str(gpu.index) if gpu.index is not None else ""
+        found.append(
+            Part(label, (gpu.name,), gpu.name or "model unknown", gpu.raw, bool(gpu.processes), slot)
+        )
     return found
 
 
 def _ports(node: NodeFacts) -> list[Part]:
     raws = records(_map(node.raw.get("net")).get("ib_devices"))
     return [
-        Part(port_label(port), port_kind(port), kind_text(port_kind(port)), raw)
+        Part(
+            port_label(port),
+            port_kind(port),
+            kind_text(port_kind(port)),
+            raw,
+            slot=f"{port.device}/{port.port}",
+        )
         for port, raw in zip(node.ib_ports, raws, strict=True)
     ]
 
@@ -64,7 +77,7 @@ def _nics(node: NodeFacts) -> list[Part]:
     veths, bonds, containers' interfaces) come and go with what runs on the node and are left out."""
     raws = records(_map(node.raw.get("net")).get("interfaces"))
     return [
-        Part(str(raw.get("name")), (raw.get("name"),), str(raw.get("name")), raw)
+        Part(str(raw.get("name")), (raw.get("name"),), str(raw.get("name")), raw, slot=str(raw.get("name")))
         for raw in raws
         if raw.get("pcie")
     ]
@@ -76,8 +89,28 @@ def _node(node: NodeFacts) -> list[Part]:
     return [Part("", (cpu, gpu), like_text, node.raw)]
 
 
-GPU = PartKind("GPU", "GPUs", GPU_FIELDS, _gpus)
-PORT = PartKind("InfiniBand/RoCE port", "InfiniBand/RoCE ports", PORT_FIELDS, _ports)
-NIC = PartKind("network card", "network cards", NIC_FIELDS, _nics)
-NODE = PartKind("node", "nodes", NODE_FIELDS, _node)
+GPU = PartKind("GPU", "GPUs", GPU_FIELDS, _gpus, "gpu")
+PORT = PartKind("InfiniBand/RoCE port", "InfiniBand/RoCE ports", PORT_FIELDS, _ports, "hca")
+NIC = PartKind("network card", "network cards", NIC_FIELDS, _nics, "nic")
+NODE = PartKind("node", "nodes", NODE_FIELDS, _node, None)
 KINDS: tuple[PartKind, ...] = (GPU, PORT, NIC, NODE)
+
+
+def parts_named(result: CheckResult) -> dict[str, list[PartRef]]:
+    """The parts a finding names odd, by node, as the history store reads them
+    (``Check.parts_named``): every part of the fields it names (and, where no majority decides,
+    of every side); none for a finding about nodes."""
+    kind = next((k.node_part for k in KINDS if k.name == result.details.get("part_kind")), None)
+    if kind is None:
+        return {}
+    named: dict[str, list[PartRef]] = {}
+    for odd in records(result.details.get("fields")):
+        readings = [
+            *records(odd.get("parts")),
+            *(p for side in records(odd.get("sides")) for p in records(side.get("parts"))),
+        ]
+        for reading in readings:
+            host, slot = reading.get("host"), reading.get("slot")
+            if isinstance(host, str) and isinstance(slot, str) and slot:
+                named.setdefault(host, []).append(PartRef(kind, slot=slot))
+    return named

@@ -6,21 +6,19 @@ A node is kept under its identity (:mod:`preflight.identity`: what the node is, 
 with the name that reached it in this run beside it; every row below names the node by its identity.
 A finding's key is ``check/entity/cause``: the check, the node it names (or the whole run, ``*``,
 for a finding that names none) and its ``details.item`` (``details.cause`` for ``connect``). The
-part a finding is about is found where the finding names it: as its check says
-(``Check.parts_named``: a burn's slow GPUs), or a part's identity (serial, UUID, PCI address, GUID)
-anywhere in its details.
+part a finding is about is the one its check declares it names (``Check.parts_named``), in the
+facts' own terms (:class:`preflight.measures.PartRef`).
 """
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from preflight.identity import Clash, Identity, identities
-from preflight.measures import Measure, Sample
+from preflight.measures import Measure, PartRef, Sample
 from preflight.model import CheckResult, HostReport, RunReport
+from preflight.node.hardware import pci_key
 from preflight.registry import measures_of, parts_named_by
 
 # The statuses kept as findings: the problems (a pass, and so a note, is not kept).
@@ -141,31 +139,34 @@ def _named_parts(
     result: CheckResult, parts: Mapping[str, Sequence[Part]], keys: Mapping[str, str]
 ) -> dict[str, str]:
     """Node (identity) -> the one part of that node the finding is about, where it names exactly
-    one: as the check says (``Check.parts_named``: a burn's slow GPUs), else the one part whose
-    identity (serial, UUID, PCI address, GUID) the finding mentions."""
+    one, as its check declares (``Check.parts_named``: a burn's slow GPUs, a GPU's XIDs, a port's
+    readings)."""
     declared = parts_named_by(result.check)
-    said = declared(result) if declared is not None else None
-    if said is not None:
-        slow: dict[str, set[str]] = {}
-        for host, found in said.items():
-            slow.setdefault(keys.get(host, host), set()).update(found)
-        return {node: next(iter(s)) for node, s in slow.items() if len(s) == 1}
-    named: dict[str, str] = {}
-    text = json.dumps(result.details) + " " + result.summary
-    for host in result.hosts:
+    if declared is None:
+        return {}
+    found: dict[str, set[str]] = {}
+    for host, refs in declared(result).items():
         node = keys.get(host, host)
-        found = {
-            p.part
-            for p in parts.get(node, ())
-            if any(ident and _mentions(text, ident) for ident in (p.part, p.uuid, p.pci))
-        }
-        if len(found) == 1:
-            named[node] = found.pop()
-    return named
+        found.setdefault(node, set()).update(
+            identity for ref in refs if (identity := part_named(parts.get(node, ()), ref))
+        )
+    return {node: next(iter(named)) for node, named in found.items() if len(named) == 1}
 
 
-def _mentions(text: str, identity: str) -> bool:
-    return re.search(rf"(?<![\w:]){re.escape(identity)}(?![\w])", text) is not None
+def part_named(parts: Sequence[Part], ref: PartRef) -> str:
+    """The identity the store keeps the node's part ``ref`` under; "" where none of ``parts`` is
+    that one."""
+    pci = pci_key(ref.pci) if ref.pci else ""
+    for part in parts:
+        if part.kind != ref.kind:
+            continue
+        if (
+            (ref.identity and ref.identity in (part.part, part.uuid))
+            or (ref.slot and ref.slot == part.slot)
+            or (pci and part.pci and pci_key(part.pci) == pci)
+        ):
+            return part.part
+    return ""
 
 
 @dataclass(frozen=True)
@@ -207,18 +208,23 @@ def _rates(
     rates = []
     for sample in samples:
         node = keys.get(sample.node, sample.node)
-        part = sample.part
-        if measure.entity == "gpu":
-            part = part or _gpu_at(parts.get(node, ()), sample.slot)
+        part = ""
+        if measure.entity in ("gpu", "rail"):
+            part = _part_of(sample.ref, parts.get(node, ()), measure.entity)
             if not part:
                 continue
         rates.append(Rate(measure.metric, node, part, sample.value))
     return rates
 
 
-def _gpu_at(parts: Sequence[Part], slot: str) -> str:
-    """The identity of the node's GPU at index ``slot``; "" where the node has none there."""
-    return next((p.part for p in parts if slot and p.kind == "gpu" and p.slot == slot), "")
+def _part_of(ref: PartRef | None, parts: Sequence[Part], entity: str) -> str:
+    """The identity a GPU's or a rail's value is kept under: its part's, as the node's facts know
+    it; else a GPU's serial, and a rail's interface name or PCI address (a rail on an interface
+    that is no network card, a veth or a bridge, is known by its name); "" for none."""
+    if ref is None:
+        return ""
+    found = part_named(parts, ref) or ref.identity
+    return found if entity == "gpu" else found or ref.slot or ref.pci
 
 
 @dataclass(frozen=True)
