@@ -195,10 +195,10 @@ def test_gpu_rails_are_named_by_gpu_and_pci_address_and_point_at_the_nic_beside_
         for card in document["rails"]["cards"]:
             card.pop("interfaces")
         node = document["rails"]["cards"][1]
-        document["rails"]["cards"].append(dict(node, rank=4, local_rank=1, gpu="0000:9a:00.0"))
+        document["rails"]["cards"].append(dict(node, rank=4, local_rank=1, gpu="00000000:9A:00.0"))
 
     (finding,) = failures(changed(job("lab_three_nodes_rail2_throttled"), as_gpu_job))
-    assert finding.summary.startswith("10.199.1.12's rail 1 (GPU 1 at 0000:9a:00.0) is slow")
+    assert finding.summary.startswith("10.199.1.12's rail 1 (GPU 1 at 00000000:9A:00.0) is slow")
     assert "the NIC nearest that GPU" in finding.summary
 
 

@@ -10,6 +10,7 @@ from checks.compute.root_cause import causes_in, refer_to_compute
 from checks.job import launch
 from checks.rails.details import NAME
 from checks.rails.judge import judge_rails
+from checks.rails.measures import MEASURES, parts_named
 from checks.rails.phase import PHASE
 from checks.rails.present import PRESENTATION
 from preflight.check import Check, CheckContext
@@ -32,4 +33,6 @@ CHECK = Check(
     reads=("ports", *PHASE.refers_to),
     settings=PHASE.settings,
     duration=PHASE.duration,
+    measures=MEASURES,
+    parts_named=parts_named,
 )

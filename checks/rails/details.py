@@ -22,14 +22,25 @@ class RailTest(TypedDict):
     latency: bool
 
 
+class RailPart(TypedDict, total=False):
+    """What one rail of a node is: its GPU's PCI address as the facts write it (``gpu``, NVML's
+    ``00000000:18:00.0``) and the GPU's index in the node where the job knew it (``local_rank``),
+    or the interface a CPU node's rail is (``interface``). Empty where the node did not say."""
+
+    gpu: str
+    local_rank: int
+    interface: str
+
+
 class Measured(TypedDict):
     """What the phase measured: the rails every node has, each node's rails by name (an interface,
-    or a GPU with its PCI address), the tests, each rail's typical test and what a healthy rail test
-    does (GB/s busbw: the upper median of the typical ones; and their microseconds at 8 bytes),
-    the phase's seconds."""
+    or a GPU with its PCI address) and what each is, the tests, each rail's typical test and what a
+    healthy rail test does (GB/s busbw: the upper median of the typical ones; and their
+    microseconds at 8 bytes), the phase's seconds."""
 
     rails: int
     rail_names: dict[str, list[str]]  # host -> the name of each of its rails
+    rail_parts: dict[str, list[RailPart]]  # host -> what each of its rails is
     tests: list[RailTest]
     typical_gbps: dict[str, float]  # by rail, as a string
     healthy_gbps: float
@@ -52,5 +63,6 @@ class SlowRail(TypedDict):
     busbw_gbps: float
     node: NotRequired[str]
     nodes: NotRequired[list[str]]
+    parts: NotRequired[list[RailPart]]  # a node's finding: what its slow rails are
     form: NotRequired[str]
     latency_us: NotRequired[float]

@@ -17,7 +17,7 @@ from checks.job.node.rails import LATENCY_BYTES
 from checks.job.outcome import JobOutcome, node_names
 from checks.job.phase import read_phase
 from checks.job.settings import RailsSection
-from checks.rails.details import NAME, Measured, RailTest, SlowRail
+from checks.rails.details import NAME, Measured, RailPart, RailTest, SlowRail
 from preflight.config import Config
 from preflight.facts_values import records
 from preflight.model import CheckResult, with_check_details
@@ -34,10 +34,11 @@ LATENCY_CPU_WAIT = 0.25
 LATENCY_ITEM = "rail_latency"
 
 
-def rail_names(section: Mapping[str, Any], names: Sequence[str], gpu: bool) -> dict[str, list[str]]:
-    """Each node's rails by name: its interfaces, or its GPUs (with their PCI addresses)."""
+def rail_parts(section: Mapping[str, Any], names: Sequence[str], gpu: bool) -> dict[str, list[RailPart]]:
+    """What each of each node's rails is, as its ranks reported: a GPU (its PCI address) or an
+    interface; empty where no rank said."""
     rails = int(section.get("rails") or 0)
-    named: dict[str, list[str]] = {name: [f"rail {r}" for r in range(rails)] for name in names}
+    parts: dict[str, list[RailPart]] = {name: [{} for _ in range(rails)] for name in names}
     for card in records(section.get("cards")):
         node, local = card.get("node_rank"), card.get("local_rank")
         if not isinstance(node, int) or not 0 <= node < len(names):
@@ -45,11 +46,18 @@ def rail_names(section: Mapping[str, Any], names: Sequence[str], gpu: bool) -> d
         host = names[node]
         if gpu and isinstance(local, int) and local < rails:
             address = card.get("gpu")
-            named[host][local] = f"GPU {local}" + (f" at {address}" if address else "")
+            parts[host][local] = {"local_rank": local, **({"gpu": str(address)} if address else {})}
         elif not gpu and local == 0:
             for rail, interface in enumerate(list(card.get("interfaces") or [])[:rails]):
-                named[host][rail] = str(interface)
-    return named
+                parts[host][rail] = {"interface": str(interface)}
+    return parts
+
+
+def rail_name(rail: int, part: RailPart) -> str:
+    """A rail by what it is: ``GPU 3 at 00000000:18:00.0``, ``eth1``, else ``rail 3``."""
+    if "local_rank" in part:
+        return f"GPU {part['local_rank']}" + (f" at {part['gpu']}" if "gpu" in part else "")
+    return part.get("interface") or f"rail {rail}"
 
 
 def judge_rails(outcome: JobOutcome, config: Config) -> list[CheckResult]:
@@ -60,13 +68,15 @@ def judge_rails(outcome: JobOutcome, config: Config) -> list[CheckResult]:
     names = node_names(outcome)
     gpu = (outcome.document or {}).get("device") == "cuda"
     tests = [t for t in records(section.get("tests")) if _known(t, len(names))]
-    named = rail_names(section, names, gpu)
+    parts = rail_parts(section, names, gpu)
+    named = {host: [rail_name(r, part) for r, part in enumerate(rails)] for host, rails in parts.items()}
     slow_ratio = config.section(RailsSection).slow_ratio
-    bandwidth = Culprits([t for t in tests if not t.get("latency")], slow_ratio, names, named, gpu)
-    latency = Culprits([t for t in tests if t.get("latency")], slow_ratio, names, named, gpu, latency=True)
+    bandwidth = SlowRails([t for t in tests if not t.get("latency")], slow_ratio, names, parts, gpu)
+    latency = SlowRails([t for t in tests if t.get("latency")], slow_ratio, names, parts, gpu, latency=True)
     details: Measured = {
         "rails": int(section.get("rails") or 0),
         "rail_names": named,
+        "rail_parts": parts,
         "tests": [_named_test(t, names) for t in tests],
         "typical_gbps": {str(rail): value for rail, value in rail_typicals(bandwidth.busbw).items()},
         "healthy_gbps": bandwidth.healthy,
@@ -125,7 +135,7 @@ def _passed(details: Measured, n_tests: int) -> str:
     )
 
 
-class Culprits:
+class SlowRails:
     """Who is at fault for the slow rail tests of one run, at the pair message (bandwidth) or, with
     ``latency``, at LATENCY_BYTES (their busbw is the inverse of their time: the same rules apply,
     and the findings say the latency)."""
@@ -135,7 +145,7 @@ class Culprits:
         tests: Sequence[Mapping[str, Any]],
         slow_ratio: float,
         names: Sequence[str],
-        named: Mapping[str, Sequence[str]],
+        parts: Mapping[str, Sequence[RailPart]],
         gpu: bool,
         latency: bool = False,
     ) -> None:
@@ -154,7 +164,7 @@ class Culprits:
             if latency and test in slow
         }
         self.slow, self.unjudged = slow - waited, sorted(waited)
-        self.names, self.named, self.gpu, self.latency = names, named, gpu, latency
+        self.names, self.parts, self.gpu, self.latency = names, parts, gpu, latency
         self.nodes = sorted({n for test in self.busbw for n in test[:2]})
         self.rails = sorted({test[2] for test in self.busbw})
         tests_of: dict[tuple[int, int], list[Test]] = {}
@@ -203,10 +213,13 @@ class Culprits:
         found += [self._link(test) for test in links]
         return found
 
+    def _part(self, host: str, rail: int) -> RailPart:
+        parts = self.parts.get(host) or []
+        return parts[rail] if rail < len(parts) else {}
+
     def _rail_label(self, host: str, rail: int) -> str:
-        names = self.named.get(host) or []
-        label = names[rail] if rail < len(names) else ""
-        return f"rail {rail} ({label})" if label and label != f"rail {rail}" else f"rail {rail}"
+        label = rail_name(rail, self._part(host, rail))
+        return f"rail {rail} ({label})" if label != f"rail {rail}" else label
 
     def _result(
         self,
@@ -223,6 +236,7 @@ class Culprits:
             found["item"], found["form"], found["latency_us"] = LATENCY_ITEM, item, self.micros(busbw)
         if len(hosts) == 1:
             found["node"] = hosts[0]
+            found["parts"] = [self._part(hosts[0], rail) for rail in rails]
         else:
             found["nodes"] = list(hosts)
         return CheckResult(NAME, status, summary, tuple(hosts), dict(found))

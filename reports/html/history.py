@@ -161,6 +161,9 @@ def _what(t: _Trend, entity: Entity, slots: Mapping[tuple[str, str], str]) -> st
     if entity == "gpu":
         slot = slots.get((t.node, t.part))
         return f"{t.node} GPU {slot} ({t.part})" if slot is not None else f"{t.node} GPU {t.part}"
+    if entity == "rail":  # kept under its GPU's identity, or its interface's (a MAC, or a name)
+        slot = slots.get((t.node, t.part))
+        return f"{t.node} rail of GPU {slot} ({t.part})" if slot is not None else f"{t.node} rail {t.part}"
     return t.node
 
 

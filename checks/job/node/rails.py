@@ -49,14 +49,14 @@ def interfaces(configured: Sequence[str]) -> list[str]:
 
 
 def gpu_address(job: Job) -> str | None:
-    """The PCI address of this rank's GPU, as the report names it ("0000:18:00.0"); None where
-    torch does not say (older builds)."""
+    """The PCI address of this rank's GPU as NVML and nvidia-smi write it, and so the node's facts
+    ("00000000:18:00.0"); None where torch does not say (older builds)."""
     props = job.torch.cuda.get_device_properties(job.device)
     parts = [getattr(props, name, None) for name in ("pci_domain_id", "pci_bus_id", "pci_device_id")]
     if not all(isinstance(part, int) for part in parts):
         return None
     domain, bus, device = parts
-    return f"{domain:04x}:{bus:02x}:{device:02x}.0"
+    return f"{domain:08X}:{bus:02X}:{device:02X}.0"
 
 
 def _rails_of(job: Job, cards: Sequence[Mapping[str, Any]]) -> int:
