@@ -28,8 +28,8 @@ from checks.job.node.ranks_host import rank_end as end_record
 from checks.job.pairs import (
     FULL_PLAN_MAX_NODES,
     QUIET_SLOW_RATIO,
-    Culprits,
     Pair,
+    PairJudgement,
     name_culprits,
     pack_rounds,
     pair_key,
@@ -90,7 +90,7 @@ def simulate(
     return records, plan, retests
 
 
-def judged(n_nodes: int, **cluster: Any) -> Culprits:
+def judged(n_nodes: int, **cluster: Any) -> PairJudgement:
     records, _, _ = simulate(n_nodes, **cluster)
     return name_culprits(records, n_nodes, 0.5)
 

@@ -13,7 +13,7 @@ import pytest
 
 from benchmarks.culprit_simulation import Faults, run_trial
 from checks.job.node.planning import REPEATS, SMALL_PAIRS, pair_key, repeat_plan
-from checks.job.pairs import Culprits, SlowLink, name_culprits
+from checks.job.pairs import PairJudgement, SlowLink, name_culprits
 from checks.job.stragglers import STRAGGLER_SIGMAS, Straggler, explained_by_stragglers, name_stragglers
 
 PAIRS = Path(__file__).parent / "data" / "pairs"
@@ -68,6 +68,6 @@ def test_a_straggler_explains_the_slow_links_the_pair_rules_name_on_its_pairs() 
     trial = run_trial(4, faults, 0.5, "3:4:23")
     assert trial.slow_nodes == {2}
     assert trial.named_nodes == {2} and trial.named_links == frozenset()
-    culprits = Culprits(1.0, 1.0, 0.5, slow_links=(SlowLink((2, 3), 0.4, 0.4, 0.4, (0.4,)),))
+    culprits = PairJudgement(1.0, 1.0, 0.5, slow_links=(SlowLink((2, 3), 0.4, 0.4, 0.4, (0.4,)),))
     straggler = Straggler(2, 0.6, 1.0, 0.1, 6, 9)
     assert explained_by_stragglers(culprits, [straggler]).slow_links == ()

@@ -14,7 +14,7 @@ from checks.hardware.counters import growth_results
 from checks.job.nccl_log import NcclTransport, parse_nccl_log
 from checks.job.node.planning import REPEATS
 from checks.job.outcome import JobOutcome, node_names
-from checks.job.pairs import Culprits, SlowGroup, name_culprits
+from checks.job.pairs import PairJudgement, SlowGroup, name_culprits
 from checks.job.phase import read_phase
 from checks.job.settings import AllreduceSection
 from checks.job.stalled_node import attribute_stall, with_loss_cause
@@ -179,7 +179,7 @@ def _group_result(
 
 
 def _pair_results(
-    culprits: Culprits, names: Sequence[str], config: Config, switches: Mapping[str, str]
+    culprits: PairJudgement, names: Sequence[str], config: Config, switches: Mapping[str, str]
 ) -> tuple[list[CheckResult], list[str]]:
     """Failures for confirmed slow nodes, slow links and pairs under the floor; notes for a pass."""
     typical = culprits.typical_busbw_gbps
@@ -243,7 +243,10 @@ def _pair_results(
 
 
 def _add_pair_tables(
-    details: AllreduceDetails, pairs: Sequence[Mapping[str, Any]], culprits: Culprits, names: Sequence[str]
+    details: AllreduceDetails,
+    pairs: Sequence[Mapping[str, Any]],
+    culprits: PairJudgement,
+    names: Sequence[str],
 ) -> None:
     """The pair tests, their matrix and the typical pair, in ``details`` (after the measurement)."""
     # The script's records as it printed them, but with node names in "nodes" (what a report
@@ -395,7 +398,7 @@ def _judge_pairs(
     names: Sequence[str],
     config: Config,
     node_facts: Mapping[str, Mapping[str, Any]],
-) -> tuple[Culprits, list[CheckResult], list[str], str]:
+) -> tuple[PairJudgement, list[CheckResult], list[str], str]:
     """The pair tests judged: the culprits (less the links a straggler explains), their findings,
     the notes on pairs slow once, and the headline for a pass."""
     cfg = config.section(AllreduceSection)
@@ -424,7 +427,7 @@ def _details(
     world: int,
     names: Sequence[str],
     transports: Mapping[str, NcclTransport],
-    judged: tuple[Sequence[Mapping[str, Any]], Culprits | None],
+    judged: tuple[Sequence[Mapping[str, Any]], PairJudgement | None],
     nccl_loaded: Mapping[str, str],
     notes: Sequence[str],
 ) -> AllreduceDetails:
@@ -477,7 +480,7 @@ def judge_allreduce(
     results.extend(sweep_findings)
 
     pairs = [p for p in section.get("pairs") or [] if isinstance(p, Mapping)]
-    culprits: Culprits | None = None
+    culprits: PairJudgement | None = None
     notes: list[str] = []
     pair_headline = None
     if pairs:

@@ -40,8 +40,8 @@ __all__ = [
     "FULL_PLAN_MAX_NODES",
     "QUIET_SLOW_RATIO",
     "SPREAD_SIGMAS",
-    "Culprits",
     "Pair",
+    "PairJudgement",
     "SlowGroup",
     "SlowLink",
     "SlowNode",
@@ -121,7 +121,10 @@ class WithinNoise:
 
 
 @dataclass(frozen=True)
-class Culprits:
+class PairJudgement:
+    """What the pair tests of one run say: the typical pair and the threshold below which a pair is
+    slow, the slow nodes, links and groups named, the tests left unconfirmed, each node's ratio."""
+
     typical_busbw_gbps: float  # the median over nodes of each node's best first-test pair
     median_pair_busbw_gbps: float  # the plain median of the first tests, for reference
     threshold_gbps: float  # below it a pair is slow (slow_threshold: adapts to the spread)
@@ -424,7 +427,7 @@ def name_culprits(
     slow_ratio: float,
     min_pair_busbw_gbps: float = 0.0,
     quiet_ratio: float = QUIET_SLOW_RATIO,
-) -> Culprits:
+) -> PairJudgement:
     """Slow nodes, slow groups of nodes and slow links from pair measurements (first tests and re-tests).
 
     A pair is slow below a threshold that adapts to the spread of the healthy pairs (see
@@ -472,7 +475,7 @@ def name_culprits(
 
     best_of_node = {node: max(busbw for _, busbw, _ in obs) for node, obs in evidence.seen.items()}
     node_ratio = {node: evidence.ratio(best_of_node[node]) for node in range(n_nodes) if node in best_of_node}
-    return Culprits(
+    return PairJudgement(
         typical_busbw_gbps=evidence.typical,
         median_pair_busbw_gbps=median_pair,
         threshold_gbps=named.threshold,

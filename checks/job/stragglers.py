@@ -17,7 +17,7 @@ from typing import Any
 
 from checks.job.node.pair import Pair, pair_key
 from checks.job.node.planning import STRAGGLER_RATIO
-from checks.job.pairs import Culprits
+from checks.job.pairs import PairJudgement
 
 # How many standard errors of the pairs' own noise the slow mean must lie below the healthy one.
 STRAGGLER_SIGMAS = 4.0
@@ -102,7 +102,7 @@ def name_stragglers(records: Sequence[Mapping[str, Any]]) -> list[Straggler]:
     return found
 
 
-def explained_by_stragglers(culprits: Culprits, stragglers: Sequence[Straggler]) -> Culprits:
+def explained_by_stragglers(culprits: PairJudgement, stragglers: Sequence[Straggler]) -> PairJudgement:
     """``culprits`` without the slow links of a straggler: its pairs are slow because it is, and
     naming one of them as a link would blame its healthy partner."""
     slow = {straggler.node for straggler in stragglers}
@@ -110,7 +110,7 @@ def explained_by_stragglers(culprits: Culprits, stragglers: Sequence[Straggler])
     return dataclasses.replace(culprits, slow_links=links)
 
 
-def stragglers_among(records: Sequence[Mapping[str, Any]], culprits: Culprits) -> list[Straggler]:
+def stragglers_among(records: Sequence[Mapping[str, Any]], culprits: PairJudgement) -> list[Straggler]:
     """The stragglers the repeats tell that are not slow nodes already."""
     named = {s.node for s in culprits.slow_nodes}
     return [s for s in name_stragglers(records) if s.node not in named]

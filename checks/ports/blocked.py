@@ -169,7 +169,7 @@ Failures = list[tuple[ProbedPort, str]]
 
 
 @dataclass(frozen=True)
-class _Culprits:
+class _BlockedSources:
     """Sources named in one finding: those that failed the same ports the same way, or two that
     fail only toward each other (``each_other``: the link between them)."""
 
@@ -184,7 +184,7 @@ def _only_peer(source: str, by_source: Mapping[str, Failures]) -> str | None:
     return next(iter(targets)) if len(targets) == 1 else None
 
 
-def _culprits(ports: Sequence[ProbedPort]) -> list[_Culprits]:
+def _blocked_sources(ports: Sequence[ProbedPort]) -> list[_BlockedSources]:
     by_source: dict[str, Failures] = {}
     for port in ports:
         if port.sources_at_fault:
@@ -197,7 +197,7 @@ def _culprits(ports: Sequence[ProbedPort]) -> list[_Culprits]:
         (sorted(sources, key=natural_key) for sources in alike.values()), key=lambda g: natural_key(g[0])
     )
     alone = {group[0] for group in groups if len(group) == 1}
-    culprits: list[_Culprits] = []
+    culprits: list[_BlockedSources] = []
     named: set[str] = set()
     for group in groups:
         if named.intersection(group):
@@ -205,15 +205,15 @@ def _culprits(ports: Sequence[ProbedPort]) -> list[_Culprits]:
         peer = _only_peer(group[0], by_source) if len(group) == 1 else None
         if peer is not None and peer in alone - named and _only_peer(peer, by_source) == group[0]:
             culprits.append(
-                _Culprits([group[0], peer], by_source[group[0]] + by_source[peer], each_other=True)
+                _BlockedSources([group[0], peer], by_source[group[0]] + by_source[peer], each_other=True)
             )
         else:
-            culprits.append(_Culprits(group, by_source[group[0]]))
+            culprits.append(_BlockedSources(group, by_source[group[0]]))
         named.update(culprits[-1].sources)
     return culprits
 
 
-def _cannot_reach(culprits: _Culprits, master: str) -> str:
+def _cannot_reach(culprits: _BlockedSources, master: str) -> str:
     """``node3 cannot reach node1:29500 (dropped); node2 reaches it: look at ...``."""
     unreached = [port for port, _ in culprits.failures]
     if len(unreached) == 1:
@@ -244,7 +244,7 @@ def on_sources(ports: Sequence[ProbedPort], master: str) -> list[CheckResult]:
     """A ``cannot_reach`` finding for the sources that failed ports the other sources reached,
     named on those sources: every port each failed, and who reached each."""
     findings: list[CheckResult] = []
-    for culprits in _culprits(ports):
+    for culprits in _blocked_sources(ports):
         unreached = [port for port, _ in culprits.failures]
         details: CannotReachDetails = {
             "item": "cannot_reach",

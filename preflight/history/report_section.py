@@ -31,7 +31,7 @@ DIGITS = 4
 
 
 @dataclass(frozen=True)
-class _Seen:
+class _UndrawnRate:
     """A rate of the run as the key gives it when it is not drawn."""
 
     metric: str
@@ -58,7 +58,7 @@ def run_history(
     pairs = [(r.metric, r.node, r.part) for r in record.rates if r.metric in pair_metrics]
     offenders = offenders_of(store, since, nodes, parts)
     seen = [
-        _Seen(m.metric, m.node, m.part, m.runs, m.mean, now.get((m.metric, m.node, m.part)))
+        _UndrawnRate(m.metric, m.node, m.part, m.runs, m.mean, now.get((m.metric, m.node, m.part)))
         for m in means_of(store, since, nodes, parts, pairs)
     ]
     why = reasons(seen, slower_keys(results), {(o.by, o.name) for o in offenders})
