@@ -342,9 +342,9 @@ def _rates(
 ) -> dict[frozenset[str], float]:
     """Segments retransmitted per MiB sent, for each pair of nodes that moved enough to tell."""
     return {
-        pair: pairs.get(pair, 0) / (n / MIB)
+        pair: rate
         for pair, n in sent.items()
-        if n >= MIN_RATE_BYTES and len(pair) > 1
+        if n >= MIN_RATE_BYTES and len(pair) > 1 and (rate := _rate(pairs, sent, pair)) is not None
     }
 
 
