@@ -30,10 +30,12 @@ def on_every_node(
     *,
     limit_s: float,
     sessions: Sequence[HostSession] | None = None,
+    phase: str = "",
 ) -> Answers[T]:
     """Run ``work`` for every live session (or ``sessions``), ``fanout`` at a time. ``work`` bounds
     its own remote commands by ``limit_s``; a node still busy past that (and the transport's grace)
-    is reported as not answering, never waited on."""
+    is reported as not answering, never waited on. Each node's work is a span of the run's
+    timeline, named ``phase``."""
     chosen = list(ctx.live_sessions if sessions is None else sessions)
     found: Answers[T] = Answers()
     if not chosen:
@@ -42,7 +44,7 @@ def on_every_node(
     waves = -(-len(chosen) // workers)
     pool = cf.ThreadPoolExecutor(max_workers=workers)
     try:
-        futures = {pool.submit(work, session): session.spec.name for session in chosen}
+        futures = {pool.submit(_timed, ctx, phase, work, session): session.spec.name for session in chosen}
         done, pending = cf.wait(futures, timeout=ctx.deadline.cap(limit_s * waves) + 2 * GRACE_S)
         for future in done:
             name = futures[future]
@@ -64,3 +66,8 @@ def on_every_node(
     found.answers = dict(sorted(found.answers.items(), key=lambda kv: order[kv[0]]))
     found.errors = dict(sorted(found.errors.items(), key=lambda kv: order[kv[0]]))
     return found
+
+
+def _timed(ctx: CheckContext, phase: str, work: Callable[[HostSession], T], session: HostSession) -> T:
+    with ctx.timeline.span(session.spec.name, phase):
+        return work(session)

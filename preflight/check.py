@@ -22,6 +22,7 @@ from preflight.measures import Measure, PartsNamed
 from preflight.model import CheckResult, HostReport, RunReport
 from preflight.settings import NOT_QUICK, Cost, Profile, Settings
 from preflight.silence import SilenceWatch, keepalive_of
+from preflight.timeline import Timeline
 from preflight.transport import RemoteProcess, Transport
 from preflight.view import Presentation
 
@@ -70,6 +71,8 @@ class CheckContext:
     baseline: RunReport | None = None  # a previous known-good run to compare with
     # Findings of the checks already run, by check: a check sees those it declares in ``reads``.
     findings: Mapping[str, Sequence[CheckResult]] = field(default_factory=dict)
+    # Where the run's time goes: the checks add their spans on the nodes (preflight.timeline).
+    timeline: Timeline = field(default_factory=Timeline)
     _probed: dict[str, tuple[bool, Any]] = field(default_factory=dict, repr=False)
 
     @property

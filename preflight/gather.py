@@ -38,6 +38,7 @@ from preflight.probes import (
 from preflight.progress import Progress
 from preflight.redact import redact
 from preflight.silence import LISTEN_S, NodeSilent, SilenceWatch, keepalive_of, listen, read_line
+from preflight.timeline import CONNECT, FACTS, Timeline
 from preflight.transport import GRACE_S, CommandResult, HostUnavailable, RemoteProcess, Transport
 
 TransportFactory = Callable[[HostSpec], Transport]
@@ -157,14 +158,19 @@ def _gather_one(
     progress: Progress,
     args: tuple[str, ...] = (),
     stay: bool = False,
+    timeline: Timeline | None = None,
 ) -> None:
     spec = session.spec
     transport = session.transport = factory(spec)
+    timeline = timeline or Timeline()
     started = time.monotonic()
+    connected: float | None = None
     try:
         progress.host(spec.name, "connecting")
         transport.open(deadline)
-        connected_s = time.monotonic() - started
+        connected = time.monotonic()
+        connected_s = connected - started
+        timeline.add(spec.name, CONNECT, started, connected)
         progress.host(spec.name, "probing")
         if stay:
             answer, session.host = _staying_probe(
@@ -186,10 +192,12 @@ def _gather_one(
                 timeout_s=deadline.cap(probe_timeout_s),
             )
     except HostUnavailable as exc:
+        timeline.add(spec.name, CONNECT if connected is None else FACTS, connected or started)
         session.silent = isinstance(exc, NodeSilent)
         session.report = _unchecked(spec, exc.error)
         progress.host(spec.name, "error", error=exc.error.message)
         return
+    timeline.add(spec.name, FACTS, connected)
     facts = dict(redact(answer.document.get("facts") or {}))
     facts["connection"] = {
         "transport": transport.kind,
@@ -225,11 +233,13 @@ def gather(
     args: tuple[str, ...] = (),
     stay: bool = False,
     silence_s: float = 8.0,
+    timeline: Timeline | None = None,
 ) -> list[HostSession]:
     """Connect to every host and gather its facts (``args``: the probe's options, the same for
     every host); the sessions keep their open transports, and with ``stay`` the facts probe that
     stayed as each host's script host. A host that stops answering is named as silent after
-    ``silence_s`` (:mod:`preflight.silence`)."""
+    ``silence_s`` (:mod:`preflight.silence`). Each host's connection and probe are spans of
+    ``timeline``."""
     sessions = [
         HostSession(spec, _unchecked(spec, HostError("timeout", "not reached before the run's deadline")))
         for spec in specs
@@ -251,6 +261,7 @@ def gather(
                 progress=progress,
                 args=args,
                 stay=stay,
+                timeline=timeline,
             ): session
             for session in sessions
         }

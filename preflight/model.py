@@ -14,6 +14,7 @@ from typing import Any, Literal, cast
 from preflight.errors import ExitCode
 from preflight.facts import NodeFacts
 from preflight.status import STATUSES, Status
+from preflight.timeline import Span
 
 SCHEMA_VERSION = 1
 
@@ -192,6 +193,8 @@ class RunReport:
     handback: Mapping[str, Any] | None = None
     # What the history store says about the run's nodes (preflight.history.report_section).
     history: Mapping[str, Any] | None = None
+    # Each phase of the run on the controller and on every node (preflight.timeline).
+    timeline: tuple[Span, ...] = ()
     schema_version: int = SCHEMA_VERSION
 
     @property
@@ -211,6 +214,7 @@ class RunReport:
         timings: Mapping[str, float] | None = None,
         handback: Mapping[str, Any] | None = None,
         enough_nodes: bool = False,
+        timeline: Sequence[Span] = (),
     ) -> RunReport:
         """``enough_nodes``: ``--min-nodes`` was met, so failures of the nodes left out do not
         fail the run."""
@@ -227,6 +231,7 @@ class RunReport:
             interrupted=interrupted,
             timings={k: round(v, 3) for k, v in (timings or {}).items()},
             handback=handback,
+            timeline=tuple(timeline),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -243,6 +248,7 @@ class RunReport:
             "results": [r.to_dict() for r in self.results],
             **({"handback": dict(self.handback)} if self.handback is not None else {}),
             **({"history": dict(self.history)} if self.history is not None else {}),
+            **({"timeline": [s.to_dict() for s in self.timeline]} if self.timeline else {}),
         }
 
     @classmethod
@@ -262,6 +268,7 @@ class RunReport:
             timings={str(k): float(v) for k, v in (data.get("timings") or {}).items()},
             handback=dict(data["handback"]) if isinstance(data.get("handback"), Mapping) else None,
             history=dict(data["history"]) if isinstance(data.get("history"), Mapping) else None,
+            timeline=tuple(Span.from_dict(s) for s in data.get("timeline") or ()),
         )
 
     def results_for(self, check: str) -> list[CheckResult]:

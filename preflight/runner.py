@@ -25,6 +25,7 @@ from preflight.inventory import HostSpec
 from preflight.model import CheckResult, HostError, HostReport, RunReport
 from preflight.progress import NoProgress, Progress
 from preflight.registry import unreached_check
+from preflight.timeline import CONTROLLER, FACTS, Timeline
 from preflight.transport import Transport
 from preflight.transport.local import LocalTransport
 from preflight.transport.srun import SrunSettings, SrunTransport
@@ -78,6 +79,7 @@ def execute(
     progress = progress or NoProgress()
     started_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     started = time.monotonic()
+    timeline = Timeline(started)
     run = request.config.run
     deadline = Deadline.after(run.timeout_s)
     sessions: list[HostSession] = [
@@ -101,8 +103,10 @@ def execute(
             progress=progress,
             args=facts_probe_args(request.config.job_env, stay_imports),
             stay=bool(stay_imports),
+            timeline=timeline,
         )
         timings["facts"] = time.monotonic() - phase_started
+        timeline.add(CONTROLLER, FACTS, phase_started)
         findings: dict[str, list[CheckResult]] = {}
         ctx = CheckContext(
             config=request.config,
@@ -111,6 +115,7 @@ def execute(
             backend=request.backend,
             selected=tuple(c.name for c in request.checks),
             baseline=request.baseline,
+            timeline=timeline,
         )
         for check in request.checks:
             progress.check_started(check.name)
@@ -119,6 +124,7 @@ def execute(
             ctx.findings = {name: findings[name] for name in check.reads if name in findings}
             found = _run_check(check, ctx)
             timings[check.name] = time.monotonic() - phase_started
+            timeline.add(CONTROLLER, check.name, phase_started)
             findings[check.name] = found
             results.extend(found)
             progress.check_done(check.name, found)
@@ -138,7 +144,7 @@ def execute(
     finally:
         progress.close()
     try:
-        report = _report(request, sessions, results, started_at, started, interrupted, timings)
+        report = _report(request, sessions, results, started_at, started, interrupted, timings, timeline)
         if publish is not None:
             publish(report)
     finally:
@@ -154,6 +160,7 @@ def _report(
     started: float,
     interrupted: bool,
     timings: dict[str, float],
+    timeline: Timeline,
 ) -> RunReport:
     hosts = [s.report for s in sessions]
     handback = hand_back(
@@ -173,5 +180,6 @@ def _report(
         timings=timings,
         handback=handback.to_dict(),
         enough_nodes=handback.enough,
+        timeline=timeline.spans(),
     )
     return report if request.history is None else remember(report, request.history)

@@ -41,74 +41,7 @@ from preflight.view import (
     Meter,
     Series,
 )
-
-# Approximate advance of one character at the chart font sizes, for label gutters.
-_CHAR_PX = 7.0
-_MONO_CHAR_PX = 7.3
-
-
-def _n(value: float) -> str:
-    """A coordinate with at most one decimal: small files, stable output."""
-    text = f"{value:.1f}"
-    return text[:-2] if text.endswith(".0") else text
-
-
-def _attrs(**attrs: str | float | None) -> str:
-    parts = []
-    for key, value in attrs.items():
-        if value is None:
-            continue
-        name = key.rstrip("_").replace("_", "-")
-        shown = _n(value) if isinstance(value, float | int) and not isinstance(value, bool) else value
-        parts.append(f' {name}="{escape(shown)}"')
-    return "".join(parts)
-
-
-def _el(tag: str, body: str = "", /, **attrs: str | float | None) -> str:
-    return f"<{tag}{_attrs(**attrs)}>{body}</{tag}>" if body else f"<{tag}{_attrs(**attrs)}/>"
-
-
-def _title(text: str | None) -> str:
-    return f"<title>{escape(text)}</title>" if text else ""
-
-
-def _svg(width: float, height: float, label: str, body: list[str], css: str) -> Markup:
-    return Markup(
-        f'<svg xmlns="http://www.w3.org/2000/svg" class="chart {escape(css)}" role="img"'
-        f' viewBox="0 0 {_n(width)} {_n(height)}" width="{_n(width)}" height="{_n(height)}"'
-        f' preserveAspectRatio="xMinYMin meet"><title>{escape(label)}</title>{"".join(body)}</svg>'
-    )
-
-
-# --------------------------------------------------------------------------- number formats
-
-
-def nice_ticks(low: float, high: float, *, count: int = 5) -> list[float]:
-    """Round tick values (1, 2 or 5 times a power of ten) covering ``low``..``high``."""
-    if not math.isfinite(low) or not math.isfinite(high):
-        return [0.0, 1.0]
-    if high <= low:
-        high = low + (abs(low) or 1.0)
-    raw = (high - low) / max(1, count)
-    power = 10 ** math.floor(math.log10(raw))
-    step = next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw)
-    first = math.floor(low / step) * step
-    ticks = []
-    value = first
-    while value < high + step * 0.999:
-        ticks.append(round(value, 10))
-        value += step
-    return ticks
-
-
-def log2_ticks(low: float, high: float, *, most: int = 9) -> list[float]:
-    """Powers of two from ``low`` to ``high``, thinned to at most ``most`` ticks."""
-    first = math.floor(math.log2(max(low, 1e-12)))
-    last = math.ceil(math.log2(max(high, low, 1e-12)))
-    exponents = list(range(first, last + 1))
-    stride = max(1, math.ceil(len(exponents) / most))
-    return [2.0**e for e in exponents[::stride]]
-
+from reports.svg import CHAR_PX, MONO_CHAR_PX, el, empty_chart, log2_ticks, n, nice_ticks, svg, title
 
 # --------------------------------------------------------------------------- line chart
 
@@ -171,7 +104,7 @@ def line_chart(
     xs = [p[0] for p in points if x.scale != "log2" or p[0] > 0]
     ys = [p[1] for p in points]
     y_ticks_probe = nice_ticks(0.0 if y.zero else min(ys), max(ys))
-    gutter = max(len(y.format(t)) for t in y_ticks_probe) * _CHAR_PX + 20
+    gutter = max(len(y.format(t)) for t in y_ticks_probe) * CHAR_PX + 20
     frame = _Frame(left=gutter + 14, top=14, width=width - gutter - 14 - 34, height=height - 62)
     frame.x, x_ticks = _scale(x, min(xs), max(xs), frame.left, frame.width, invert=False)
     frame.y, y_ticks = _scale(y, min(ys), max(ys), frame.top, frame.height, invert=True)
@@ -180,18 +113,18 @@ def line_chart(
     if band is not None and band.lower and band.upper:
         outline = [*band.upper, *reversed(band.lower)]
         body.append(
-            _el(
+            el(
                 "polygon",
-                _title(band.label),
+                title(band.label),
                 class_="band",
-                points=" ".join(f"{_n(frame.x(a))},{_n(frame.y(b))}" for a, b in outline),
+                points=" ".join(f"{n(frame.x(a))},{n(frame.y(b))}" for a, b in outline),
             )
         )
     if reference is not None:
         ref_y = frame.y(reference[0])
         body.append(
-            _el("line", class_="ref", x1=frame.left, x2=frame.left + frame.width, y1=ref_y, y2=ref_y)
-            + _el(
+            el("line", class_="ref", x1=frame.left, x2=frame.left + frame.width, y1=ref_y, y2=ref_y)
+            + el(
                 "text",
                 escape(reference[1]),
                 class_="ref-label",
@@ -206,19 +139,19 @@ def line_chart(
             continue
         coords = [(frame.x(a), frame.y(b)) for a, b in s.points]
         group = [
-            _el(
+            el(
                 "polyline",
-                _title(s.label),
-                points=" ".join(f"{_n(a)},{_n(b)}" for a, b in coords),
+                title(s.label),
+                points=" ".join(f"{n(a)},{n(b)}" for a, b in coords),
                 class_="line",
             )
         ]
         for (px, py), (a, b) in zip(coords, s.points, strict=True):
             tip = f"{s.label}: {y.format(b)} {y.label} at {x.format(a)}" + (f" ({s.note})" if s.note else "")
-            group.append(_el("circle", _title(tip), cx=px, cy=py, r=3.2 if s.strong else 2.4, class_="dot"))
+            group.append(el("circle", title(tip), cx=px, cy=py, r=3.2 if s.strong else 2.4, class_="dot"))
         css = f"series {s.css}" + (" strong" if s.strong else "")
-        body.append(_el("g", "".join(group), class_=css))
-    return _svg(width, height, label, body, "line-chart")
+        body.append(el("g", "".join(group), class_=css))
+    return svg(width, height, label, body, "line-chart")
 
 
 def _axes(frame: _Frame, x: Axis, y: Axis, x_ticks: list[float], y_ticks: list[float]) -> str:
@@ -226,18 +159,18 @@ def _axes(frame: _Frame, x: Axis, y: Axis, x_ticks: list[float], y_ticks: list[f
     bottom = frame.top + frame.height
     for t in y_ticks:
         ty = frame.y(t)
-        out.append(_el("line", class_="grid", x1=frame.left, x2=frame.left + frame.width, y1=ty, y2=ty))
+        out.append(el("line", class_="grid", x1=frame.left, x2=frame.left + frame.width, y1=ty, y2=ty))
         out.append(
-            _el("text", escape(y.format(t)), class_="tick", x=frame.left - 8, y=ty + 4, text_anchor="end")
+            el("text", escape(y.format(t)), class_="tick", x=frame.left - 8, y=ty + 4, text_anchor="end")
         )
     for t in x_ticks:
         tx = frame.x(t)
-        out.append(_el("line", class_="grid", x1=tx, x2=tx, y1=frame.top, y2=bottom))
-        out.append(_el("text", escape(x.format(t)), class_="tick", x=tx, y=bottom + 18, text_anchor="middle"))
-    out.append(_el("line", class_="axis", x1=frame.left, x2=frame.left + frame.width, y1=bottom, y2=bottom))
-    out.append(_el("line", class_="axis", x1=frame.left, x2=frame.left, y1=frame.top, y2=bottom))
+        out.append(el("line", class_="grid", x1=tx, x2=tx, y1=frame.top, y2=bottom))
+        out.append(el("text", escape(x.format(t)), class_="tick", x=tx, y=bottom + 18, text_anchor="middle"))
+    out.append(el("line", class_="axis", x1=frame.left, x2=frame.left + frame.width, y1=bottom, y2=bottom))
+    out.append(el("line", class_="axis", x1=frame.left, x2=frame.left, y1=frame.top, y2=bottom))
     out.append(
-        _el(
+        el(
             "text",
             escape(x.label),
             class_="axis-label",
@@ -248,22 +181,17 @@ def _axes(frame: _Frame, x: Axis, y: Axis, x_ticks: list[float], y_ticks: list[f
     )
     mid = frame.top + frame.height / 2
     out.append(
-        _el(
+        el(
             "text",
             escape(y.label),
             class_="axis-label",
             x=14,
             y=mid,
             text_anchor="middle",
-            transform=f"rotate(-90 14 {_n(mid)})",
+            transform=f"rotate(-90 14 {n(mid)})",
         )
     )
     return "".join(out)
-
-
-def empty_chart(label: str, *, width: float = 720, height: float = 60) -> Markup:
-    body = [_el("text", escape(label), class_="empty", x=width / 2, y=height / 2 + 4, text_anchor="middle")]
-    return _svg(width, height, label, body, "empty-chart")
 
 
 # --------------------------------------------------------------------------- heatmap
@@ -282,37 +210,37 @@ def heatmap(
     """A grid of coloured cells, ``rows`` down the left, ``cols`` across the top (slanted)."""
     if not rows or not cols:
         return empty_chart(label)
-    row_gutter = max(len(r) for r in rows) * _MONO_CHAR_PX + 16
+    row_gutter = max(len(r) for r in rows) * MONO_CHAR_PX + 16
     # Column labels are slanted at 45 degrees: their height is their length over sqrt(2).
-    col_gutter = max(len(c) for c in cols) * _MONO_CHAR_PX * 0.72 + 30
+    col_gutter = max(len(c) for c in cols) * MONO_CHAR_PX * 0.72 + 30
     left, top = row_gutter + 20, col_gutter + 8
     width = left + len(cols) * cell_px + 30
     height = top + len(rows) * cell_px + 8
     body: list[str] = []
-    body.append(_el("text", escape(col_axis + " →"), class_="axis-label", x=left, y=12))
+    body.append(el("text", escape(col_axis + " →"), class_="axis-label", x=left, y=12))
     body.append(
-        _el("text", escape(row_axis + " ↓"), class_="axis-label", x=10, y=top - 8, text_anchor="start")
+        el("text", escape(row_axis + " ↓"), class_="axis-label", x=10, y=top - 8, text_anchor="start")
     )
     for j, name in enumerate(cols):
         cx = left + j * cell_px + cell_px / 2
         body.append(
-            _el(
+            el(
                 "text",
                 escape(name),
                 class_="node-label",
                 x=cx,
                 y=top - 6,
-                transform=f"rotate(-45 {_n(cx)} {_n(top - 6)})",
+                transform=f"rotate(-45 {n(cx)} {n(top - 6)})",
             )
         )
     for i, name in enumerate(rows):
         cy = top + i * cell_px + cell_px / 2
-        body.append(_el("text", escape(name), class_="node-label", x=left - 8, y=cy + 4, text_anchor="end"))
+        body.append(el("text", escape(name), class_="node-label", x=left - 8, y=cy + 4, text_anchor="end"))
     for (i, j), cell in sorted(cells.items()):
         x0, y0 = left + j * cell_px, top + i * cell_px
-        rect = _el(
+        rect = el(
             "rect",
-            _title(cell.title),
+            title(cell.title),
             x=x0 + 1,
             y=y0 + 1,
             width=cell_px - 2,
@@ -321,7 +249,7 @@ def heatmap(
             class_=f"cell {cell.css}",
         )
         text = (
-            _el(
+            el(
                 "text",
                 escape(cell.text),
                 class_="cell-text",
@@ -333,7 +261,7 @@ def heatmap(
             else ""
         )
         body.append(f"<g>{rect}{text}</g>")
-    return _svg(width, height, label, body, "heatmap")
+    return svg(width, height, label, body, "heatmap")
 
 
 # --------------------------------------------------------------------------- bars
@@ -351,7 +279,7 @@ def bar_chart(
     """Horizontal bars, one per row, with optional vertical markers (median, threshold)."""
     if not bars:
         return empty_chart(label)
-    gutter = max(len(b.label) for b in bars) * _MONO_CHAR_PX + 16
+    gutter = max(len(b.label) for b in bars) * MONO_CHAR_PX + 16
     left, top = gutter + 8, 22
     plot_w = width - left - 70
     high = max([b.value for b in bars] + [m[0] for m in markers])
@@ -361,9 +289,9 @@ def bar_chart(
     body: list[str] = []
     for t in ticks:
         tx = left + t / scale_max * plot_w
-        body.append(_el("line", class_="grid", x1=tx, x2=tx, y1=top - 4, y2=top + len(bars) * bar_px))
+        body.append(el("line", class_="grid", x1=tx, x2=tx, y1=top - 4, y2=top + len(bars) * bar_px))
         body.append(
-            _el(
+            el(
                 "text",
                 escape(axis.format(t)),
                 class_="tick",
@@ -373,7 +301,7 @@ def bar_chart(
             )
         )
     body.append(
-        _el(
+        el(
             "text",
             escape(axis.label),
             class_="axis-label",
@@ -387,7 +315,7 @@ def bar_chart(
         w = max(0.0, bar.value) / scale_max * plot_w
         body.append(
             "<g>"
-            + _el(
+            + el(
                 "text",
                 escape(bar.label),
                 class_="node-label",
@@ -395,9 +323,9 @@ def bar_chart(
                 y=y0 + bar_px / 2 + 4,
                 text_anchor="end",
             )
-            + _el(
+            + el(
                 "rect",
-                _title(bar.title or f"{bar.label}: {axis.format(bar.value)}"),
+                title(bar.title or f"{bar.label}: {axis.format(bar.value)}"),
                 x=left,
                 y=y0 + 3,
                 width=max(w, 1.5),
@@ -405,7 +333,7 @@ def bar_chart(
                 rx=2,
                 class_=f"bar {bar.css}",
             )
-            + _el(
+            + el(
                 "text",
                 escape(bar.text or axis.format(bar.value)),
                 class_="bar-value",
@@ -416,9 +344,9 @@ def bar_chart(
         )
     for value, text in markers:
         mx = left + value / scale_max * plot_w
-        body.append(_el("line", class_="ref", x1=mx, x2=mx, y1=top - 8, y2=top + len(bars) * bar_px))
-        body.append(_el("text", escape(text), class_="ref-label", x=mx, y=top - 11, text_anchor="middle"))
-    return _svg(width, height, label, body, "bar-chart")
+        body.append(el("line", class_="ref", x1=mx, x2=mx, y1=top - 8, y2=top + len(bars) * bar_px))
+        body.append(el("text", escape(text), class_="ref-label", x=mx, y=top - 11, text_anchor="middle"))
+    return svg(width, height, label, body, "bar-chart")
 
 
 # --------------------------------------------------------------------------- GPU memory meters
@@ -438,14 +366,14 @@ def meter_grid(
     if not rows or not cols or not meters:
         return empty_chart(label)
     scale = max(m.total for m in meters.values()) or 1.0
-    gutter = max(len(r) for r in rows) * _MONO_CHAR_PX + 16
+    gutter = max(len(r) for r in rows) * MONO_CHAR_PX + 16
     left, top = gutter + 8, 26
     width = left + len(cols) * cell_w + 10
     height = top + len(rows) * cell_h + 6
     body: list[str] = []
     for j, name in enumerate(cols):
         body.append(
-            _el(
+            el(
                 "text",
                 escape(name),
                 class_="tick",
@@ -457,7 +385,7 @@ def meter_grid(
     for i, name in enumerate(rows):
         y0 = top + i * cell_h
         body.append(
-            _el(
+            el(
                 "text",
                 escape(name),
                 class_="node-label",
@@ -472,12 +400,12 @@ def meter_grid(
         track = max(4.0, m.total / scale * inner)
         fill = 0.0 if m.total <= 0 else min(1.0, max(0.0, m.used / m.total)) * track
         parts = [
-            _el("rect", x=x0, y=y0 + 4, width=track, height=cell_h - 8, rx=3, class_="track"),
-            _el("rect", x=x0, y=y0 + 4, width=max(fill, 0.0), height=cell_h - 8, rx=3, class_="fill"),
+            el("rect", x=x0, y=y0 + 4, width=track, height=cell_h - 8, rx=3, class_="track"),
+            el("rect", x=x0, y=y0 + 4, width=max(fill, 0.0), height=cell_h - 8, rx=3, class_="fill"),
         ]
         if m.text:
             parts.append(
-                _el(
+                el(
                     "text",
                     escape(m.text),
                     class_="meter-text",
@@ -486,8 +414,8 @@ def meter_grid(
                     text_anchor="middle",
                 )
             )
-        body.append(_el("g", _title(m.title) + "".join(parts), class_=f"meter {m.css}".strip()))
-    return _svg(width, height, label, body, "meters")
+        body.append(el("g", title(m.title) + "".join(parts), class_=f"meter {m.css}".strip()))
+    return svg(width, height, label, body, "meters")
 
 
 # --------------------------------------------------------------------------- sparkline
@@ -522,11 +450,11 @@ def sparkline(
     body: list[str] = []
     if reference is not None:
         ref = y(reference)
-        body.append(_el("line", class_="ref", x1=pad, x2=width - pad, y1=ref, y2=ref))
-    body.append(_el("polyline", class_="spark", points=" ".join(f"{_n(a)},{_n(b)}" for a, b in points)))
+        body.append(el("line", class_="ref", x1=pad, x2=width - pad, y1=ref, y2=ref))
+    body.append(el("polyline", class_="spark", points=" ".join(f"{n(a)},{n(b)}" for a, b in points)))
     if mark_last:
-        body.append(_el("circle", class_="spark-now", cx=points[-1][0], cy=points[-1][1], r=2.6))
-    return _svg(width, height, label, body, "sparkline")
+        body.append(el("circle", class_="spark-now", cx=points[-1][0], cy=points[-1][1], r=2.6))
+    return svg(width, height, label, body, "sparkline")
 
 
 def draw(figure: Figure) -> Markup:

@@ -22,7 +22,7 @@ from preflight.escape import printable
 from preflight.model import CheckResult, RunReport
 from preflight.nodeset import fold
 from preflight.status import LABELS, overall
-from reports.summary import headline, kept_as_line, ordered
+from reports.summary import headline, kept_as_line, ordered, time_spent
 
 STYLES = {"pass": "green", "warn": "yellow", "fail": "bold red", "error": "bold magenta", "skip": "dim"}
 _SHOWN_ACTIVE_HOSTS = 6
@@ -160,6 +160,8 @@ def print_report(report: RunReport, console: Console) -> None:
     )
     if (kept := kept_as_line(report)) is not None:
         console.print(Text(printable(kept, keep_newlines=False), style="dim"))
+    if (spent := time_spent(report)) is not None:
+        console.print(Text(f"time: {printable(spent, keep_newlines=False)}", style="dim"))
     console.print(findings_table(report))
     style = {"pass": "bold green", "fail": "bold red", "error": "bold magenta"}[report.verdict]
     console.print()

@@ -78,6 +78,13 @@ def test_three_healthy_nodes_pass(make_lab: MakeLab, tmp_path: Path) -> None:
     assert [r["status"] for r in results(data, "versions")] == ["pass"]
     assert [r["status"] for r in results(data, "gpu_memory")] == ["skip"]
     assert "PASS" in run.stdout
+    # Where the time went: every node's phases in the order it ran them, within the run.
+    for host in data["hosts"]:
+        lane = [s for s in data["timeline"] if s["lane"] == host["name"]]
+        assert [s["phase"] for s in lane][:6] == ["connection", "facts", "ports", "names", "clocks", "job start"]
+        assert {"compute", "allreduce", "ddp"} <= {s["phase"] for s in lane}
+        assert all(0 <= s["start_s"] <= s["end_s"] <= data["duration_s"] for s in lane)
+    assert "time: facts" in run.stdout and "the job" in run.stdout
     assert_nothing_left_behind(lab)
 
 

@@ -53,11 +53,13 @@ def _first_column(doc: str, heading: str) -> list[str]:
 
 
 def _recorded_run() -> dict[str, Any]:
-    """A recorded run as ``preflight check`` writes it today: with the hand-back it computes."""
+    """A recorded run as ``preflight check`` writes it today: with the hand-back it computes, and
+    the timeline of a run recorded since runs keep one."""
     report = load(RECORDED)
     actions = {check.name: check.action for check in all_checks()}
     handback = hand_back(report.hosts, report.results, actions, unreached_check=unreached_check()).to_dict()
-    return dataclasses.replace(report, handback=handback).to_dict()
+    timeline = load(RECORDED.with_name("timeline.json")).timeline
+    return dataclasses.replace(report, handback=handback, timeline=timeline).to_dict()
 
 
 def test_the_check_names_the_docs_list_are_the_registrys_in_its_order() -> None:

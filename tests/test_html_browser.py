@@ -8,6 +8,7 @@ filters the nodes; what the browser does: no request but the file itself, no con
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 import re
 from collections.abc import Iterator
@@ -353,6 +354,52 @@ def test_the_history_section_draws_its_sparklines_and_opens_its_folded_nodes(
         expect(folded.locator("tbody tr").first).to_be_visible()
         page.locator("#history").scroll_into_view_if_needed()
         screenshot(loaded, "history_section")
+        assert loaded.requests == [loaded.url]
+        assert loaded.errors == []
+    finally:
+        page.context.close()
+
+
+@pytest.mark.parametrize(("name", "lanes"), [("timeline", 4), ("timeline_quick_64", 65)])
+def test_the_timeline_draws_every_lane_readably_with_its_phases(
+    browser: Browser, files: dict[str, Path], reports: dict[str, RunReport], name: str, lanes: int
+) -> None:
+    loaded = open_report(browser, files[name])
+    page = loaded.page
+    try:
+        section = page.locator("#timeline")
+        section.scroll_into_view_if_needed()
+        expect(section.locator("h2")).to_have_text("Where the time went")
+        drawn = page.evaluate(
+            """() => {
+                const svg = document.querySelector('#timeline svg.chart.timeline');
+                const box = (el) => {
+                    const b = el.getBoundingClientRect();
+                    return [b.top, b.bottom, b.left, b.right];
+                };
+                return {
+                    svg: box(svg),
+                    labels: Array.from(svg.querySelectorAll('text.node-label'))
+                        .map((t) => [t.textContent, ...box(t)]),
+                    bars: Array.from(svg.querySelectorAll('g rect.bar')).map(box),
+                };
+            }"""
+        )
+        labels = drawn["labels"]
+        assert [label[0] for label in labels][1:] == [h.name for h in reports[name].hosts]
+        assert len(labels) == lanes
+        # Each lane's name is drawn apart from the next one's, at a size one can read.
+        assert all(b[1] >= a[2] - 0.5 for a, b in itertools.pairwise(labels)), "lane names overlap"
+        assert all(label[2] - label[1] >= 8 for label in labels)
+        # Every bar has a size and lies inside the chart; the whole chart fits one screen's height.
+        top, bottom, left, right = drawn["svg"]
+        assert drawn["bars"] and all(b[1] > b[0] and b[3] > b[2] for b in drawn["bars"])
+        assert all(
+            top <= b[0] and b[1] <= bottom and left <= b[2] and b[3] <= right + 0.5 for b in drawn["bars"]
+        )
+        assert bottom - top < 1000
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        section.screenshot(path=str(ARTIFACTS / f"{name}-section.png"))
         assert loaded.requests == [loaded.url]
         assert loaded.errors == []
     finally:

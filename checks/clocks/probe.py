@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import time
 
-from checks.clocks.judge import ClockSample, ClocksObservation, best_sample
+from checks.clocks.judge import NAME, ClockSample, ClocksObservation, best_sample
 from checks.clocks.settings import ClocksSection
 from checks.fanout import on_every_node
 from preflight.check import CheckContext, HostSession, Probe
@@ -59,7 +59,7 @@ def observe_clocks(ctx: CheckContext) -> ClocksObservation:
     def work(session: HostSession) -> ClockSample:
         return read_clock(session, python=ctx.config.run.python, samples=samples, deadline=ctx.deadline)
 
-    answered = on_every_node(ctx, work, limit_s=limit_s)
+    answered = on_every_node(ctx, work, limit_s=limit_s, phase=NAME)
     return ClocksObservation(
         samples=answered.answers,
         errors=answered.errors,

@@ -24,6 +24,7 @@ from checks.job.nccl_log import parse_nccl_log
 from checks.job.node.counters import read_samples, without_samples
 from checks.job.node.markers import BEAT_MARKER, marked_lines, parse_result_line
 from checks.job.outcome import JobNotRun, JobOutcome, NodeOutcome
+from checks.job.phase_times import PhaseTimes
 from checks.job.phases import job_phase, job_phases
 from checks.job.settings import AllreduceSection
 from checks.job.stalled_node import read_progress
@@ -265,6 +266,7 @@ def launch(ctx: CheckContext, phases: tuple[str, ...]) -> JobOutcome | JobNotRun
     started = time.monotonic()
     processes: dict[str, RemoteProcess] = {}
     failures: dict[str, str] = {}
+    times = PhaseTimes(ctx.timeline, names, started)
 
     def start(session: HostSession) -> None:
         assert session.transport is not None
@@ -281,7 +283,7 @@ def launch(ctx: CheckContext, phases: tuple[str, ...]) -> JobOutcome | JobNotRun
     with cf.ThreadPoolExecutor(max_workers=min(ctx.config.run.fanout, len(ordered))) as pool:
         try:
             list(pool.map(start, ordered))
-            outcomes = _watch(ctx, ordered, processes, failures, budget, pool)
+            outcomes = _watch(ctx, ordered, processes, failures, budget, pool, times)
         except BaseException:  # Ctrl-C: end the job everywhere and remove what it made, then go
             _abort(ordered, processes, pool)
             raise
@@ -317,8 +319,10 @@ def _watch(
     failures: dict[str, str],
     budget: float,
     pool: cf.ThreadPoolExecutor,
+    times: PhaseTimes,
 ) -> dict[str, _Watched]:
-    """Wait for every node; once one fails, give the others a moment, then end them."""
+    """Wait for every node; once one fails, give the others a moment, then end them. ``times``
+    hears each node's phases as they begin."""
     deadline = Deadline.after(budget).sooner(ctx.deadline.remaining())
     running = dict(processes)
     first_failure: float | None = time.monotonic() if failures else None
@@ -326,17 +330,24 @@ def _watch(
     transports = {s.spec.name: s.transport for s in sessions}
     silent: dict[str, tuple[float, str | None]] = {}
     named_at = 0.0
+    heard: dict[str, int] = {}
     with ctx.silence_watch() as watch:
         while running and not deadline.expired:
             for name, process in list(running.items()):
                 if not process.running():
                     result = process.wait(Deadline.after(5))
+                    times.hear(name, result.stderr)
+                    times.end(name)
                     finished[name] = result
                     del running[name]
                     if not result.ok and first_failure is None:
                         first_failure = time.monotonic()
                 else:
-                    watch.hear(name, process.received_bytes)
+                    received = process.received_bytes
+                    watch.hear(name, received)
+                    if heard.get(name) != received:
+                        heard[name] = received
+                        times.hear(name, process.stderr_so_far)
             if first_failure is not None and time.monotonic() - first_failure > FAILURE_GRACE_S:
                 break
             if not running:
@@ -366,6 +377,8 @@ def _watch(
     ):
         finished[name] = result
 
+    for name in finished:
+        times.end(name)
     ended = [n for n, r in finished.items() if not r.ok and n not in lost]
     list(pool.map(lambda name: remove_host_tmpdir(transports[name], finished[name].stderr), ended))
     return _outcomes(sessions, finished, failures, set(running), silent, timed_out, named_at)

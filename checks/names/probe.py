@@ -13,7 +13,7 @@ import threading
 from collections.abc import Sequence
 
 from checks.fanout import on_every_node
-from checks.names.judge import Answer, NamedNode, NamesObservation, is_address
+from checks.names.judge import NAME, Answer, NamedNode, NamesObservation, is_address
 from checks.names.settings import NamesSection
 from checks.ports import master_of
 from preflight.check import CheckContext, HostSession, Probe
@@ -103,7 +103,7 @@ def observe_names(ctx: CheckContext) -> NamesObservation:
             )
         return found
 
-    answered = on_every_node(ctx, resolve, limit_s=limit_s, sessions=sessions)
+    answered = on_every_node(ctx, resolve, limit_s=limit_s, sessions=sessions, phase=NAME)
     return NamesObservation(names=named, answers=answered.answers, errors=answered.errors, master=master)
 
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 import concurrent.futures as cf
 import contextlib
 import json
+import time
 from dataclasses import dataclass, field
 
-from checks.ports.details import NodeReport, ProbeRecord, Route
+from checks.ports.details import NAME, NodeReport, ProbeRecord, Route
 from checks.ports.judge import PortsObservation
 from checks.ports.settings import PortsSection
 from preflight.check import CheckContext, HostSession, Probe
@@ -56,6 +57,7 @@ class _PortsRun:
     nodes: dict[str, NodeReport] = field(default_factory=dict)
     processes: dict[str, RemoteProcess] = field(default_factory=dict)
     silent: set[str] = field(default_factory=set)
+    done: dict[str, float] = field(default_factory=dict)  # when each node's probes of the others ended
 
 
 def _start_node(run: _PortsRun, session: HostSession) -> None:
@@ -124,6 +126,7 @@ def _probe_peers(run: _PortsRun, session: HostSession) -> list[ProbeRecord]:
         nodes[name] = {**nodes[name], "error": "the ports probe gave no result"}
         return []
     found = json.loads(line[len(b"RESULT ") :])["probes"]
+    run.done[name] = time.monotonic()
     return [
         {
             "from": name,
@@ -161,10 +164,14 @@ def observe_ports(ctx: CheckContext) -> PortsObservation:
     with ctx.silence_watch() as watch, cf.ThreadPoolExecutor(max_workers=workers) as pool:
         run = _PortsRun(ctx, settings, sessions, ports, setup, budget, watch)
         try:
+            started = time.monotonic()
             list(pool.map(lambda s: _start_node(run, s), sessions))
             ready = [s for s in sessions if s.spec.name in run.processes]
             for found in pool.map(lambda s: _probe_peers(run, s), ready):
                 probes.extend(found)
+            # Each node's part: its probe's start, then its probes of the others.
+            for session in sessions:
+                ctx.timeline.add(session.spec.name, NAME, started, run.done.get(session.spec.name))
         finally:
             _end_probes(run, pool)
     # Threads finish in any order: report in inventory order, so that runs compare line by line.

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from checks.storage.judge import StorageObservation, sharing, walkers
+from checks.storage.judge import NAME, StorageObservation, sharing, walkers
 from checks.storage.settings import StorageSection
 from preflight.check import CheckContext, HostSession, Probe
 from preflight.deadline import Deadline
@@ -77,7 +77,8 @@ class _Run:
         def one(session: HostSession) -> None:
             name = session.spec.name
             try:
-                found[name] = work(session)
+                with self.ctx.timeline.span(name, NAME):
+                    found[name] = work(session)
             except (HostUnavailable, OSError, _NoAnswer, ValueError) as exc:
                 self.errors.setdefault(name, str(exc))
 

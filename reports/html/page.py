@@ -29,6 +29,7 @@ from reports.html.history import HistoryView, history_view
 from reports.html.nodes import FactView, NodeView, chips, node_facts
 from reports.html.sections import Finding, Section, build_sections, finding_view
 from reports.html.text import Anchors, script_json, text, when
+from reports.html.timeline import TimelineView, timeline_view
 from reports.summary import headline, ordered
 
 EXIT_MEANING = {
@@ -64,6 +65,7 @@ class Page:
     grid: Sequence[GridRow]
     grid_hidden: int
     history: HistoryView | None
+    timeline: TimelineView | None
     nodes: Sequence[NodeView]
     common: Sequence[FactView]
     data_json: Markup
@@ -190,6 +192,7 @@ def build_page(report: RunReport) -> Page:
         grid=grid,
         grid_hidden=hidden,
         history=history_view(report),
+        timeline=timeline_view(report),
         nodes=nodes,
         common=common,
         data_json=script_json(_summary_data(report, said)),

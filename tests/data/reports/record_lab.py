@@ -66,6 +66,13 @@ SCENARIOS: dict[str, Scenario] = {
     "slow_node": Scenario(
         3, "node3's link throttled to 40 Mbit/s with tc", fault=lambda lab: lab.throttle(lab.nodes[2], 40)
     ),
+    # Without the recording machine's history store: a run's report is the same wherever it is recorded.
+    "timeline": Scenario(
+        3, "three healthy nodes, every check: where the time goes, on every node", ("--no-history",)
+    ),
+    "timeline_quick_64": Scenario(
+        64, "64 healthy nodes, --quick: the timeline's lanes at 64 nodes", ("--quick", "--no-history")
+    ),
 }
 
 
