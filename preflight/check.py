@@ -9,6 +9,8 @@ the ``checks`` package and are found through its registry; the core knows none o
 
 from __future__ import annotations
 
+import concurrent.futures as cf
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar, cast
@@ -73,7 +75,8 @@ class CheckContext:
     findings: Mapping[str, Sequence[CheckResult]] = field(default_factory=dict)
     # Where the run's time goes: the checks add their spans on the nodes (preflight.timeline).
     timeline: Timeline = field(default_factory=Timeline)
-    _probed: dict[str, tuple[bool, Any]] = field(default_factory=dict, repr=False)
+    _probed: dict[str, cf.Future[Any]] = field(default_factory=dict, repr=False)
+    _probing: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
     def hosts(self) -> list[HostReport]:
@@ -103,16 +106,40 @@ class CheckContext:
         return {h.name: h.node for h in self.reachable}
 
     def probe(self, probe: Probe[T]) -> T:
-        """What ``probe`` observed in this run: run on first use, then remembered."""
-        if probe.name not in self._probed:
-            try:
-                self._probed[probe.name] = (True, probe.run(self))
-            except Exception as exc:  # every check that asks sees the same failure
-                self._probed[probe.name] = (False, exc)
-        ok, value = self._probed[probe.name]
-        if not ok:
-            raise value
-        return cast(T, value)
+        """What ``probe`` observed in this run: run on first use (or waited for, when it was
+        started early: :meth:`start`), then remembered."""
+        claimed = self._claim(probe)
+        if claimed is not None:
+            self._run_into(probe, claimed)
+        return cast(T, self._probed[probe.name].result())
+
+    def start(self, probe: Probe[Any]) -> None:
+        """Start ``probe`` now, in a thread of its own, unless it has started: the check that asks
+        for it later waits for what it observed. Probes started together run side by side."""
+        claimed = self._claim(probe)
+        if claimed is not None:
+            threading.Thread(
+                target=self._run_into, args=(probe, claimed), name=f"probe-{probe.name}", daemon=True
+            ).start()
+
+    def _claim(self, probe: Probe[Any]) -> cf.Future[Any] | None:
+        """The future ``probe``'s value goes in, for the one caller that is to run it; None when
+        it has started already."""
+        with self._probing:
+            if probe.name in self._probed:
+                return None
+            future: cf.Future[Any] = cf.Future()
+            self._probed[probe.name] = future
+            return future
+
+    def _run_into(self, probe: Probe[Any], future: cf.Future[Any]) -> None:
+        try:
+            future.set_result(probe.run(self))
+        except Exception as exc:  # every check that asks sees the same failure
+            future.set_exception(exc)
+        except BaseException as exc:  # Ctrl-C in the probe's thread: whoever waits hears of it
+            future.set_exception(exc)
+            raise
 
 
 @dataclass(frozen=True)
@@ -140,7 +167,11 @@ class Check:
     run's expected duration; ``measures``, the rates it measures (:mod:`preflight.measures`: what
     the history store keeps and Prometheus publishes); ``parts_named``, the parts one of its
     findings is about, in the facts' own terms (:class:`preflight.measures.PartRef`: what the
-    history store keeps a finding's part under).
+    history store keeps a finding's part under); ``starts_early``, the probes its run will ask for,
+    which the run starts as soon as the facts are in, beside every other check's (a check whose
+    probe would run beside the job, or disturb what another measures, declares none); ``prepare``,
+    what it can do before any node answered (pack the script it ships), done while the hosts
+    connect.
     """
 
     name: str
@@ -159,3 +190,11 @@ class Check:
     duration: tuple[Cost, ...] = ()
     measures: tuple[Measure, ...] = ()
     parts_named: PartsNamed | None = None
+    starts_early: Callable[[CheckContext], Sequence[Probe[Any]]] | None = None
+    prepare: Callable[[], None] | None = None
+
+
+def on_live_nodes(*probes: Probe[Any]) -> Callable[[CheckContext], Sequence[Probe[Any]]]:
+    """``Check.starts_early`` for a check that probes the reachable nodes: ``probes``, when any
+    node is reachable."""
+    return lambda ctx: probes if ctx.live_sessions else ()

@@ -8,6 +8,8 @@ still runs can take seconds, and whoever waits on the verdict does not wait for 
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -69,6 +71,20 @@ def _run_check(check: Check, ctx: CheckContext) -> list[CheckResult]:
         ]
 
 
+def _prepare(checks: Sequence[Check]) -> None:
+    """What the checks can do before any node answers, done in the background while the hosts
+    connect; whatever fails here is done again, and fails with its reason, where it is needed."""
+    preparing = list(dict.fromkeys(c.prepare for c in checks if c.prepare is not None))
+
+    def run() -> None:
+        for prepare in preparing:
+            with contextlib.suppress(Exception):
+                prepare()
+
+    if preparing:
+        threading.Thread(target=run, name="prepare", daemon=True).start()
+
+
 def execute(
     request: RunRequest,
     progress: Progress | None = None,
@@ -90,6 +106,7 @@ def execute(
     interrupted = False
     # Modules the selected checks' node scripts need: imported once, while the others run.
     stay_imports = list(dict.fromkeys(m for check in request.checks for m in check.warm_imports))
+    _prepare(request.checks)
     try:
         phase_started = time.monotonic()
         sessions = gather(
@@ -117,6 +134,10 @@ def execute(
             baseline=request.baseline,
             timeline=timeline,
         )
+        # The probes that need nothing but the facts start at once, side by side.
+        for check in request.checks:
+            for probe in check.starts_early(ctx) if check.starts_early else ():
+                ctx.start(probe)
         for check in request.checks:
             progress.check_started(check.name)
             phase_started = time.monotonic()

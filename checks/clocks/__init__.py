@@ -12,7 +12,7 @@ from checks.clocks.judge import NAME, ClockSample, ClocksObservation, best_sampl
 from checks.clocks.present import PRESENTATION
 from checks.clocks.probe import OBSERVE
 from checks.clocks.settings import DURATION, SETTINGS, ClocksSection
-from preflight.check import Check, CheckContext
+from preflight.check import Check, CheckContext, on_live_nodes
 from preflight.model import CheckResult
 
 __all__ = ["CHECK", "PRESENTATION", "ClockSample", "ClocksObservation", "best_sample", "judge_clocks"]
@@ -32,4 +32,5 @@ CHECK = Check(
     action="fix_config",
     settings=SETTINGS,
     duration=DURATION,
+    starts_early=on_live_nodes(OBSERVE),
 )

@@ -28,6 +28,7 @@ CHECK = Check(
     run=_run,
     presentation=PRESENTATION,
     warm_imports=launch.JOB_IMPORTS,
+    prepare=launch.pack_job_script,
     reads=("ports", *PHASE.refers_to),
     settings=PHASE.settings,
     duration=PHASE.duration,

@@ -136,6 +136,12 @@ def job_script(args: Mapping[str, Any]) -> bytes:
     return node_script(NODE_SCRIPT, tuple(args["runs"].values()))
 
 
+def pack_job_script() -> None:
+    """Pack the job's script ahead of its launch (``Check.prepare``): the bundle of every declared
+    phase's node code, as :func:`job_script` ships it."""
+    node_script(NODE_SCRIPT, tuple(phase.node for phase in job_phases()))
+
+
 def host_request(request: Mapping[str, Any]) -> bytes:
     """What a node's script host is sent to run the job there: the header line, then the script."""
     source = job_script(request["job"])

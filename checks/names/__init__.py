@@ -11,7 +11,7 @@ from checks.names.judge import NAME, Answer, NamedNode, NamesObservation, judge_
 from checks.names.present import PRESENTATION
 from checks.names.probe import OBSERVE, names_to_ask, node_names
 from checks.names.settings import DURATION, SETTINGS
-from preflight.check import Check, CheckContext
+from preflight.check import Check, CheckContext, on_live_nodes
 from preflight.model import CheckResult
 
 __all__ = [
@@ -40,4 +40,5 @@ CHECK = Check(
     action="fix_config",
     settings=SETTINGS,
     duration=DURATION,
+    starts_early=on_live_nodes(OBSERVE),
 )

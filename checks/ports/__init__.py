@@ -16,7 +16,7 @@ from checks.ports.judge import PortsObservation, judge_neighbour_limits, judge_p
 from checks.ports.present import PRESENTATION
 from checks.ports.probe import NODE_SCRIPT, OBSERVE, master_of, observe_ports, routes
 from checks.ports.settings import DURATION, SETTINGS
-from preflight.check import Check, CheckContext
+from preflight.check import Check, CheckContext, on_live_nodes
 from preflight.model import CheckResult
 from preflight.settings import PROFILES
 
@@ -49,4 +49,5 @@ CHECK = Check(
     settings=SETTINGS,
     profiles=PROFILES,
     duration=DURATION,
+    starts_early=on_live_nodes(OBSERVE),
 )

@@ -13,7 +13,7 @@ from checks.storage.judge import NAME, Sharing, StorageObservation, judge_storag
 from checks.storage.present import PRESENTATION
 from checks.storage.probe import OBSERVE
 from checks.storage.settings import DURATION, SETTINGS, StorageSection
-from preflight.check import Check, CheckContext
+from preflight.check import Check, CheckContext, Probe
 from preflight.model import CheckResult
 
 __all__ = ["CHECK", "Sharing", "StorageObservation", "judge_storage", "sharing"]
@@ -28,6 +28,11 @@ def _run(ctx: CheckContext) -> list[CheckResult]:
     return judge_storage(ctx.probe(OBSERVE), cfg)
 
 
+def _starts_early(ctx: CheckContext) -> tuple[Probe[StorageObservation], ...]:
+    """The probe, when there are paths to look at and nodes to look on."""
+    return (OBSERVE,) if ctx.config.section(StorageSection).has_paths and ctx.live_sessions else ()
+
+
 CHECK = Check(
     name=NAME,
     title="data paths hold the same content on every node; the checkpoint directory is writable with room",
@@ -36,4 +41,5 @@ CHECK = Check(
     action="fix_config",
     settings=SETTINGS,
     duration=DURATION,
+    starts_early=_starts_early,
 )
