@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from checks.allreduce.phase import PHASE as ALLREDUCE_PHASE
 from checks.compute import judge_compute
 from checks.compute.present import PRESENTATION, evidence
 from checks.compute.root_cause import ITEM, refer_to_compute, slow_at_compute
@@ -32,6 +33,9 @@ CONFIG = Config()
 # The nvml.h bits (nvmlClocksEventReason*): HW slowdown 0x8, HW thermal 0x40, HW power brake 0x80,
 # SW power cap 0x4, GPU idle 0x1.
 HW_SLOWDOWN, HW_THERMAL, HW_POWER_BRAKE, SW_POWER_CAP, GPU_IDLE = 0x8, 0x40, 0x80, 0x4, 0x1
+
+# The keys of allreduce's findings about a node's speed.
+SPEED = ALLREDUCE_PHASE.speed_keys
 
 
 def with_gpus(job: Any, reasons: dict[int, int], flops: dict[int, float] | None = None) -> Any:
@@ -179,7 +183,7 @@ def test_network_findings_about_a_node_slow_at_compute_refer_to_it() -> None:
         {"link": ["node1", "node3"]},
     )
     version = CheckResult("allreduce", "fail", "NCCL fell back to sockets on node2", ("node2",), {})
-    referred = refer_to_compute([slow_node, other_link, version], [cause])
+    referred = refer_to_compute([slow_node, other_link, version], [cause], SPEED)
     assert referred[1:] == [other_link, version]  # not about node2's speed: unchanged
     assert referred[0].status == "warn" and referred[0].hosts == ("node2",)
     assert referred[0].details["item"] == ITEM and referred[0].details["sweep"] == [1, 2]
@@ -190,7 +194,7 @@ def test_network_findings_about_a_node_slow_at_compute_refer_to_it() -> None:
         "node2 being slow at compute at" in referred[0].summary
         and "not by the network" in referred[0].summary
     )
-    assert refer_to_compute([slow_node], []) == [slow_node]
+    assert refer_to_compute([slow_node], [], SPEED) == [slow_node]
 
 
 def test_the_compute_section_parses_and_refuses_bad_values() -> None:
@@ -207,7 +211,7 @@ def test_the_recorded_slow_node_is_not_sent_to_its_nic() -> None:
     compute = judge_compute(QUOTA, CONFIG)
     alone = judge_allreduce(QUOTA, CONFIG, {})
     assert any(r.status == "fail" and r.hosts == ("node2",) for r in alone)  # what the network saw
-    referred = refer_to_compute(alone, compute)
+    referred = refer_to_compute(alone, compute, SPEED)
     named = [r for r in referred if "node2" in r.hosts]
     assert named and all(r.status == "warn" and r.details["item"] == ITEM for r in named)
     assert all("NIC" not in r.summary and "NIC" not in ALLREDUCE.advice(r) for r in named)

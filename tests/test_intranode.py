@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from checks.allreduce.phase import PHASE as ALLREDUCE_PHASE
 from checks.compute.root_cause import ITEM, refer_to_compute
 from checks.intranode import judge_intranode
+from checks.intranode.phase import PHASE as INTRANODE_PHASE
 from checks.intranode.settings import IntranodeSection
 from preflight.config import Config
 from preflight.model import CheckResult
@@ -56,7 +58,7 @@ def test_a_node_slow_inside_itself_is_named_with_its_ratio() -> None:
 def test_the_network_finding_about_that_node_refers_to_it() -> None:
     (cause,) = failing(judge_intranode(slowed(2, 0.05), CONFIG))
     network = CheckResult("allreduce", "fail", "node3 is slow with every partner", ("node3",), {"ratio": 0.1})
-    (referred,) = refer_to_compute([network], [cause])
+    (referred,) = refer_to_compute([network], [cause], ALLREDUCE_PHASE.speed_keys)
     assert referred.status == "warn" and referred.details["item"] == ITEM
     assert referred.details["refers_to"] == "intranode"
     assert "caused by node3 being slow inside itself at 0.0" in referred.summary
@@ -69,6 +71,10 @@ def test_nvlinks_down_on_that_node_explain_its_inside_path() -> None:
     (slow,) = failing(judge_intranode(slowed(2, 0.05), CONFIG))
     item = {"item": "gpu_nvlink"}
     links = CheckResult("hardware", "fail", "node3: GPU 1 NVLink 4 inactive", ("node3",), item)
-    (referred,) = [r for r in refer_to_compute([slow], [links], not_by=None) if r.hosts == ("node3",)]
+    (referred,) = [
+        r
+        for r in refer_to_compute([slow], [links], INTRANODE_PHASE.speed_keys, not_by=None)
+        if r.hosts == ("node3",)
+    ]
     assert referred.status == "warn" and referred.details["refers_to"] == "hardware"
     assert referred.summary.endswith("; caused by node3 having NVLinks down (see the hardware finding)")

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 import checks
+from checks.allreduce.phase import PHASE as ALLREDUCE_PHASE
 from checks.compute import root_cause
 from checks.job import launch, phases
 from checks.job.declaration import JobPhase, Timed
@@ -197,7 +198,9 @@ def test_its_root_cause_is_one_other_checks_findings_refer_to(nap: JobPhase) -> 
     assert root_cause.root_causes()["overslept"] == "having overslept"
     overslept = CheckResult("nap", "fail", "node2 overslept", ("node2",), {"item": "overslept"})
     slow = CheckResult("allreduce", "fail", "node2 is slow", ("node2",), {"ratio": 0.4})
-    (referred,) = root_cause.refer_to_compute([slow], root_cause.causes_in({"nap": [overslept]}))
+    (referred,) = root_cause.refer_to_compute(
+        [slow], root_cause.causes_in({"nap": [overslept]}), ALLREDUCE_PHASE.speed_keys
+    )
     assert (referred.status, referred.details["refers_to"]) == ("warn", "nap")
     assert referred.summary == (
         "node2 is slow; caused by node2 having overslept (see the nap finding), not by the network"

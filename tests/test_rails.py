@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from checks import rails
+from checks.allreduce.phase import PHASE as ALLREDUCE_PHASE
 from checks.compute.root_cause import refer_to_compute
 from checks.job.node.planning import pack_rounds
 from checks.job.node.rail_speeds import best_busbw, healthy_rail, rail_tests
@@ -216,7 +217,7 @@ def test_the_network_checks_refer_to_a_slow_rail_instead_of_blaming_the_node_aga
     (rail,) = failures(job("lab_three_nodes_rail2_throttled"))
     slow_node = CheckResult("allreduce", "fail", "10.199.1.12 is slow with every partner", ("10.199.1.12",),
                             {"node": "10.199.1.12", "ratio": 0.6})  # fmt: skip
-    (referred,) = refer_to_compute([slow_node], [rail])
+    (referred,) = refer_to_compute([slow_node], [rail], ALLREDUCE_PHASE.speed_keys)
     assert referred.status == "warn"
     assert referred.details["refers_to"] == "rails"
     assert "having a slow card on one of its rails (see the rails finding)" in referred.summary

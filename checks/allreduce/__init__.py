@@ -21,7 +21,7 @@ __all__ = ["CHECK", "NAME", "PHASE", "PRESENTATION", "judge_allreduce"]
 
 def _run(ctx: CheckContext) -> list[CheckResult]:
     found = launch.judge_job(ctx, NAME, lambda outcome: judge_allreduce(outcome, ctx.config, ctx.facts()))
-    return refer_to_compute(found, causes_in(ctx.findings))
+    return refer_to_compute(found, causes_in(ctx.findings), PHASE.speed_keys)
 
 
 CHECK = Check(

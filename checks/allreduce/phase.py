@@ -92,4 +92,5 @@ PHASE = JobPhase(
     sent=_sent,
     time=_time,
     refers_to=("compute", "hardware", "intranode", "rails"),
+    speed_keys=("ratio", "link", "floor_gbps", "busbw_gbps"),
 )

@@ -12,7 +12,6 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from functools import cache
 from importlib import import_module
-from typing import Any
 
 from checks.compute.details import NAME as COMPUTE
 from preflight.model import CheckResult
@@ -23,8 +22,6 @@ ADVICE = (
     "Fix what the finding it points to names for this node first (a slow GPU or CPU, NVLinks down), "
     "then rerun: its network was not the cause."
 )
-# Keys by which a network finding says it is about speed (checks.allreduce, checks.ddp judges).
-_SPEED_KEYS = ("ratio", "link", "floor_gbps", "compute_step_s", "busbw_gbps")
 
 
 def _declared() -> tuple[tuple[str, Mapping[str, str]], ...]:
@@ -105,14 +102,14 @@ def slow_at_compute(compute: Sequence[CheckResult]) -> dict[str, CheckResult]:
     return found
 
 
-def _about_speed(details: Mapping[str, Any]) -> bool:
-    return any(key in details for key in _SPEED_KEYS)
-
-
 def refer_to_compute(
-    results: Sequence[CheckResult], compute: Sequence[CheckResult], not_by: str | None = "the network"
+    results: Sequence[CheckResult],
+    compute: Sequence[CheckResult],
+    speed_keys: Sequence[str],
+    not_by: str | None = "the network",
 ) -> list[CheckResult]:
-    """``results`` of a network check, each finding about the speed of a node that is slow at
+    """``results`` of a network check, each finding about the speed of a node (one whose details
+    hold one of the check's declared ``speed_keys``: ``JobPhase.speed_keys``) that is slow at
     compute (or has another root cause of ``compute``, the findings of the checks it reads)
     turned into a warning that refers to that finding; ``not_by``: what it clears."""
     slow = slow_at_compute(compute)
@@ -121,7 +118,8 @@ def refer_to_compute(
     referred: list[CheckResult] = []
     for result in results:
         named = [h for h in result.hosts if h in slow]
-        if result.status not in ("fail", "warn") or not named or not _about_speed(result.details):
+        about_speed = any(key in result.details for key in speed_keys)
+        if result.status not in ("fail", "warn") or not named or not about_speed:
             referred.append(result)
             continue
         cause = slow[named[0]]

@@ -43,4 +43,5 @@ PHASE = JobPhase(
     sent=_sent,
     time=_time,
     refers_to=("compute", "hardware", "intranode", "rails"),
+    speed_keys=("compute_step_s", "ratio"),
 )

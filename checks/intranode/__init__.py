@@ -21,7 +21,7 @@ __all__ = ["CHECK", "NAME", "PHASE", "PRESENTATION", "judge_intranode"]
 def _run(ctx: CheckContext) -> list[CheckResult]:
     found = launch.judge_job(ctx, NAME, lambda outcome: judge_intranode(outcome, ctx.config))
     # A node slow inside itself whose GPUs have NVLinks down: the hardware finding says why.
-    return refer_to_compute(found, causes_in(ctx.findings), not_by=None)
+    return refer_to_compute(found, causes_in(ctx.findings), PHASE.speed_keys, not_by=None)
 
 
 CHECK = Check(

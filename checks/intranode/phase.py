@@ -41,4 +41,5 @@ PHASE = JobPhase(
     time=_time,
     root_causes={"slow_inside_node": "being slow inside itself"},
     refers_to=("hardware",),
+    speed_keys=("ratio", "busbw_gbps"),
 )

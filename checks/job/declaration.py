@@ -58,7 +58,9 @@ class JobPhase:
     budget and the run's expected duration both count from them. ``root_causes``: the items of
     its findings that are a node's root cause for other checks' findings about the node's speed,
     and what each says of the node; ``refers_to``: the checks whose root causes its own findings
-    may be referred to (``checks.compute.root_cause``).
+    may be referred to (``checks.compute.root_cause``), and ``speed_keys``, the keys of its
+    findings' details that say a finding is about a node's speed (a ratio, a link, a floor), the
+    findings such a root cause explains.
 
     Compared by identity: a phase is declared once.
     """
@@ -71,6 +73,7 @@ class JobPhase:
     time: Callable[[Mapping[str, Any]], tuple[Timed, ...]]
     root_causes: Mapping[str, str] = field(default_factory=dict)
     refers_to: tuple[str, ...] = ()
+    speed_keys: tuple[str, ...] = ()
 
     def budget_s(self, sent: Mapping[str, Any]) -> float:
         """The most seconds the phase may take with the settings it was ``sent``."""

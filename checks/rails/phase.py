@@ -90,4 +90,5 @@ PHASE = JobPhase(
         "slow_on_every_rail": "being slow on every rail",
     },
     refers_to=("compute", "hardware", "intranode"),
+    speed_keys=("ratio", "busbw_gbps"),
 )
