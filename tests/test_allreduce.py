@@ -306,7 +306,8 @@ def test_a_launch_error_is_an_error_and_a_job_without_the_phase_a_skip() -> None
 def test_a_phase_error_without_a_failed_node_names_the_rank() -> None:
     def broke(document: dict[str, Any]) -> None:
         del document["allreduce"]
-        document["phase_errors"] = {"allreduce": "rank 1: RuntimeError: CUDA error: an illegal memory access"}
+        message = "RuntimeError: CUDA error: an illegal memory access"
+        document["phase_errors"] = {"allreduce": [{"rank": 1, "local_rank": 0, "message": message}]}
 
     (result,) = judge_allreduce(with_document(HEALTHY, broke), CONFIG, {})
     assert result.status == "fail" and result.hosts == ("node2",)

@@ -117,11 +117,11 @@ def test_a_rank_that_never_reached_the_join_barrier_is_named() -> None:
     # The message gloo's monitored barrier raised on rank 0, as recorded.
     recorded = (JOBS / "monitored_barrier.stderr").read_text(encoding="utf-8")
     message = next(line for line in recorded.splitlines() if "RuntimeError: [Rank 0]" in line)
-    message = "rank 0 (node1): " + message.split("]: ", 1)[1]
+    message = message.split("]: ", 1)[1]
 
     def broke(document: dict[str, Any]) -> None:
         del document["ddp"]
-        document["phase_errors"] = {"ddp": message}
+        document["phase_errors"] = {"ddp": [{"rank": 0, "local_rank": 0, "message": message}]}
 
     (result,) = judge_ddp(with_document(HEALTHY, broke), CONFIG)
     assert result.status == "fail" and result.hosts == ("node3",)

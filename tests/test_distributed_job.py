@@ -559,4 +559,6 @@ def test_the_job_bundle_runs_on_the_oldest_python_and_says_when_torch_is_missing
     assert done.returncode == 0, done.stderr.decode()
     document = parse_result_line(done.stdout.decode())
     assert document is not None
-    assert document["phase_errors"]["init"].startswith("torch cannot be imported on ")
+    (error,) = document["phase_errors"]["init"]
+    assert error["message"].startswith("torch cannot be imported on ")
+    assert (error["rank"], error["local_rank"]) == (None, None)

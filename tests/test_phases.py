@@ -90,9 +90,12 @@ def test_a_rank_sent_no_phases_to_import_says_so_before_it_joins(tmp_path: Path)
     )
     assert done.returncode == 0, done.stderr.decode()
     document = parse_result_line(done.stdout.decode())
-    assert document is not None and document["phase_errors"] == {
-        "init": f"the job's arguments on {socket.gethostname()} are incomplete: "
+    message = (
+        f"the job's arguments on {socket.gethostname()} are incomplete: "
         "the launcher sent no 'runs' in the job's arguments"
+    )
+    assert document is not None and document["phase_errors"] == {
+        "init": [{"local_rank": None, "message": message, "rank": None}]
     }
 
 

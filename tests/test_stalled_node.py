@@ -22,7 +22,8 @@ def test_a_node_stopped_mid_phase_is_named_not_rank_0_that_timed_out() -> None:
     # A real run: node2's ranks stopped (SIGSTOP) 0.3 s into the all-reduce phase for 12 s; a
     # rank on another node timed out after 6 s waiting for them.
     job = load_job("stalled_mid_job")
-    assert "Timed out waiting 6000ms" in job.document["phase_errors"]["allreduce"]  # type: ignore[index]
+    (error,) = job.document["phase_errors"]["allreduce"]  # type: ignore[index]
+    assert error["rank"] == 0 and "Timed out waiting 6000ms" in error["message"]
     stalled = stalled_node(job, "allreduce")
     assert stalled is not None and (stalled.host, stalled.by) == ("node2", "progress")
     assert stalled.evidence.startswith("progress: ranks 2, 3 on node2 had sent no heartbeat for")

@@ -11,8 +11,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from checks.job.node.harness import PhaseError
 from checks.job.node.markers import BEAT_MARKER, END_MARKER, PHASE_MARKER, RANK_MARKER, marked_lines
-from checks.job.outcome import JobOutcome, NodeOutcome
+from checks.job.outcome import JobOutcome, NodeOutcome, phase_error_text, phase_errors
 from checks.job.stalled_node import stalled_node
 from preflight.model import CheckResult
 from preflight.nodeset import fold
@@ -69,6 +70,30 @@ class RankEnd:
 
 
 @dataclass(frozen=True)
+class Silence:
+    """A node that stopped answering during the job: for how long it had sent no heartbeat when
+    preflight gave up on it (``silent_s``; None: its connection was lost, no silence counted), since
+    when (``since``, UTC, ISO 8601), and the phase its last heartbeat named (``last_phase``)."""
+
+    silent_s: float | None = None
+    since: str | None = None
+    last_phase: str | None = None
+
+    def said(self, phase: str | None = None) -> str:
+        """What happened to the node, in the phase its last heartbeat named, else in ``phase``
+        (the phase the job was in, where the one who says it knows it), else during the job."""
+        during = f"during the {phase} phase" if phase else "during the job"
+        if self.silent_s is None:
+            return f"stopped answering {during}"
+        where = f"in the {self.last_phase} phase" if self.last_phase else during
+        since = f", since {self.since[11:19]} UTC" if self.since else ""
+        return (
+            f"went silent {where}: no heartbeat for {self.silent_s:g} s{since} "
+            "(its link is down, or its processes are stopped or hung)"
+        )
+
+
+@dataclass(frozen=True)
 class NodeFailure:
     """What went wrong on one node; ``culprit`` is False for nodes that only suffered from another.
     What the reason is about, where a finding needs it, is kept as fields too."""
@@ -83,6 +108,14 @@ class NodeFailure:
     rendezvous: RendezvousCount | None = None
     # It lost its connection to a peer (closed or reset under it).
     peer_lost: bool = False
+    # For a node that stopped answering (``lost``): what is known of its silence. ``reason`` says
+    # it without the phase the job was in; ``said`` with it, where a finding knows it.
+    silence: Silence | None = None
+
+    def said(self, phase: str | None = None) -> str:
+        """The reason, for a node that stopped answering said with the phase the job was in where
+        ``phase`` gives it."""
+        return self.silence.said(phase) if self.silence is not None else self.reason
 
 
 _MASTER_TIMEOUT_RE = re.compile(
@@ -275,16 +308,13 @@ def _diagnose(node: NodeOutcome, hosts: Mapping[int, str]) -> NodeFailure:
             "answers (its link is down, or its processes are stopped)"
         )
         return NodeFailure(node.host, "never_joined", reason, True)
-    if node.lost and node.silent_s is not None:
-        phase = f"in the {node.last_phase} phase" if node.last_phase else "during the job"
-        since = f", since {node.silent_since[11:19]} UTC" if node.silent_since else ""
-        reason = (
-            f"went silent {phase}: no heartbeat for {node.silent_s:g} s{since} "
-            "(its link is down, or its processes are stopped or hung)"
-        )
-        return NodeFailure(node.host, "lost", reason, True)
     if node.lost:
-        return NodeFailure(node.host, "lost", "stopped answering during the job", True)
+        silence = (
+            Silence(node.silent_s, node.silent_since, node.last_phase)
+            if node.silent_s is not None
+            else Silence()
+        )
+        return NodeFailure(node.host, "lost", silence.said(), True, silence=silence)
     unreachable = _never_joined(stderr)
     if unreachable is not None:
         # Even when ended by preflight: the master gave up on it first.
@@ -344,11 +374,11 @@ def _short_rendezvous(outcome: JobOutcome, failures: Sequence[NodeFailure]) -> R
     said = next((f.rendezvous for f in failures if f.rendezvous is not None), None)
     if said is not None:
         return said
-    errors = (outcome.document or {}).get("phase_errors") or {}
-    for message in errors.values() if isinstance(errors, Mapping) else ():
-        count = _rendezvous_count(str(message))
-        if count:
-            return count
+    for errors in phase_errors(outcome.document).values():
+        for error in errors:
+            count = _rendezvous_count(error["message"])
+            if count:
+                return count
     return None
 
 
@@ -411,12 +441,13 @@ def explain_failures(outcome: JobOutcome) -> list[NodeFailure]:
 # --------------------------------------------------------------------------- findings about the job itself
 
 
-def _failure_summary(failures: Sequence[NodeFailure]) -> str:
-    """One line for failures of one kind and reason, hosts folded: ``node[2-3] never joined: ...``."""
+def _failure_summary(failures: Sequence[NodeFailure], phase: str | None = None) -> str:
+    """One line for failures of one kind and reason, hosts folded: ``node[2-3] never joined: ...``;
+    ``phase``: the phase the job failed in, where the finding is that phase's."""
     first = failures[0]
     hosts = fold([f.host for f in failures])
     if first.kind == "lost":
-        return f"{hosts} {first.reason}"
+        return f"{hosts} {first.said(phase)}"
     if first.kind == "never_joined":
         return f"{hosts} never joined: {first.reason}"
     if first.kind == "hung":
@@ -475,13 +506,18 @@ def job_results(check: str, outcome: JobOutcome, phase: str) -> list[CheckResult
         groups.setdefault((failure.kind, failure.reason if failure.kind != "lost" else ""), []).append(
             failure
         )
-    summaries = [_failure_summary(group) for group in groups.values()]
     where = failing_phase(outcome)
+    reached = phases_reached(outcome)
+    results_in = isinstance((outcome.document or {}).get(phase), Mapping)
+    # Where the job failed in this phase, before its results were in, a node that stopped answering
+    # did so during this phase.
+    summaries = [
+        _failure_summary(group, phase if where == phase and not results_in else None)
+        for group in groups.values()
+    ]
     if ended:
         summaries[0] += f"; preflight ended the job on {fold(ended)}"
-    reached = phases_reached(outcome)
-    document = outcome.document or {}
-    if isinstance(document.get(phase), Mapping):
+    if results_in:
         return [
             CheckResult(
                 check,
@@ -497,53 +533,51 @@ def job_results(check: str, outcome: JobOutcome, phase: str) -> list[CheckResult
         # refers to it, as the job's checks do when it does not start.
         when = f"the job ended in the {where} phase" if reached else "the job never started"
         return [CheckResult(check, "skip", f"not run: {when} (see {where})", (), {**details, "see": where})]
-    if where == phase and any(f.kind == "lost" for f in culprits):
-        summaries = [s.replace("during the job", f"during the {phase} phase", 1) for s in summaries]
     return [
         CheckResult(check, "fail", summary, tuple(f.host for f in group), details)
         for summary, group in zip(summaries, groups.values(), strict=True)
     ]
 
 
-_ERROR_RANK_RE = re.compile(r"^rank (?P<rank>\d+)(?: \([^)]*\))?: (?P<message>.*)$")
-
-
-def phase_error_result(check: str, outcome: JobOutcome, phase: str, message: str) -> CheckResult:
-    """A phase that raised on some rank: the ranks a monitored barrier names, else the rank that failed."""
+def phase_error_result(
+    check: str, outcome: JobOutcome, phase: str, errors: Sequence[PhaseError]
+) -> CheckResult:
+    """A phase that raised on some rank (``errors``: its records, at least one): the ranks a
+    monitored barrier names, else the rank that failed first."""
     hosts = rank_hosts(outcome)
-    details = {"phase_error": message}
-    barrier = _missed_barrier(message)
+    details = {"phase_error": phase_error_text(errors)}
+    messages = [error["message"] for error in errors]
+    barrier = next((found for m in messages if (found := _missed_barrier(m)) is not None), None)
     if barrier:
         culprit_hosts = tuple(dict.fromkeys(hosts[r] for r in barrier.ranks if r in hosts))
         summary = f"{_never_reached(barrier.ranks, hosts)} ({barrier.waited})"
         return CheckResult(check, "fail", summary, culprit_hosts, details)
-    first = message.split("; ")[0]
-    found = _ERROR_RANK_RE.match(first)
-    waiting = bool(_TIMEOUT_RE.search(message) or _PEER_RE.search(message))
+    rank = errors[0]["rank"]
+    message = clean_message(errors[0]["message"])
+    waiting = any(_TIMEOUT_RE.search(m) or _PEER_RE.search(m) for m in messages)
     stalled = stalled_node(outcome, phase) if waiting else None
     if stalled is not None:
-        waited = describe_ranks([int(found.group("rank"))], hosts) if found else "a rank"
+        waited = describe_ranks([rank], hosts) if rank is not None else "a rank"
         summary = (
             f"{stalled.host} stalled the {phase} phase ({stalled.evidence}); {waited} timed out waiting: "
-            f"{clean_message(found.group('message') if found else first)}"
+            f"{message}"
         )
         evidence = {"host": stalled.host, "by": stalled.by, **stalled.details}
         return CheckResult(check, "fail", summary, (stalled.host,), {**details, "attribution": evidence})
-    if found and waiting:
+    if rank is not None and waiting:
         # The rank that timed out waited on another; with no evidence of which, naming its node
         # would drain a healthy node and keep the bad one: no node is named.
-        where = describe_ranks([int(found.group("rank"))], hosts)
+        where = describe_ranks([rank], hosts)
         summary = (
             f"the {phase} phase stalled and no node's heartbeats or counters tell which one stalled it "
-            f"({where} timed out waiting: {clean_message(found.group('message'))})"
+            f"({where} timed out waiting: {message})"
         )
         return CheckResult(check, "fail", summary, (), {**details, "unattributed": True})
-    if found:
-        rank = int(found.group("rank"))
+    if rank is not None:
         where = describe_ranks([rank], hosts)
-        summary = f"the {phase} phase failed on {where}: {clean_message(found.group('message'))}"
+        summary = f"the {phase} phase failed on {where}: {message}"
         return CheckResult(check, "fail", summary, (hosts[rank],) if rank in hosts else (), details)
-    return CheckResult(check, "fail", f"the {phase} phase failed: {clean_message(first)}", (), details)
+    return CheckResult(check, "fail", f"the {phase} phase failed: {message}", (), details)
 
 
 def failures_table(result: CheckResult) -> list[Block]:

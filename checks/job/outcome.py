@@ -1,5 +1,6 @@
 """What the one job across the nodes produced (:class:`JobOutcome`, one
-:class:`NodeOutcome` per node), or why it did not run (:class:`JobNotRun`).
+:class:`NodeOutcome` per node), or why it did not run (:class:`JobNotRun`); the errors its
+document gives for its phases (:func:`phase_errors`).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
 from checks.job.nccl_log import NcclTransport
+from checks.job.node.harness import PhaseError
 from checks.job.phases import job_phases
 from preflight.model import CheckResult
 from preflight.status import Status
@@ -124,3 +126,46 @@ def node_names(outcome: JobOutcome) -> list[str]:
     by_rank = {n.node_rank: n.host for n in outcome.nodes}
     count = max(len(names), 1 + max(by_rank, default=-1))
     return [by_rank.get(i) or (names[i] if i < len(names) else f"node rank {i}") for i in range(count)]
+
+
+# The failed ranks' errors a finding's details quote; the others are counted.
+QUOTED_ERRORS = 4
+
+
+def _rank_field(value: Any) -> bool:
+    """Whether ``value`` can be a :class:`PhaseError`'s rank: a number, or None."""
+    return value is None or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def phase_errors(document: Mapping[str, Any] | None) -> dict[str, list[PhaseError]]:
+    """The errors in rank 0's ``document`` (its ``phase_errors``), by phase: each phase's
+    :class:`PhaseError` records, as the node wrote them (what is not such a record is left out)."""
+    errors = (document or {}).get("phase_errors")
+    found: dict[str, list[PhaseError]] = {}
+    for phase, records in errors.items() if isinstance(errors, Mapping) else ():
+        for record in records if isinstance(records, list) else ():
+            if not isinstance(record, Mapping):
+                continue
+            rank, local_rank, message = record.get("rank"), record.get("local_rank"), record.get("message")
+            if isinstance(message, str) and _rank_field(rank) and _rank_field(local_rank):
+                found.setdefault(str(phase), []).append(
+                    {"rank": rank, "local_rank": local_rank, "message": message}
+                )
+    return found
+
+
+def phase_error_text(errors: Sequence[PhaseError]) -> str:
+    """The errors in one line, as a person reads them: ``rank 3 (local_rank 1): RuntimeError: ...;
+    rank 5 (local_rank 1): ...``, the first QUOTED_ERRORS of them, then how many more ranks failed."""
+    said = []
+    for error in errors[:QUOTED_ERRORS]:
+        rank, local_rank = error["rank"], error["local_rank"]
+        if rank is None:
+            said.append(error["message"])
+        elif local_rank is None:
+            said.append(f"rank {rank}: {error['message']}")
+        else:
+            said.append(f"rank {rank} (local_rank {local_rank}): {error['message']}")
+    if len(errors) > QUOTED_ERRORS:
+        said.append(f"and {len(errors) - QUOTED_ERRORS} more ranks")
+    return "; ".join(said)

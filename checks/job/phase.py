@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from checks.job.failures import job_results, phase_error_result
-from checks.job.outcome import JobOutcome
+from checks.job.outcome import JobOutcome, phase_errors
 from checks.job.phases import job_phase
 from preflight.model import CheckResult
 
@@ -49,9 +49,9 @@ def read_phase(check: str, outcome: JobOutcome, no_results: Mapping[str, Any] | 
         return PhaseReport(findings, section, document)
     if findings:
         return PhaseReport(findings)
-    errors = document.get("phase_errors") or {}
-    message = errors.get(phase) or errors.get("init")
-    if message:
-        return PhaseReport([phase_error_result(check, outcome, phase, str(message))])
+    errors = phase_errors(document)
+    raised = errors.get(phase) or errors.get("init")
+    if raised:
+        return PhaseReport([phase_error_result(check, outcome, phase, raised)])
     details = {"exit_status": {n.host: n.exit_status for n in outcome.nodes}, **(no_results or {})}
     return PhaseReport([CheckResult(check, "error", f"the job printed no {label} results", (), details)])

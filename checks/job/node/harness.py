@@ -17,7 +17,7 @@ import threading
 import time
 import traceback
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from checks.job.node.markers import BEAT_INTERVAL_S, BEAT_MARKER, JOB_VERSION, PHASE_MARKER, RANK_MARKER, log
 from checks.job.node.nccl import loaded_nccl
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
     JsonDict = dict[str, Any]
     Phase = Callable[["Job"], JsonDict]
+    PhaseErrors = dict[str, list["PhaseError"]]
 
 # Before it joins, a rank asks every MASTER_POLL_S (longer past MASTER_POLL_RANKS ranks) whether
 # rank 0's store listens yet, for MASTER_WAIT_S at most (then torch's own retries take over).
@@ -159,6 +160,23 @@ class Settings:
     def section(self, name: str) -> Settings:
         """The settings under ``name``, as :class:`Settings`."""
         return Settings(f"{self.where}[{name!r}]", self[name])
+
+
+class PhaseError(TypedDict):
+    """Why a phase failed, as rank 0's document keeps it (``phase_errors``: by phase, a list of
+    these, one per rank that failed, by rank): the failed rank's global ``rank`` and ``local_rank``,
+    and its error's ``message`` (``Type: first line``). Both ranks are None where the reason is no
+    rank's own: the phase was not run or is unknown, or the node could not start its ranks."""
+
+    rank: int | None
+    local_rank: int | None
+    message: str
+
+
+def phase_error(message: str, rank: int | None = None, local_rank: int | None = None) -> PhaseError:
+    """A :class:`PhaseError`: ``message``, of the rank ``rank`` (``local_rank`` on its node), or of
+    no rank."""
+    return {"rank": rank, "local_rank": local_rank, "message": message}
 
 
 class StoppedByPeer(Exception):
@@ -344,10 +362,15 @@ class Job:
 
     # ---- phases and the document
 
+    def own_error(self, message: str) -> PhaseError:
+        """``message`` as this rank's :class:`PhaseError`."""
+        return phase_error(message, self.rank, self.local_rank)
+
     def run_phase(
-        self, name: str, phase: Callable[[], JsonDict], document: JsonDict, errors: JsonDict
+        self, name: str, phase: Callable[[], JsonDict], document: JsonDict, errors: PhaseErrors
     ) -> None:
-        """Run one phase on every rank; afterwards all ranks agree whether any failed."""
+        """Run one phase on every rank; afterwards all ranks agree whether any failed (each failed
+        rank's :class:`PhaseError` in ``errors``, by rank)."""
         if self.local_rank == 0:
             log(PHASE_MARKER, {"phase": name, "node_rank": self.node_rank, "rank": self.rank})
         enter_phase(name)
@@ -361,34 +384,35 @@ class Job:
             finished_part(failed=True)
             error = error_text(exc, first_line=True)
             traceback.print_exc(file=sys.stderr)
+        mine = None if error is None else self.own_error(error)
         try:
             # Agreement keeps ranks in lock-step: a rank that failed alone is known to all.
-            reported = self.gather(error)
+            reported: list[PhaseError | None] = self.gather(mine)
         except Exception as exc:
             self.usable = False
             if error is None:
                 cause = error_text(exc, first_line=True)
                 error = f"the process group stopped answering after this phase: {cause}"
-            errors[name] = f"rank {self.rank} ({self.hostname}): {error}"
+            errors[name] = [self.own_error(error)]
             return
-        failed = [(rank, message) for rank, message in enumerate(reported) if message is not None]
+        failed = [record for record in reported if record is not None]
         if failed:
-            errors[name] = "; ".join(f"rank {rank}: {message}" for rank, message in failed[:4])
-            if len(failed) > 4:
-                errors[name] += f"; and {len(failed) - 4} more ranks"
+            errors[name] = failed
             document.pop(name, None)
 
     def run_phases(
-        self, table: Mapping[str, Phase], names: Sequence[str], document: JsonDict, errors: JsonDict
+        self, table: Mapping[str, Phase], names: Sequence[str], document: JsonDict, errors: PhaseErrors
     ) -> None:
         """Run the phases ``names`` from ``table`` in that order, each on every rank, while the
         process group answers; what each made goes in ``document``, why one failed in ``errors``."""
         for name in names:
             if name not in table:
-                errors[name] = f"unknown phase {name!r}"
+                errors[name] = [phase_error(f"unknown phase {name!r}")]
                 continue
             if not self.usable:
-                errors.setdefault(name, "not run: the process group stopped answering in an earlier phase")
+                errors.setdefault(
+                    name, [phase_error("not run: the process group stopped answering in an earlier phase")]
+                )
                 continue
             self.run_phase(name, functools.partial(table[name], self), document, errors)
 

@@ -12,7 +12,14 @@ import time
 import traceback
 from typing import TYPE_CHECKING, Any
 
-from checks.job.node.harness import Job, MissingSetting, Settings, enter_phase, start_heartbeat
+from checks.job.node.harness import (
+    Job,
+    MissingSetting,
+    Settings,
+    enter_phase,
+    phase_error,
+    start_heartbeat,
+)
 from checks.job.node.markers import JOB_VERSION, print_document
 from checks.job.node.phases import sent_phases
 from preflight.node.shared import collector_paused, error_text
@@ -20,13 +27,16 @@ from preflight.node.shared import collector_paused, error_text
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from checks.job.node.harness import PhaseErrors
+
     JsonDict = dict[str, Any]
 
 
 def _not_started(message: str) -> int:
-    """Before the world is joined: rank 0 prints a document with ``message`` as the init error."""
+    """Before the world is joined: rank 0 prints a document with ``message`` as the init error (the
+    node's, no rank's own)."""
     if os.environ.get("RANK", "0") == "0":
-        print_document({"job_version": JOB_VERSION, "phase_errors": {"init": message}})
+        print_document({"job_version": JOB_VERSION, "phase_errors": {"init": [phase_error(message)]}})
         return 0
     return 1
 
@@ -64,13 +74,13 @@ def run(args: Mapping[str, Any]) -> int:
         traceback.print_exc(file=sys.stderr)
         return _not_started(f"the job's arguments on {socket.gethostname()} are incomplete: {exc}")
 
-    errors: JsonDict = {}
+    errors: PhaseErrors = {}
     document: JsonDict = {}
     try:
         job.start()
     except Exception as exc:
         traceback.print_exc(file=sys.stderr)
-        errors["init"] = f"rank {job.rank} ({job.hostname}): {error_text(exc, first_line=True)}"
+        errors["init"] = [job.own_error(error_text(exc, first_line=True))]
     if job.usable:
         job.run_phases(table, names, document, errors)
     enter_phase("finish")
