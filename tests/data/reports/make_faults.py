@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from checks.allreduce import judge_allreduce
+from checks.allreduce.phase import PHASE as ALLREDUCE_PHASE
 from checks.baseline import compare
 from checks.clocks import ClockSample, ClocksObservation, judge_clocks
 from checks.clocks.settings import ClocksSection
@@ -168,7 +169,9 @@ def faults_run() -> RunReport:
     config = Config()
     job = _job()
     intranode = judge_intranode(job, config)
-    allreduce = refer_to_compute(judge_allreduce(job, config, {}), intranode, not_by=None)
+    allreduce = refer_to_compute(
+        judge_allreduce(job, config, {}), intranode, ALLREDUCE_PHASE.speed_keys, not_by=None
+    )
     results: list[CheckResult] = [
         *judge_connect(hosts),
         *judge_hardware(nodes, config),

@@ -262,12 +262,15 @@ def recorded_job_run(path: Path) -> RunReport:
     the job ran them), rails, allreduce and ddp judges, the network findings referring to their
     root causes; the hosts are the job's nodes."""
     from checks.allreduce import judge_allreduce
+    from checks.allreduce.phase import PHASE as ALLREDUCE_PHASE
     from checks.compute import judge_compute
     from checks.compute.root_cause import refer_to_compute
     from checks.ddp import judge_ddp
+    from checks.ddp.phase import PHASE as DDP_PHASE
     from checks.intranode import judge_intranode
     from checks.job.outcome import JobOutcome, NodeOutcome
     from checks.rails import judge_rails
+    from checks.rails.phase import PHASE as RAILS_PHASE
 
     data = json.loads(path.read_text())
     nodes = tuple(NodeOutcome(**n) for n in data["nodes"])
@@ -277,11 +280,19 @@ def recorded_job_run(path: Path) -> RunReport:
     config = Config()
     compute = judge_compute(outcome, config) if "compute" in outcome.phases else []
     compute += judge_intranode(outcome, config) if "intranode" in outcome.phases else []
-    compute += refer_to_compute(judge_rails(outcome, config), compute) if "rails" in outcome.phases else []
+    compute += (
+        refer_to_compute(judge_rails(outcome, config), compute, RAILS_PHASE.speed_keys)
+        if "rails" in outcome.phases
+        else []
+    )
     results = [
         *compute,
-        *refer_to_compute(judge_allreduce(outcome, config, {}), compute),
-        *(refer_to_compute(judge_ddp(outcome, config), compute) if "ddp" in outcome.phases else []),
+        *refer_to_compute(judge_allreduce(outcome, config, {}), compute, ALLREDUCE_PHASE.speed_keys),
+        *(
+            refer_to_compute(judge_ddp(outcome, config), compute, DDP_PHASE.speed_keys)
+            if "ddp" in outcome.phases
+            else []
+        ),
     ]
     return RunReport.build(
         tool_version="0.1.0",
