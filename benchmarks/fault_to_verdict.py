@@ -1,0 +1,137 @@
+"""Seconds from a fault to the verdict: a node's link cut in one phase of the run, and the time from
+the cut to ``preflight check --quick`` (``--only allreduce`` for the job) exiting with that node
+named.
+
+The phases, each caught on the victim as it happens:
+
+- ``handshake``: its sshd has accepted the controller's connection (a session process exists) and
+  no Python of the run runs there yet: the cut lands in the key exchange or the authentication;
+- ``facts``: the facts probe's Python runs there;
+- ``job``: the job's rank has joined its peers (gloo's connections are up), half a second in; these
+  runs are ``--only allreduce`` (its sweep and pair tests last seconds; ``--quick``'s job is over
+  within half a second on three nodes).
+
+For each size, one lab cluster (root needed) and ``--runs`` runs of each phase, the link restored
+after each; the median and the range of the seconds, and how often the victim was named alone.
+
+    sudo .venv/bin/python benchmarks/fault_to_verdict.py --sizes 3,16 --runs 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tests.lab import NODE_PYTHON, LabCluster, LabNode
+from tests.test_check_lab import check_argv
+from tests.test_hang_lab import joined
+
+# How long a phase is waited for before the run is counted as not caught.
+CATCH_S = 120.0
+# Half a second into the job's phase, as the job's lab tests do.
+INTO_THE_JOB_S = 0.5
+
+
+def _in_handshake(lab: LabCluster, victim: LabNode) -> bool:
+    """The victim's sshd serves a connection (a child of the listener) and no Python of ours runs."""
+    processes = lab.processes(victim)
+    session = any("sshd:" in command for _, command in processes)
+    return session and not any(NODE_PYTHON in command for _, command in processes)
+
+
+def _in_facts(lab: LabCluster, victim: LabNode) -> bool:
+    return any(NODE_PYTHON in command for _, command in lab.processes(victim))
+
+
+def _in_job(lab: LabCluster, victim: LabNode) -> bool:
+    if joined(lab, victim):
+        time.sleep(INTO_THE_JOB_S)
+        return True
+    return False
+
+
+PHASES: dict[str, Callable[[LabCluster, LabNode], bool]] = {
+    "handshake": _in_handshake,
+    "facts": _in_facts,
+    "job": _in_job,
+}
+
+
+def _cut_when(
+    lab: LabCluster, victim: LabNode, caught: Callable[[LabCluster, LabNode], bool]
+) -> dict[str, float]:
+    when: dict[str, float] = {}
+
+    def watch() -> None:
+        deadline = time.monotonic() + CATCH_S
+        while time.monotonic() < deadline and "stop" not in when:
+            if caught(lab, victim):
+                lab.cut(victim)
+                when["fault"] = time.monotonic()
+                return
+            time.sleep(0.01)
+
+    threading.Thread(target=watch, daemon=True).start()
+    return when
+
+
+def one_run(lab: LabCluster, workdir: Path, phase: str) -> tuple[float | None, bool]:
+    """Seconds from the cut to the run's end (None where the phase was not caught), and whether the
+    victim alone was named."""
+    victim = lab.nodes[len(lab.nodes) // 2]
+    report = workdir / "run.json"
+    profile = ("--only", "allreduce") if phase == "job" else ("--quick",)
+    argv = check_argv(lab, lab.hosts_file(workdir / "hosts.txt"), report, "-q", *profile, "--no-history")
+    when = _cut_when(lab, victim, PHASES[phase])
+    try:
+        subprocess.run(argv, capture_output=True, text=True, env={**os.environ, "NO_COLOR": "1"}, timeout=600)
+        ended = time.monotonic()
+    finally:
+        when["stop"] = 0.0
+        lab.restore(victim)
+    if "fault" not in when:
+        return None, False
+    data = json.loads(report.read_text())
+    named = {h for r in data["results"] if r["status"] in ("fail", "error") for h in r["hosts"]}
+    unreached = {h["name"] for h in data["hosts"] if not h["reachable"]}
+    return ended - when["fault"], (named | unreached) == {victim.address}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--sizes", default="3,16")
+    parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--phases", default=",".join(PHASES))
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    phases = args.phases.split(",")
+    print(f"seconds from a cut link to the verdict, {args.runs} runs each (median, min-max)")
+    for size in sizes:
+        with LabCluster(size, env=Path(sys.prefix)) as lab, tempfile.TemporaryDirectory() as tmp:
+            for phase in phases:
+                found = [one_run(lab, Path(tmp), phase) for _ in range(args.runs)]
+                seconds = [s for s, _ in found if s is not None]
+                alone = sum(1 for s, ok in found if s is not None and ok)
+                shown = (
+                    f"{statistics.median(seconds):6.1f}  ({min(seconds):.1f}-{max(seconds):.1f})"
+                    if seconds
+                    else "   not caught"
+                )
+                print(f"{size:>3} nodes  {phase:<10}{shown}  named alone in {alone} of {len(seconds)}")
+
+
+if __name__ == "__main__":
+    main()
