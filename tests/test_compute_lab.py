@@ -6,15 +6,45 @@ re-tested, and noted)."""
 
 from __future__ import annotations
 
+import contextlib
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.lab import MakeLab
+from tests.lab import LabCluster, LabNode, MakeLab
 from tests.test_check_lab import results, run_check
 from tests.test_distributed_lab import assert_no_job_left
 
 pytestmark = pytest.mark.lab
+
+
+@contextlib.contextmanager
+def quota_watched(lab: LabCluster, node: LabNode) -> Iterator[list[tuple[int, str, str]]]:
+    """Every process of ``node`` seen outside its CPU quota's group while the block runs (sampled
+    every 0.1 s): a run in which the quota did not hold says so, rather than as a missed culprit."""
+    escaped: list[tuple[int, str, str]] = []
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.is_set():
+            escaped.extend(found for found in lab.outside_cpu_limit(node) if found not in escaped)
+            stop.wait(0.1)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        yield escaped
+    finally:
+        stop.set()
+        watcher.join(5)
+
+
+def _ranks(data: dict[str, object]) -> list[tuple[str, float]]:
+    """Each compute rank's host and ratio, to say what a failed assertion saw."""
+    rows = [row for r in results(data, "compute") for row in r["details"].get("ranks") or []]  # type: ignore[union-attr]
+    return [(str(row["host"]), float(row.get("ratio") or 0.0)) for row in rows]
 
 
 def test_a_node_with_a_small_cpu_quota_is_named_by_compute_not_sent_to_its_nic(
@@ -23,8 +53,10 @@ def test_a_node_with_a_small_cpu_quota_is_named_by_compute_not_sent_to_its_nic(
     lab = make_lab(3)
     slow = lab.nodes[1]
     lab.limit_cpu(slow, 0.1)
-    run, data = run_check(lab, tmp_path, "--only", "compute,allreduce,ddp", timeout_s=300)
-    assert run.returncode == 1, run.stdout + run.stderr
+    with quota_watched(lab, slow) as escaped:
+        run, data = run_check(lab, tmp_path, "--only", "compute,allreduce,ddp", timeout_s=300)
+    assert not escaped, f"processes of {slow.address} ran outside its CPU quota: {escaped}"
+    assert run.returncode == 1, f"ranks {_ranks(data)}\n{run.stdout}{run.stderr}"
     (finding,) = [r for r in results(data, "compute") if r["status"] == "fail"]
     assert finding["hosts"] == [slow.address]
     assert finding["details"]["item"] == "slow_compute"
@@ -80,8 +112,10 @@ def test_a_node_of_two_ranks_under_a_cpu_quota_fails_after_its_retest(
     slow = lab.nodes[1]
     lab.limit_cpu(slow, 0.1)
     hosts = lab.hosts_file(tmp_path / "hosts.txt", slots=2)
-    run, data = run_check(lab, tmp_path, "--only", "compute", hosts=hosts, timeout_s=300)
-    assert run.returncode == 1, run.stdout + run.stderr
+    with quota_watched(lab, slow) as escaped:
+        run, data = run_check(lab, tmp_path, "--only", "compute", hosts=hosts, timeout_s=300)
+    assert not escaped, f"processes of {slow.address} ran outside its CPU quota: {escaped}"
+    assert run.returncode == 1, f"ranks {_ranks(data)}\n{run.stdout}{run.stderr}"
     (finding,) = [r for r in results(data, "compute") if r["status"] == "fail"]
     assert finding["hosts"] == [slow.address] and finding["details"]["item"] == "slow_compute"
     assert sorted(finding["details"]["slow_ranks"]) == [2, 3]  # both of its ranks share the quota

@@ -189,6 +189,25 @@ def test_processes_shows_what_runs_in_a_node(make_lab: MakeLab) -> None:
     assert lab.processes(1) == []
 
 
+def test_a_cpu_quota_holds_what_the_nodes_sshd_starts_and_names_what_escapes_it(make_lab: MakeLab) -> None:
+    lab = make_lab(1)
+    lab.limit_cpu(1, 0.5)
+    session = subprocess.Popen(
+        lab.ssh_argv(1, ["sleep 300"]), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    outside = lab.spawn(1, ["sleep", "301"])  # started beside sshd, not by it
+    try:
+        deadline = time.monotonic() + 10
+        while not any(cmd == "sleep 300" for _, cmd in lab.processes(1)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert any(cmd == "sleep 300" for _, cmd in lab.processes(1))
+        assert [cmd for _, cmd, _ in lab.outside_cpu_limit(1)] == ["sleep 301"]
+    finally:
+        for process in (session, outside):
+            process.kill()
+            process.wait()
+
+
 def test_throttle_slows_the_nodes_link(make_lab: MakeLab) -> None:
     lab = make_lab(3)
     start_sinks(lab)

@@ -1047,6 +1047,17 @@ class LabCluster:
         (group / "cgroup.procs").write_text(str(target.sshd.pid))
         self._cpu_groups.append(group)
 
+    def outside_cpu_limit(self, node: NodeRef) -> list[tuple[int, str, str]]:
+        """(pid, cmdline, its cpu cgroup) of each process of a node held by :meth:`limit_cpu` that
+        is not in the node's group: a process that escaped the quota."""
+        target = self.node(node)
+        group = f"/pflab{self.index}n{target.index}"
+        return [
+            (pid, command, found)
+            for pid, command in self.processes(target)
+            if (found := _cpu_cgroup(pid)) is not None and found != group
+        ]
+
     def stop_sshd(self, node: NodeRef) -> None:
         """Kills the node's sshd listener and its sessions; the node itself stays up."""
         target = self.node(node)
@@ -1064,6 +1075,19 @@ class LabCluster:
             return
         target.sshd = self._launch_sshd(target)
         self._await_sshd([target])
+
+
+def _cpu_cgroup(pid: int) -> str | None:
+    """The cgroup v1 ``cpu`` group a process is in ("/pflab3n2"); None when it is gone."""
+    try:
+        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if "cpu" in controllers.split(","):
+            return path
+    return None
 
 
 def _check_rate(rate_mbit: float) -> None:
