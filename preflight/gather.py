@@ -37,7 +37,15 @@ from preflight.probes import (
 )
 from preflight.progress import Progress
 from preflight.redact import redact
-from preflight.silence import LISTEN_S, NodeSilent, SilenceWatch, keepalive_of, listen, read_line
+from preflight.silence import (
+    LISTEN_S,
+    NodeSilent,
+    SilenceWatch,
+    keepalive_of,
+    listen,
+    read_line,
+    write_watched,
+)
 from preflight.timeline import CONNECT, FACTS, Timeline
 from preflight.transport import GRACE_S, CommandResult, HostUnavailable, RemoteProcess, Transport
 
@@ -87,7 +95,7 @@ def _probe_once(
     marker = frame_marker()
     process = transport.start([python, "-", *args], timeout_s=timeout_s)
     with contextlib.suppress(OSError):  # one that ended without its input says why by its status
-        process.write(framed(node_script(FACTS_SCRIPT), marker))
+        write_watched(watch, name, transport, process, framed(node_script(FACTS_SCRIPT), marker), DURING)
         process.close_stdin()
     while process.running(LISTEN_S) and not process.deadline.expired:
         listen(watch, name, process, DURING)
@@ -107,7 +115,12 @@ def _staying_probe(
 ) -> tuple[ScriptAnswer, RemoteProcess]:
     """Run the facts probe so that it stays: its answer, and the process, still running."""
     process = start_node_script(
-        transport, FACTS_SCRIPT, python=python, args=args, timeout_s=max(1.0, deadline.remaining())
+        transport,
+        FACTS_SCRIPT,
+        python=python,
+        args=args,
+        timeout_s=max(1.0, deadline.remaining()),
+        send=lambda started, source: write_watched(watch, name, transport, started, source, DURING),
     )
     frame = process.frame
     line = read_line(

@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import secrets
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -179,9 +179,12 @@ def start_node_script(
     python: str,
     args: tuple[str, ...] = (),
     timeout_s: float,
+    send: Callable[[RemoteProcess, bytes], None] | None = None,
 ) -> RemoteProcess:
     """Start a node script that talks by lines (its stdin stays open after the source). Its
-    ``readline`` reads from after its frame; what the shell printed before is its ``before_frame``."""
+    ``readline`` reads from after its frame; what the shell printed before is its ``before_frame``.
+    ``send`` writes the source (``RemoteProcess.write`` by default): a caller with a silence watch
+    sends it watched (:func:`preflight.silence.write_watched`)."""
     source = framed(node_script(name), marker := frame_marker())
     process = transport.start(
         [python, "-c", STREAM_BOOTSTRAP, str(len(source)), f"preflight-{name.rpartition('.')[2]}", *args],
@@ -191,5 +194,8 @@ def start_node_script(
     # A process that ended before it read its source (a wrapper that exits, an interpreter that
     # cannot start) is not an error here: its output and exit status say why.
     with contextlib.suppress(OSError):
-        process.write(source)
+        if send is None:
+            process.write(source)
+        else:
+            send(process, source)
     return process

@@ -215,3 +215,35 @@ def read_line(
         if deadline.expired or process.deadline.expired or not process.running():
             return None
         listen(watch, name, process, during)
+
+
+def write_watched(
+    watch: SilenceWatch, name: str, transport: Transport, process: RemoteProcess, data: bytes, during: str
+) -> None:
+    """Send ``data`` to the process's stdin while the watch listens to ``name``: a node that stops
+    answering while the write waits on it (its link cut while a script is on its way: the write
+    blocks in the connection, keepalives with it) is named silent (:class:`NodeSilent`), and its
+    connection dropped so that the write stops waiting. A node that is only slow to read answers
+    its keepalives, and the write waits for it. Raises what the write raised (``OSError``)."""
+    sent: cf.Future[None] = cf.Future()
+
+    def send() -> None:
+        try:
+            process.write(data)
+            sent.set_result(None)
+        except BaseException as exc:  # handed to the caller, whatever it is
+            sent.set_exception(exc)
+
+    threading.Thread(target=send, name=f"write-{name}", daemon=True).start()
+    while True:
+        try:
+            sent.result(timeout=LISTEN_S)
+            return
+        except cf.TimeoutError:
+            pass
+        process.running()  # what arrived meanwhile is what the watch hears
+        try:
+            listen(watch, name, process, during)
+        except NodeSilent:
+            transport.abandon()
+            raise

@@ -12,7 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from preflight.silence import SILENT_AS
+from preflight.deadline import Deadline
+from preflight.inventory import HostSpec
+from preflight.silence import SILENT_AS, NodeSilent, SilenceWatch, keepalive_of, write_watched
+from preflight.transport.ssh import KnownHosts, SshSettings, SshTransport
 from tests.lab import NODE_PYTHON, LabCluster, LabNode, MakeLab
 from tests.test_check_lab import results, run_check
 from tests.test_faults_lab import errors_by_host
@@ -93,3 +96,42 @@ def test_a_node_stopped_during_the_facts_probe_is_named_as_silent(make_lab: Make
     print(f"stopped during the facts probe: the run ended {ended - when['fault']:.1f} s after the fault")
     assert ended - when["fault"] < RUN_END_S
     assert_nothing_left(lab)
+
+
+def test_a_write_that_waits_on_a_node_cut_meanwhile_names_it_silent_and_stops_waiting(
+    make_lab: MakeLab,
+) -> None:
+    # A script on its way to a node whose link is cut: the write blocks in the connection (nothing
+    # is acknowledged), keepalives with it. The watch names the node silent and drops the
+    # connection, and the write ends, rather than holding the run until its deadline.
+    lab = make_lab(2)
+    victim = lab.nodes[1]
+    settings = SshSettings(
+        known_hosts=KnownHosts([lab.known_hosts_path]), identity_files=(str(lab.key_path),)
+    )
+    transports = {
+        n.address: SshTransport(HostSpec(n.address, n.address, user="root"), settings) for n in lab.nodes
+    }
+    for transport in transports.values():
+        transport.open(Deadline.after(30))
+    process = transports[victim.address].start(["dd", "of=/dev/null", "bs=1M"], timeout_s=120)
+    # The victim alone is watched: with no other node talking, its silence is its own.
+    watch = SilenceWatch([victim.address], 2.0, keepalive_of(transports.get))
+    try:
+        lab.cut(victim)
+        began = time.monotonic()
+        with pytest.raises(NodeSilent, match=r"silent for \d s during the test's write"):
+            write_watched(
+                watch,
+                victim.address,
+                transports[victim.address],
+                process,
+                b"x" * (64 << 20),
+                "the test's write",
+            )
+        assert time.monotonic() - began < 30  # named after the watch's 2 s, not the process's 120 s
+    finally:
+        watch.close()
+        lab.restore(victim)
+        for transport in transports.values():
+            transport.close()

@@ -36,6 +36,7 @@ from preflight.model import CheckResult
 from preflight.nodeset import fold
 from preflight.probes import node_script, start_node_script
 from preflight.redact import MASK, is_secret_name
+from preflight.silence import NodeSilent, SilenceWatch, write_watched
 from preflight.transport import HostUnavailable, RemoteProcess, wait_for_any
 
 # The script every node's host runs (it starts the node's ranks, which run it too): the entry module
@@ -50,6 +51,8 @@ DDP_IMPORTS = ("torch.nn.parallel", "torch._dynamo")
 # Seconds, on this lab's 2 cores, for a node's host to start its ranks (importing torch first when
 # the facts probe did not stay); real nodes are faster, and the deadline only bounds a job that hangs.
 STARTUP_S = 40.0
+# The phase a node silent while its job is sent to it is named in.
+STARTING = "the job's start"
 # After the first node fails, the others get this long to fail (and say why) on their own.
 FAILURE_GRACE_S = 3.0
 # A node that stops answering (its ranks beat every 2 s; a quiet node is asked a keepalive) is
@@ -274,21 +277,31 @@ def launch(ctx: CheckContext, phases: tuple[str, ...]) -> JobOutcome | JobNotRun
     failures: dict[str, str] = {}
     times = PhaseTimes(ctx.timeline, names, started)
 
-    def start(session: HostSession) -> None:
-        assert session.transport is not None
+    def start(session: HostSession, watch: SilenceWatch) -> None:
+        transport = session.transport
+        assert transport is not None
         name = session.spec.name
+
+        def send(process: RemoteProcess, data: bytes) -> None:  # a node cut meanwhile is named
+            write_watched(watch, name, transport, process, data, STARTING)
+
         try:
             host = session.take_host() or start_node_script(
-                session.transport, HOST_SCRIPT, python=python, args=(SERVE,), timeout_s=budget
+                transport, HOST_SCRIPT, python=python, args=(SERVE,), timeout_s=budget, send=send
             )
             processes[name] = host
-            host.write(requests[name])
+            send(host, requests[name])
+        except NodeSilent as exc:
+            session.silent = True
+            processes.pop(name, None)
+            failures[name] = exc.error.message
         except (HostUnavailable, OSError) as exc:
             failures[name] = exc.error.message if isinstance(exc, HostUnavailable) else f"{name}: {exc}"
 
     with cf.ThreadPoolExecutor(max_workers=min(ctx.config.run.fanout, len(ordered))) as pool:
         try:
-            list(pool.map(start, ordered))
+            with ctx.silence_watch() as starting:
+                list(pool.map(lambda session: start(session, starting), ordered))
             outcomes = _watch(ctx, ordered, processes, failures, budget, pool, times)
         except BaseException:  # Ctrl-C: end the job everywhere and remove what it made, then go
             _abort(ordered, processes, pool)

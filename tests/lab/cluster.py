@@ -1048,14 +1048,16 @@ class LabCluster:
         self._cpu_groups.append(group)
 
     def outside_cpu_limit(self, node: NodeRef) -> list[tuple[int, str, str]]:
-        """(pid, cmdline, its cpu cgroup) of each process of a node held by :meth:`limit_cpu` that
-        is not in the node's group: a process that escaped the quota."""
+        """(pid, cmdline, its cpu cgroup) of each live process of a node held by :meth:`limit_cpu`
+        that is not in the node's group: a process that escaped the quota. A process that is
+        exiting (no command line left, a zombie) is left out: the kernel moves an exiting task to
+        the root group."""
         target = self.node(node)
         group = f"/pflab{self.index}n{target.index}"
         return [
             (pid, command, found)
             for pid, command in self.processes(target)
-            if (found := _cpu_cgroup(pid)) is not None and found != group
+            if command and (found := _cpu_cgroup(pid)) is not None and found != group
         ]
 
     def stop_sshd(self, node: NodeRef) -> None:
