@@ -1050,14 +1050,15 @@ class LabCluster:
     def outside_cpu_limit(self, node: NodeRef) -> list[tuple[int, str, str]]:
         """(pid, cmdline, its cpu cgroup) of each live process of a node held by :meth:`limit_cpu`
         that is not in the node's group: a process that escaped the quota. A process that is
-        exiting (no command line left, a zombie) is left out: the kernel moves an exiting task to
-        the root group."""
+        exiting is left out: the kernel moves an exiting task to the root group, and a task can
+        begin to exit between the listing and the reading of its group, so its exit flag is read
+        after its group."""
         target = self.node(node)
         group = f"/pflab{self.index}n{target.index}"
         return [
             (pid, command, found)
             for pid, command in self.processes(target)
-            if command and (found := _cpu_cgroup(pid)) is not None and found != group
+            if command and (found := _cpu_cgroup(pid)) is not None and found != group and not _exiting(pid)
         ]
 
     def stop_sshd(self, node: NodeRef) -> None:
@@ -1077,6 +1078,19 @@ class LabCluster:
             return
         target.sshd = self._launch_sshd(target)
         self._await_sshd([target])
+
+
+_PF_EXITING = 0x4  # include/linux/sched.h: set first thing in do_exit(), before cgroup_exit()
+
+
+def _exiting(pid: int) -> bool:
+    """Whether a process is exiting or gone (PF_EXITING in /proc/PID/stat's flags, field 9)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    fields = stat.rsplit(")", 1)[1].split()
+    return fields[0] in ("Z", "X") or bool(int(fields[6]) & _PF_EXITING)
 
 
 def _cpu_cgroup(pid: int) -> str | None:
