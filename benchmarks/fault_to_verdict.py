@@ -13,6 +13,9 @@ The phases, each caught on the victim as it happens:
 
 For each size, one lab cluster (root needed) and ``--runs`` runs of each phase, the link restored
 after each; the median and the range of the seconds, and how often the victim was named alone.
+Beside them, the same run with no fault, timed from the moment the phase would have been caught:
+a verdict cannot come before the other nodes' checks end, and on the lab's shared cores a run of
+16 nodes takes seconds longer than one of 3.
 
     sudo .venv/bin/python benchmarks/fault_to_verdict.py --sizes 3,16 --runs 2
 """
@@ -86,13 +89,41 @@ def _cut_when(
     return when
 
 
+def _argv(lab: LabCluster, workdir: Path, phase: str) -> list[str]:
+    profile = ("--only", "allreduce") if phase == "job" else ("--quick",)
+    return check_argv(
+        lab, lab.hosts_file(workdir / "hosts.txt"), workdir / "run.json", "-q", *profile, "--no-history"
+    )
+
+
+def healthy_run(lab: LabCluster, workdir: Path, phase: str) -> float | None:
+    """Seconds from the moment ``phase`` is caught on the middle node to the end of a run with no
+    fault (None where it was not caught)."""
+    victim = lab.nodes[len(lab.nodes) // 2]
+    when: dict[str, float] = {}
+
+    def watch() -> None:
+        while "stop" not in when:
+            if PHASES[phase](lab, victim):
+                when["caught"] = time.monotonic()
+                return
+            time.sleep(0.01)
+
+    threading.Thread(target=watch, daemon=True).start()
+    try:
+        subprocess.run(_argv(lab, workdir, phase), capture_output=True, env={**os.environ, "NO_COLOR": "1"})
+        ended = time.monotonic()
+    finally:
+        when["stop"] = 0.0
+    return ended - when["caught"] if "caught" in when else None
+
+
 def one_run(lab: LabCluster, workdir: Path, phase: str) -> tuple[float | None, bool]:
     """Seconds from the cut to the run's end (None where the phase was not caught), and whether the
     victim alone was named."""
     victim = lab.nodes[len(lab.nodes) // 2]
     report = workdir / "run.json"
-    profile = ("--only", "allreduce") if phase == "job" else ("--quick",)
-    argv = check_argv(lab, lab.hosts_file(workdir / "hosts.txt"), report, "-q", *profile, "--no-history")
+    argv = _argv(lab, workdir, phase)
     when = _cut_when(lab, victim, PHASES[phase])
     try:
         subprocess.run(argv, capture_output=True, text=True, env={**os.environ, "NO_COLOR": "1"}, timeout=600)
@@ -130,7 +161,12 @@ def main() -> None:
                     if seconds
                     else "   not caught"
                 )
-                print(f"{size:>3} nodes  {phase:<10}{shown}  named alone in {alone} of {len(seconds)}")
+                healthy = [s for _ in range(args.runs) if (s := healthy_run(lab, Path(tmp), phase))]
+                rest = f"{statistics.median(healthy):5.1f}" if healthy else "    -"
+                print(
+                    f"{size:>3} nodes  {phase:<10}{shown}  named alone in {alone} of {len(seconds)}"
+                    f"  (no fault: the run ends {rest} s later)"
+                )
 
 
 if __name__ == "__main__":

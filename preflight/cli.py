@@ -285,6 +285,7 @@ def _check(args: argparse.Namespace) -> ExitCode:
             accept_new_host_keys=args.accept_new_host_keys,
             identity_files=tuple(args.identity),
             connect_timeout_s=config.run.connect_timeout_s,
+            silence_s=config.run.silence_s,
             resolve_jump=jumps,
         )
     progress_console, summary = _consoles(args.json == "-")

@@ -68,6 +68,33 @@ def banner_then_silent_port() -> Iterator[int]:
     yield from _serve(lambda conn: conn.sendall(b"SSH-2.0-OpenSSH_9.2p1 Debian-2+deb12u3\r\n"))
 
 
+# A talking server's lines before it stops: one every TRICKLE_S, TRICKLE_LINES of them, for three
+# times the run's silence_s in the tests below.
+TRICKLE_LINES = 9
+TRICKLE_S = 0.5
+# What the trickling server saw, by its port: lines it sent before the client hung up.
+TRICKLED: dict[int, int] = {}
+
+
+@pytest.fixture
+def trickle_then_silent_port() -> Iterator[int]:
+    """Sends a line before its banner every half second (RFC 4253 allows such lines), for longer
+    than the run's silence_s in all, then nothing: slow while it talks, silent after."""
+
+    def handle(conn: socket.socket) -> None:
+        port = conn.getsockname()[1]
+        TRICKLED[port] = 0
+        try:
+            for _ in range(TRICKLE_LINES):
+                conn.sendall(b"still here\r\n")
+                TRICKLED[port] += 1
+                time.sleep(TRICKLE_S)
+        except OSError:
+            pass
+
+    yield from _serve(handle)
+
+
 class _SilentAuth(paramiko.ServerInterface):
     """A real SSH server (paramiko's) whose authentication never answers."""
 
@@ -181,3 +208,31 @@ def test_only_what_the_server_said_is_a_refusal() -> None:
     assert keys.kind == "auth_refused"
     silent = _classify(paramiko.AuthenticationException("Authentication timeout."), spec, 10)
     assert silent.kind == "timeout"
+
+
+def _silence_config(tmp_path: Path, silence_s: float) -> str:
+    config = tmp_path / "silence.toml"
+    config.write_text(f"[run]\nsilence_s = {silence_s}\n")
+    return str(config)
+
+
+def test_a_connection_silent_for_the_run_s_silence_is_named_before_its_connect_timeout(
+    tmp_path: Path, banner_then_silent_port: int
+) -> None:
+    # The connect timeout bounds a handshake that talks; one that stopped is named on its silence.
+    slow = ("--connect-timeout", "60", "--config", _silence_config(tmp_path, 1.5))
+    _, error = _check(tmp_path, banner_then_silent_port, *slow)
+    assert error["kind"] == "timeout"
+    assert "went silent while connecting: nothing heard for 1.5 s" in error["message"]
+
+
+def test_a_handshake_that_keeps_talking_is_slow_not_silent(
+    tmp_path: Path, trickle_then_silent_port: int
+) -> None:
+    # Each line comes within the silence; their sum is three times it. The connection is named
+    # silent only once the lines stop, never while they come.
+    slow = ("--connect-timeout", "60", "--config", _silence_config(tmp_path, 1.5))
+    _, error = _check(tmp_path, trickle_then_silent_port, *slow)
+    assert TRICKLED[trickle_then_silent_port] == TRICKLE_LINES
+    assert error["kind"] == "timeout"
+    assert "went silent while connecting: nothing heard for 1.5 s" in error["message"]

@@ -15,7 +15,7 @@ import random
 import socket
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -57,6 +57,72 @@ CONNECT_ATTEMPTS = 3
 STALL_SHARE = 0.25
 STALLED_ATTEMPTS = 3
 _POLL_S = 0.05
+# Seconds between two looks at a handshake's silence.
+_HANDSHAKE_LOOK_S = 0.25
+
+
+class _HeardSocket(socket.socket):
+    """The TCP socket of a direct connection, keeping when it last received anything: a handshake
+    whose host stopped answering is told from one that is only slow by its silence."""
+
+    heard: float = 0.0
+    silenced: bool = False
+
+    def recv(self, bufsize: int, flags: int = 0) -> bytes:
+        data = super().recv(bufsize, flags)
+        self.heard = time.monotonic()
+        return data
+
+
+class HandshakeSilent(Exception):
+    """The host sent nothing for the run's silence_s while its connection was set up."""
+
+    def __init__(self, silence_s: float) -> None:
+        super().__init__(f"nothing heard for {silence_s:g} s")
+        self.silence_s = silence_s
+
+
+def _direct_socket(address: str, port: int, timeout_s: float) -> _HeardSocket:
+    """A TCP connection to ``address``, as ``socket.create_connection`` makes it (each address the
+    name has in turn), on a socket that keeps when it last heard the host."""
+    last: OSError | None = None
+    for family, kind, proto, _, where in socket.getaddrinfo(address, port, type=socket.SOCK_STREAM):
+        sock = _HeardSocket(family, kind, proto)
+        try:
+            sock.settimeout(timeout_s)
+            sock.connect(where)
+        except OSError as exc:
+            sock.close()
+            last = exc
+            continue
+        sock.heard = time.monotonic()
+        return sock
+    raise last if last is not None else OSError(f"{address} has no address")
+
+
+@contextlib.contextmanager
+def _silence_ends(sock: _HeardSocket, silence_s: float) -> Iterator[None]:
+    """While the block sets the connection up, a look every quarter second: once the host has sent
+    nothing for ``silence_s`` (the controller's own stalls taken out), the socket is shut, which
+    ends paramiko's wait at once, and marked ``silenced``."""
+    done = threading.Event()
+
+    def watch() -> None:
+        stalls = controller_stalls()
+        while not done.wait(_HANDSHAKE_LOOK_S):
+            now = time.monotonic()
+            if now - sock.heard - stalls.stalled_s(sock.heard, now) >= silence_s:
+                sock.silenced = True
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+                return
+
+    watcher = threading.Thread(target=watch, name="handshake-silence", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
 
 
 def fingerprint(key: paramiko.PKey) -> str:
@@ -109,6 +175,8 @@ class SshSettings:
     accept_new_host_keys: bool = False
     identity_files: tuple[str, ...] = ()
     connect_timeout_s: float = 10.0
+    # Seconds a host may send nothing while its connection is set up (the run's silence_s).
+    silence_s: float = 8.0
     default_user: str = field(default_factory=default_user)
     # ProxyJump targets, resolved through the same inventory rules.
     resolve_jump: dict[str, HostSpec] = field(default_factory=dict)
@@ -133,6 +201,10 @@ def _classify(exc: BaseException, spec: HostSpec, timeout_s: float) -> HostError
             "host_key_unknown",
             f"host key of {exc.key_name} is not in known_hosts ({fingerprint(exc.key)}); "
             "add it, or pass --accept-new-host-keys",
+        )
+    if isinstance(exc, HandshakeSilent):
+        return HostError(
+            "timeout", f"{where} went silent while connecting: nothing heard for {exc.silence_s:g} s"
         )
     text = str(exc).lower()
     if isinstance(exc, paramiko.AuthenticationException) and "timeout" in text:
@@ -187,7 +259,7 @@ def _handshake_silence(exc: BaseException) -> bool:
 def _silent(exc: BaseException) -> bool:
     """The host said nothing in time: a timeout, no banner, a handshake or authentication left
     unanswered (what a stalled controller also looks like from inside)."""
-    if isinstance(exc, TimeoutError | socket.timeout):
+    if isinstance(exc, TimeoutError | socket.timeout | HandshakeSilent):
         return True
     if isinstance(exc, paramiko.AuthenticationException):
         return "timeout" in str(exc).lower()
@@ -262,7 +334,11 @@ class SshTransport(Transport):
         for keytype, key in known.items():
             client.get_host_keys().add(spec.key_name, keytype, key)
         client.set_missing_host_key_policy(self._policy)
-        sock = self._jump_channel(timeout_s) if spec.proxy_jump else None
+        direct: _HeardSocket | None = None
+        if spec.proxy_jump:
+            sock: paramiko.Channel | socket.socket = self._jump_channel(timeout_s)
+        else:
+            sock = direct = self._direct_socket(timeout_s)
         identities = [str(Path(p).expanduser()) for p in spec.identity_files or self.settings.identity_files]
         pkey = _loaded_key(identities[0]) if len(identities) == 1 else None
         limit = self.settings.jump_limit(spec.proxy_jump) if spec.proxy_jump else None
@@ -270,28 +346,44 @@ class SshTransport(Transport):
             limit.acquire()
         try:
             self._client = client
-            client.connect(
-                hostname=spec.address,
-                port=spec.port,
-                username=spec.user or self.settings.default_user,
-                pkey=pkey,
-                # paramiko takes a list here too, whatever its stubs say
-                key_filename=None if pkey else identities or None,  # type: ignore[arg-type]
-                look_for_keys=not identities,
-                allow_agent=True,
-                timeout=timeout_s,
-                banner_timeout=timeout_s,
-                auth_timeout=timeout_s,
-                channel_timeout=timeout_s,
-                sock=sock,
-                disabled_algorithms=DISABLED_ALGORITHMS,
-            )
+            with _silence_ends(direct, self.settings.silence_s) if direct else contextlib.nullcontext():
+                client.connect(
+                    hostname=spec.address,
+                    port=spec.port,
+                    username=spec.user or self.settings.default_user,
+                    pkey=pkey,
+                    # paramiko takes a list here too, whatever its stubs say
+                    key_filename=None if pkey else identities or None,  # type: ignore[arg-type]
+                    look_for_keys=not identities,
+                    allow_agent=True,
+                    timeout=timeout_s,
+                    banner_timeout=timeout_s,
+                    auth_timeout=timeout_s,
+                    channel_timeout=timeout_s,
+                    sock=sock,
+                    disabled_algorithms=DISABLED_ALGORITHMS,
+                )
+        except Exception as exc:
+            if direct is not None and direct.silenced:
+                raise HandshakeSilent(self.settings.silence_s) from exc
+            raise
         finally:
             if limit is not None:
                 limit.release()
         transport = client.get_transport()
         if transport is not None:
             transport.set_keepalive(KEEPALIVE_S)
+
+    def _direct_socket(self, timeout_s: float) -> _HeardSocket:
+        """The TCP connection to the host: a SYN left unanswered for the run's silence_s is its
+        silence, as a handshake's is."""
+        silence_s = self.settings.silence_s
+        try:
+            return _direct_socket(self.spec.address, self.spec.port, min(timeout_s, silence_s))
+        except TimeoutError as exc:
+            if timeout_s >= silence_s:
+                raise HandshakeSilent(silence_s) from exc
+            raise
 
     def _jump_channel(self, timeout_s: float) -> paramiko.Channel:
         name = self.spec.proxy_jump or ""
