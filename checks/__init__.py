@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from preflight.check import Check
+    from preflight.explain import SharedExplanations
 
 
 @cache
@@ -53,3 +54,13 @@ def registry() -> tuple[Check, ...]:
         *(import_module(f"checks.{name}").CHECK for name in JOB_PHASES),
         baseline.CHECK,
     )
+
+
+def shared_explanations() -> tuple[SharedExplanations, ...]:
+    """The items any check judged in the job may carry (the job could not start, a node failed in
+    it): explained once, under ``job``, for every one of those checks."""
+    from checks.job.explain import EXPLAINS
+    from checks.job.phases import JOB_PHASES
+    from preflight.explain import SharedExplanations
+
+    return (SharedExplanations("job", tuple(JOB_PHASES), EXPLAINS),)

@@ -17,6 +17,7 @@ from typing import Any, Generic, Literal, TypeVar, cast
 
 from preflight.config import Config
 from preflight.deadline import Deadline
+from preflight.explain import Explanation
 from preflight.facts import NodeFacts
 from preflight.handback import Action
 from preflight.inventory import HostSpec
@@ -171,7 +172,8 @@ class Check:
     which the run starts as soon as the facts are in, beside every other check's (a check whose
     probe would run beside the job, or disturb what another measures, declares none); ``prepare``,
     what it can do before any node answered (pack the script it ships), done while the hosts
-    connect.
+    connect; ``explains``, what each item its findings carry means (:mod:`preflight.explain`:
+    ``preflight explain``, the reports, docs/findings.md).
     """
 
     name: str
@@ -192,6 +194,7 @@ class Check:
     parts_named: PartsNamed | None = None
     starts_early: Callable[[CheckContext], Sequence[Probe[Any]]] | None = None
     prepare: Callable[[], None] | None = None
+    explains: tuple[Explanation, ...] = ()
 
 
 def on_live_nodes(*probes: Probe[Any]) -> Callable[[CheckContext], Sequence[Probe[Any]]]:

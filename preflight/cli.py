@@ -68,11 +68,22 @@ def _parser() -> argparse.ArgumentParser:
     add_report_command(commands)
     history_command.add_parser(commands)
     _add_list_command(commands)
+    _add_explain_command(commands)
     return parser
 
 
 def _add_list_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     commands.add_parser("list", help="list the checks")
+
+
+def _add_explain_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    explain = commands.add_parser(
+        "explain",
+        help="what a finding item means, how it is measured, its threshold and what to do",
+        description="Explain finding items (details.item): ITEM, or CHECK/ITEM where two checks "
+        "share a word. With no item, list them.",
+    )
+    explain.add_argument("items", nargs="*", metavar="ITEM")
 
 
 def _consoles(json_to_stdout: bool) -> tuple[Console, Console]:
@@ -349,6 +360,21 @@ def _list() -> ExitCode:
     return ExitCode.OK
 
 
+def _explain(items: Sequence[str]) -> ExitCode:
+    from preflight.explain import text_lines
+    from preflight.explained import explained_items, lookup
+
+    known = explained_items()
+    if not items:
+        for explained in known:
+            print(f"{explained.key:<40} {explained.explanation.means.split('. ')[0].rstrip('.')}.")
+        return ExitCode.OK
+    found = [e for item in items for e in lookup(item, known)]  # all named, before any is printed
+    for n, explained in enumerate(found):
+        print("\n".join(("", *text_lines(explained))) if n else "\n".join(text_lines(explained)))
+    return ExitCode.OK
+
+
 def _route_logging(*, debug: bool) -> None:
     """What libraries log (paramiko's "Exception (client): Error reading SSH protocol banner" and its
     traceback) goes to preflight's own stderr lines with ``--debug`` and nowhere without it: the
@@ -384,6 +410,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return int(_report(args))
         if args.command == "history":
             return int(_history(args))
+        if args.command == "explain":
+            return int(_explain(args.items))
         return int(_list())
     except PreflightError as exc:
         if args.debug:

@@ -12,6 +12,7 @@ from typing import Any
 
 from preflight.check import Check
 from preflight.errors import UsageError
+from preflight.explain import SharedExplanations
 from preflight.measures import Entity, Measure, PartsNamed
 from preflight.view import Presentation
 
@@ -53,6 +54,13 @@ def parts_named_by(name: str) -> PartsNamed | None:
 def setting_tables() -> Mapping[str, type[Any]]:
     """Each check's config table (named after the check) and the section read from it."""
     return {c.name: c.settings.section for c in all_checks() if c.settings is not None}
+
+
+def shared_explanations() -> tuple[SharedExplanations, ...]:
+    """The items several checks' findings carry, each explained once (the job's)."""
+    import checks
+
+    return checks.shared_explanations()
 
 
 def unreached_check() -> str:

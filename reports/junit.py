@@ -14,6 +14,8 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 
 from preflight.escape import printable
+from preflight.explain import Explained
+from preflight.explained import explained_items, explanation_for
 from preflight.model import CheckResult, HostReport, RunReport
 from preflight.status import severity
 
@@ -26,15 +28,22 @@ def _text(value: str) -> str:
     return _XML_INVALID_RE.sub("", printable(value))
 
 
-def _details(result: CheckResult) -> str:
+def _details(result: CheckResult, known: Sequence[Explained]) -> str:
     text = json.dumps(result.details, indent=1, default=str, ensure_ascii=False)
     if len(text) > _DETAILS_MAX_CHARS:
         text = text[:_DETAILS_MAX_CHARS] + "\n[... cut; the JSON report has everything]"
-    return _text(f"{result.summary}\n\n{text}")
+    explained = explanation_for(result.check, result.details, known)
+    said = f"{explained.first_line} (preflight explain {explained.key})\n\n" if explained else ""
+    return _text(f"{result.summary}\n\n{said}{text}")
 
 
 def _case(
-    parent: ET.Element, classname: str, name: str, findings: Sequence[CheckResult], note: str = ""
+    parent: ET.Element,
+    classname: str,
+    name: str,
+    findings: Sequence[CheckResult],
+    known: Sequence[Explained],
+    note: str = "",
 ) -> str:
     case = ET.SubElement(parent, "testcase", classname=_text(classname), name=name, time="0")
     # JUnit has no warning: a warning is a pass with a note, so a skip outranks it here.
@@ -48,7 +57,7 @@ def _case(
         tag = {"fail": "failure", "error": "error", "skip": "skipped"}[worst.status]
         element = ET.SubElement(case, tag, message=_text(worst.summary), type=worst.status)
         if worst.status != "skip":
-            element.text = "\n\n".join(_details(r) for r in findings if r.status == worst.status)
+            element.text = "\n\n".join(_details(r, known) for r in findings if r.status == worst.status)
         outcome = worst.status
     warnings = [f"warning: {r.summary}" for r in findings if r.status == "warn"]
     if warnings or note:
@@ -86,13 +95,14 @@ def render(report: RunReport) -> str:
     ):
         ET.SubElement(properties, "property", name=key, value=value)
     counts: dict[str, int] = {"pass": 0, "fail": 0, "error": 0, "skip": 0}
+    known = explained_items()
     for check in checks:
         results = report.results_for(check)
         for host in report.hosts:
-            counts[_case(suite, host.name, check, _host_findings(results, host, check))] += 1
+            counts[_case(suite, host.name, check, _host_findings(results, host, check), known)] += 1
         cluster_wide = [r for r in results if not r.hosts and r.status in ("fail", "error", "warn")]
         if cluster_wide:
-            counts[_case(suite, CLUSTER, check, cluster_wide)] += 1
+            counts[_case(suite, CLUSTER, check, cluster_wide, known)] += 1
     total = sum(counts.values())
     for element in (suites, suite):
         element.set("tests", str(total))

@@ -19,6 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from preflight.escape import printable
+from preflight.explained import explain_command
 from preflight.model import CheckResult, RunReport
 from preflight.nodeset import fold
 from preflight.status import LABELS, overall
@@ -26,6 +27,8 @@ from reports.summary import headline, kept_as_line, ordered, time_spent
 
 STYLES = {"pass": "green", "warn": "yellow", "fail": "bold red", "error": "bold magenta", "skip": "dim"}
 _SHOWN_ACTIVE_HOSTS = 6
+# The report's last line, when it named findings an explanation covers: the command that shows them.
+EXPLAIN_LINE = "what each finding means: "
 
 
 class LiveProgress:
@@ -167,3 +170,5 @@ def print_report(report: RunReport, console: Console) -> None:
     console.print()
     console.print(Text(printable(headline(report), keep_newlines=False), style=style))
     console.print(Text(f"exit {int(report.exit_code)}", style="dim"))
+    if (command := explain_command(report.results)) is not None:
+        console.print(Text(f"{EXPLAIN_LINE}{command}", style="dim"), soft_wrap=True)

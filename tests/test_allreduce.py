@@ -296,11 +296,12 @@ def test_a_node_that_cannot_reach_the_master_never_joined() -> None:
 
 def test_a_launch_error_is_an_error_and_a_job_without_the_phase_a_skip() -> None:
     failed = dataclasses.replace(HEALTHY, launch_error="node2: connection refused by sshd")
-    assert [(r.status, r.summary) for r in judge_allreduce(failed, CONFIG, {})] == [
-        ("error", "the job could not be started: node2: connection refused by sshd")
+    assert [(r.status, r.summary, r.details["item"]) for r in judge_allreduce(failed, CONFIG, {})] == [
+        ("error", "the job could not be started: node2: connection refused by sshd", "job_not_started")
     ]
     ddp_only = dataclasses.replace(HEALTHY, phases=("ddp",))
-    assert only(judge_allreduce(ddp_only, CONFIG, {})).status == "skip"
+    skipped = only(judge_allreduce(ddp_only, CONFIG, {}))
+    assert (skipped.status, skipped.details["item"]) == ("skip", "phase_not_run")
 
 
 def test_a_phase_error_without_a_failed_node_names_the_rank() -> None:
@@ -435,6 +436,10 @@ def test_the_check_reports_a_job_that_did_not_run_and_judges_a_job(monkeypatch: 
     assert allreduce.CHECK.run(ctx) == [
         CheckResult("allreduce", "skip", "not launched: the rendezvous port 29500 is blocked on node1")
     ]
+    blocked = dataclasses.replace(skipped, details={"blocked_by": "ports"})
+    monkeypatch.setattr(launch, "distributed_job", lambda _ctx: blocked)
+    (result,) = allreduce.CHECK.run(ctx)
+    assert result.details == {"blocked_by": "ports", "item": "job_blocked"}
     monkeypatch.setattr(launch, "distributed_job", lambda _ctx: HEALTHY)
     assert [r.status for r in allreduce.CHECK.run(ctx)] == ["pass"]
 

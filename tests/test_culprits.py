@@ -18,10 +18,10 @@ from checks.job.failures import (
     NodeFailure,
     RendezvousCount,
     explain_failures,
-    job_results,
     last_error_line,
     rank_end,
 )
+from checks.job.job_findings import job_results
 from checks.job.node.markers import END_MARKER
 from checks.job.node.planning import first_busbw, robust_spread
 from checks.job.node.ranks_host import rank_end as end_record
@@ -486,6 +486,8 @@ def test_a_worker_killed_mid_job_is_the_culprit_and_the_others_were_ended() -> N
         ("node2", "ended", False),
     ]
     assert failures[0].reason.startswith("rank 2 was ended by SIGKILL")
+    (result,) = job_results("allreduce", load_job("worker_killed"), "allreduce")
+    assert (result.hosts, result.details["item"]) == (("node3",), "killed_by_signal")
 
 
 def test_a_node_that_cannot_reach_the_master_is_named_even_after_the_master_gave_up() -> None:
@@ -517,6 +519,7 @@ def test_a_node_stopped_before_it_joined_is_named_not_the_node_that_waited_for_i
     assert failures[1].reason.startswith("stopped because node3 stalled: joined, and waited 7.577 s")
     (result,) = job_results("allreduce", job, "allreduce")
     assert (result.status, result.hosts) == ("fail", ("node3",))
+    assert result.details["item"] == "never_joined"
 
 
 def test_the_end_sentence_of_the_older_recorded_host_decides_nothing() -> None:
@@ -640,6 +643,8 @@ def test_the_ranks_a_node_saw_miss_the_barrier_are_carried_with_its_failure() ->
     failures = {f.host: f for f in explain_failures(job)}
     assert failures["node1"].ranks == (2,) and failures["node1"].kind == "victim"
     assert failures["node3"].kind == "hung" and failures["node3"].culprit
+    (result,) = job_results("ddp", job, "ddp")
+    assert (result.hosts, result.details["item"]) == (("node3",), "missed_barrier")
 
 
 def test_heartbeat_lines_are_never_quoted_as_the_error() -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from checks import ddp
 from checks.ddp import judge_ddp
-from checks.job.failures import job_results
+from checks.job.job_findings import job_results
 from checks.job.outcome import JobNotRun
 from checks.job.settings import DdpSection
 from preflight.check import CheckContext

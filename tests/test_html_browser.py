@@ -404,3 +404,40 @@ def test_the_timeline_draws_every_lane_readably_with_its_phases(
         assert loaded.errors == []
     finally:
         page.context.close()
+
+
+def test_a_finding_opens_its_explanation_in_place(
+    browser: Browser, files: dict[str, Path], reports: dict[str, RunReport]
+) -> None:
+    from preflight.explained import explained_items, explanation_for
+
+    known = explained_items()
+    report = reports["faults"]
+    explained = [e for r in report.results if (e := explanation_for(r.check, r.details, known))]
+    assert explained, "the faults report names no explained item"
+    first = explained[0]
+    loaded = open_report(browser, files["faults"])
+    page = loaded.page
+    try:
+        findings = page.locator(
+            "article.finding", has=page.locator(f"details.explain code:text-is('{first.key}')")
+        )
+        expect(findings).to_have_count(sum(1 for e in explained if e.key == first.key))
+        finding = findings.first
+        finding.scroll_into_view_if_needed()
+        body = finding.locator("details.explain dl")
+        expect(body).to_be_hidden()  # closed until asked for
+        finding.locator("details.explain > summary").click()
+        expect(body).to_be_visible()
+        shown = normalized(body.inner_text())
+        for heading, text in first.fields():
+            assert heading.lower() in shown.lower()
+            assert normalized(text.replace("`", "")) in shown
+        # Every finding with an explained item has its explanation, and no more.
+        assert page.locator("details.explain").count() == len(explained)
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        finding.screenshot(path=str(ARTIFACTS / "finding-explained.png"))
+        assert loaded.requests == [loaded.url]
+        assert loaded.errors == []
+    finally:
+        page.context.close()

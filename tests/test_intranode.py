@@ -41,6 +41,7 @@ def test_one_process_per_node_is_skipped_with_the_reason() -> None:
     assert (result.status, result.summary) == (
         "skip", "not measured: one process per node: no path inside a node to measure"
     )  # fmt: skip
+    assert result.details["item"] == "phase_skipped"
 
 
 def test_a_node_slow_inside_itself_is_named_with_its_ratio() -> None:

@@ -119,3 +119,15 @@ def test_hostile_node_text_stays_valid_xml(where: str) -> None:
     assert "\x1b" not in xml_text and "\x00" not in xml_text and "\x07" not in xml_text
     root = ET.fromstring(xml_text)
     assert [c.tag for c in root.iter() if c.tag == "x"] == []
+
+
+def test_a_failure_s_text_carries_the_first_line_of_its_item_s_explanation() -> None:
+    from preflight.explained import explained_items
+
+    slow = CheckResult("compute", "fail", "gpu02 is slow at compute", ("gpu02",), {"item": "slow_compute"})
+    (explained,) = [e for e in explained_items() if e.key == "compute/slow_compute"]
+    root = ET.fromstring(render(report([slow])))
+    (failure,) = root.iter("failure")
+    text = failure.text or ""
+    assert f"{explained.first_line} (preflight explain compute/slow_compute)" in text
+    assert text.index("gpu02 is slow at compute") < text.index(explained.first_line)

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from checks.job.failures import Silence, explain_failures, job_results
+from checks.job.failures import Silence, explain_failures
+from checks.job.job_findings import job_results
 from checks.job.node.harness import Job, PhaseError, phase_error
 from checks.job.outcome import JobOutcome, phase_error_text, phase_errors
 from checks.job.phase import read_phase
@@ -36,6 +37,7 @@ def test_a_ranks_error_record_names_the_ranks_node() -> None:
     error = phase_error("RuntimeError: CUDA error: an illegal memory access", rank=1, local_rank=0)
     (finding,) = read_phase("allreduce", _failed_in("allreduce", HEALTHY, [error])).findings
     assert (finding.status, finding.hosts) == ("fail", ("node2",))
+    assert finding.details["item"] == "phase_error"
     assert finding.summary == (
         "the allreduce phase failed on rank 1 on node2: RuntimeError: CUDA error: an illegal memory access"
     )
@@ -126,12 +128,13 @@ def test_a_lost_node_is_said_to_have_stopped_in_the_phase_the_job_failed_in() ->
     assert finding.summary == (
         "node3 stopped answering during the allreduce phase; preflight ended the job on node[1-2]"
     )
+    assert finding.details["item"] == "node_lost"
     # What each node saw says it as the node's failure was diagnosed, before any phase was judged.
     (failure,) = [f for f in finding.details["failures"] if f["host"] == "node3"]
     assert failure["reason"] == "stopped answering during the job"
     # After the phase's results were in, the phase is not where it stopped.
     (late,) = job_results("allreduce", with_document(job, lambda d: d.update(allreduce={})), "allreduce")
-    assert late.status == "warn"
+    assert (late.status, late.details["item"]) == ("warn", "node_lost")
     assert late.summary == (
         "node3 stopped answering during the job; preflight ended the job on node[1-2], after the job's "
         "results were in"

@@ -28,7 +28,7 @@ from checks import registry
 from preflight.model import RunReport
 from reports import html, junit
 from reports.json_report import load
-from reports.terminal import print_report
+from reports.terminal import EXPLAIN_LINE, print_report
 from tests.data.reports import make_faults, make_synthetic
 
 DATA = Path(__file__).parent / "data"
@@ -102,7 +102,10 @@ def rendered(report: RunReport) -> dict[str, Any]:
         "results": [[r.check, r.status, list(r.hosts), r.summary] for r in report.results],
         "html": {"badge": page.badge.strip(), "sentence": page.sentence.strip(), "culprits": page.culprits},
         "junit": outcome,
-        "terminal_verdict": re.sub(r"\s+", " ", lines[-1]) if lines else "",
+        "terminal_verdict": next(
+            (re.sub(r"\s+", " ", line) for line in lines if line.startswith("exit ")), ""
+        ),
+        "terminal_explain": next((line for line in lines if line.startswith(EXPLAIN_LINE)), ""),
     }
 
 

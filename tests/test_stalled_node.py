@@ -32,6 +32,7 @@ def test_a_node_stopped_mid_phase_is_named_not_rank_0_that_timed_out() -> None:
     assert finding.summary.startswith("node2 stalled the allreduce phase (progress: ranks 2, 3 on node2")
     assert "on node2 timed out waiting" not in finding.summary
     assert finding.details["attribution"]["by"] == "progress"
+    assert finding.details["item"] == "stalled_by_node"
 
 
 def test_the_phase_the_stalled_job_passed_names_nobody() -> None:
@@ -295,6 +296,7 @@ def test_a_timeout_that_no_evidence_pins_names_no_node_not_the_rank_that_waited(
     assert finding.summary.startswith("the allreduce phase stalled and no node's heartbeats or counters")
     assert "timed out waiting: " in finding.summary
     assert finding.details["unattributed"] is True
+    assert finding.details["item"] == "stall_unattributed"
 
 
 def test_a_lossy_node_whose_stalled_pairs_sent_little_is_named_by_its_loss_rate() -> None:

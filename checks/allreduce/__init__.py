@@ -6,6 +6,7 @@ job it shares with ``ddp`` (``checks.job``); ``judge`` judges it, ``present`` sh
 from __future__ import annotations
 
 from checks.allreduce.details import NAME
+from checks.allreduce.explain import EXPLAINS
 from checks.allreduce.judge import judge_allreduce
 from checks.allreduce.measures import MEASURES
 from checks.allreduce.phase import PHASE
@@ -36,4 +37,5 @@ CHECK = Check(
     profiles=PROFILES,
     duration=PHASE.duration,
     measures=MEASURES,
+    explains=EXPLAINS,
 )

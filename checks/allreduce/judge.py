@@ -46,7 +46,8 @@ def _sweep_results(
     """Findings about the whole-world sweep, and the headline for a pass."""
     rows = [r for r in section.get("sweep") or [] if isinstance(r, Mapping)]
     if not rows:
-        return [CheckResult(NAME, "error", "the sweep measured no message size")], None
+        empty = CheckResult(NAME, "error", "the sweep measured no message size", (), {"item": "no_sweep"})
+        return [empty], None
     results: list[CheckResult] = []
     wrong = [r for r in rows if int(r.get("wrong") or 0) > 0]
     if wrong:
@@ -57,7 +58,7 @@ def _sweep_results(
         if others:
             more = ", ".join(f"{r['wrong']} at {binary_size(int(r['size_bytes']))}" for r in others[:3])
             summary += f" (and {more})"
-        details = {"wrong": {str(r["size_bytes"]): r["wrong"] for r in wrong}}
+        details = {"item": "wrong_sums", "wrong": {str(r["size_bytes"]): r["wrong"] for r in wrong}}
         results.append(
             CheckResult(NAME, "fail", summary + ": all-reduce returned corrupted data", (), details)
         )
@@ -67,7 +68,8 @@ def _sweep_results(
     floor = config.section(AllreduceSection).min_busbw_gbps
     if floor > 0 and busbw < floor:
         summary = f"busbw {gbps(busbw)} GB/s at {size} is below the floor {floor:g} GB/s"
-        results.append(CheckResult(NAME, "fail", summary, (), {"busbw_gbps": busbw, "floor_gbps": floor}))
+        floor_details = {"item": "below_floor", "busbw_gbps": busbw, "floor_gbps": floor}
+        results.append(CheckResult(NAME, "fail", summary, (), floor_details))
     nodes = f"{n_nodes} node{'s' if n_nodes != 1 else ''}"
     ranks = f"{world} rank{'s' if world != 1 else ''}"
     headline = f"busbw {gbps(busbw)} GB/s at {size} across {nodes} ({ranks}, {backend})"
@@ -167,6 +169,7 @@ def _group_result(
         f"confirmed by a re-test); {inside}: {where}"
     )
     details = {
+        "item": "cut",
         "groups": [left, right],
         "busbw_gbps": group.busbw_gbps,
         "ratio": group.ratio,
@@ -193,6 +196,7 @@ def _pair_results(
             + (f"; this run's noise ±{culprits.noise * 100:.0f}%" if culprits.noise else "")
         )
         details = {
+            "item": "slow_node",
             "node": host,
             "busbw_gbps": slow.busbw_gbps,
             "ratio": slow.ratio,
@@ -210,6 +214,7 @@ def _pair_results(
             "both nodes are fast with other partners"
         )
         details = {
+            "item": "slow_link",
             "link": list(hosts),
             "busbw_gbps": link.busbw_gbps,
             "first_gbps": link.first_gbps,
@@ -227,7 +232,11 @@ def _pair_results(
             + (f", and {more} more" if more > 0 else "")
         )
         floor_hosts = tuple(dict.fromkeys(_name(names, n) for p, _ in culprits.below_floor for n in p))
-        floor_details = {"floor_gbps": floor, "pairs": {_link(names, p): v for p, v in culprits.below_floor}}
+        floor_details = {
+            "item": "pair_below_floor",
+            "floor_gbps": floor,
+            "pairs": {_link(names, p): v for p, v in culprits.below_floor},
+        }
         results.append(CheckResult(NAME, "fail", summary, floor_hosts, floor_details))
     notes = [
         f"{_link(names, u.nodes)} slow once ({ratio(u.first_gbps / typical if typical else 0.0)}), {u.reason}"
@@ -324,7 +333,10 @@ def _transport_results(
                 fallbacks[host] = 'where [allreduce] expect_transport = "ib"'
         for reason, hosts in group_by_value(fallbacks):
             summary = f"NCCL used NET/Socket between nodes on {fold(hosts)} {reason}: fall-back to TCP"
-            fallback_details: dict[str, Any] = {"fallback": {h: logged[h].to_dict() for h in hosts}}
+            fallback_details: dict[str, Any] = {
+                "item": "nccl_socket_fallback",
+                "fallback": {h: logged[h].to_dict() for h in hosts},
+            }
             results.append(CheckResult(NAME, "fail", summary, tuple(hosts), fallback_details))
     if gpu and n_nodes >= 2:
         no_gdr = [h for h, t in logged.items() if t.rdma_channels and not t.gdrdma]
@@ -334,12 +346,12 @@ def _transport_results(
                 f"NCCL used {networks} without GPUDirect RDMA on {fold(no_gdr)}: data between GPU and NIC "
                 "is staged through host memory (is nvidia-peermem loaded?)"
             )
-            results.append(CheckResult(NAME, "warn", summary, tuple(no_gdr), {}))
+            results.append(CheckResult(NAME, "warn", summary, tuple(no_gdr), {"item": "no_gpudirect_rdma"}))
     warned = {h: t.warnings[0] for h, t in logged.items() if t.warnings}
     for warning, hosts in group_by_value(warned):
         count = sum(logged[h].warning_count for h in hosts)
         summary = f"NCCL warned on {fold(hosts)}: {warning}" + (f" ({count} warnings)" if count > 1 else "")
-        details = {"warnings": {h: list(logged[h].warnings) for h in hosts}}
+        details = {"item": "nccl_warning", "warnings": {h: list(logged[h].warnings) for h in hosts}}
         results.append(CheckResult(NAME, "warn", summary, tuple(hosts), details))
     used = {h: t.inter_node or "no network connection" for h, t in logged.items()}
     transports_seen = [value for value, _ in group_by_value(used)]
@@ -509,7 +521,7 @@ def judge_allreduce(
         sweep = details["sweep"]
         top = binary_size(int(sweep[-1]["size_bytes"])) if sweep else "?"
         summary = f"one rank only: no all-reduce traffic to measure (results checked up to {top})"
-        return [CheckResult(NAME, "skip", summary, (), details)]
+        return [CheckResult(NAME, "skip", summary, (), {**details, "item": "one_rank"})]
     if not any(r.status in ("fail", "error") for r in results):
         parts = [p for p in (headline, pair_headline, transport_headline) if p]
         summary = "; ".join(parts)

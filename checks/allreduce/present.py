@@ -15,7 +15,7 @@ from typing import Any, cast
 from checks.allreduce.details import NAME, AllreduceDetails, PairTest, SweepRow
 from checks.compute import root_cause
 from checks.job.evidence import merged_details
-from checks.job.failures import failures_table
+from checks.job.job_findings import failures_table
 from checks.job.pairs import typical_busbw
 from preflight import view
 from preflight.model import RunReport

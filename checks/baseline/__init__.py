@@ -28,6 +28,7 @@ from checks.baseline.details import (
     SweepDrop,
     VersionChanged,
 )
+from checks.baseline.explain import EXPLAINS
 from checks.baseline.present import PRESENTATION
 from checks.baseline.settings import BaselineSection
 from checks.versions import ITEMS, lookup
@@ -249,4 +250,5 @@ CHECK = Check(
     needs_baseline=True,
     reads=(ALLREDUCE,),
     settings=Settings(BaselineSection),
+    explains=EXPLAINS,
 )

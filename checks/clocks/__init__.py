@@ -8,6 +8,7 @@ Observed in :mod:`checks.clocks.probe` by the node script :mod:`checks.clocks.no
 
 from __future__ import annotations
 
+from checks.clocks.explain import EXPLAINS
 from checks.clocks.judge import NAME, ClockSample, ClocksObservation, best_sample, judge_clocks
 from checks.clocks.present import PRESENTATION
 from checks.clocks.probe import OBSERVE
@@ -33,4 +34,5 @@ CHECK = Check(
     settings=SETTINGS,
     duration=DURATION,
     starts_early=on_live_nodes(OBSERVE),
+    explains=EXPLAINS,
 )

@@ -7,6 +7,7 @@ cause when the GPU gives one (thermal, power brake, hardware slowdown). ``judge`
 from __future__ import annotations
 
 from checks.compute.details import NAME
+from checks.compute.explain import EXPLAINS
 from checks.compute.judge import judge_compute
 from checks.compute.measures import MEASURES, slow_gpus
 from checks.compute.phase import PHASE
@@ -34,4 +35,5 @@ CHECK = Check(
     duration=PHASE.duration,
     measures=MEASURES,
     parts_named=slow_gpus,
+    explains=EXPLAINS,
 )

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from checks.connect.details import Reached, ShellOutput, Unreached
+from checks.connect.explain import EXPLAINS
 from checks.connect.present import PRESENTATION
 from preflight.check import Check
 from preflight.model import CheckResult, HostReport
@@ -110,4 +111,5 @@ CHECK = Check(
     node_local=True,
     names_unreached=True,
     profiles=PROFILES,
+    explains=EXPLAINS,
 )

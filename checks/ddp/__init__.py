@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from checks.compute.root_cause import causes_in, refer_to_compute
 from checks.ddp.details import NAME
+from checks.ddp.explain import EXPLAINS
 from checks.ddp.judge import judge_ddp
 from checks.ddp.measures import MEASURES
 from checks.ddp.phase import PHASE
@@ -34,4 +35,5 @@ CHECK = Check(
     settings=PHASE.settings,
     duration=PHASE.duration,
     measures=MEASURES,
+    explains=EXPLAINS,
 )

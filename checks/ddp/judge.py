@@ -73,14 +73,14 @@ def _joining(section: Mapping[str, Any], world: int, joined: int) -> list[CheckR
     """Failures when not every rank joined or the all-reduce of ones is not the world size."""
     results = []
     if world and joined != world:
-        results.append(CheckResult(NAME, "fail", f"only {joined} of {world} ranks joined the training"))
+        summary = f"only {joined} of {world} ranks joined the training"
+        results.append(CheckResult(NAME, "fail", summary, (), {"item": "ranks_not_joined"}))
     ones = _finite(section.get("ones_allreduce"))
     if ones is None or (world and ones != world):
         shown = "no number" if ones is None else f"{ones:g}"
         summary = f"an all-reduce of ones gave {shown}, not the world size {world}"
-        results.append(
-            CheckResult(NAME, "fail", summary, (), {"ones_allreduce": section.get("ones_allreduce")})
-        )
+        details = {"item": "wrong_ones_sum", "ones_allreduce": section.get("ones_allreduce")}
+        results.append(CheckResult(NAME, "fail", summary, (), details))
     return results
 
 
@@ -92,13 +92,15 @@ def _loss(
     if first is None or last is None or any(v is None for v in losses):
         bad = next((i for i, v in enumerate(losses) if v is None), None)
         where = f" at step {bad + 1}" if bad is not None else ""
-        return [CheckResult(NAME, "fail", f"the loss became NaN or infinite{where}")]
+        summary = f"the loss became NaN or infinite{where}"
+        return [CheckResult(NAME, "fail", summary, (), {"item": "loss_not_finite"})]
     if not last < limit * first:
         summary = (
             f"the loss did not fall: {first:.3g} -> {last:.3g} in {steps} steps "
             f"(it must end below {limit:g}x where it started)"
         )
-        return [CheckResult(NAME, "fail", summary, (), {"losses": section.get("losses")})]
+        details = {"item": "loss_not_falling", "losses": section.get("losses")}
+        return [CheckResult(NAME, "fail", summary, (), details)]
     return []
 
 
@@ -123,7 +125,12 @@ def _stragglers(
             f"vs the median {_ms(median)} ({value / median:.2g}x)"
         )
         culprit = (hosts[rank],) if rank in hosts else ()
-        numbers = {"rank": rank, "compute_step_s": value, "median_compute_step_s": median}
+        numbers = {
+            "item": "straggler",
+            "rank": rank,
+            "compute_step_s": value,
+            "median_compute_step_s": median,
+        }
         results.append(CheckResult(NAME, "fail", summary, culprit, numbers))
     return results
 

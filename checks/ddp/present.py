@@ -16,7 +16,7 @@ from typing import Any, cast
 from checks.compute import root_cause
 from checks.ddp.details import NAME, DdpDetails, RankRow
 from checks.job.evidence import merged_details
-from checks.job.failures import failures_table
+from checks.job.job_findings import failures_table
 from preflight import view
 from preflight.model import RunReport
 from preflight.units import significant

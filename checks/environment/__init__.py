@@ -13,6 +13,7 @@ Judged in :mod:`checks.environment.judge`, presented by :mod:`checks.environment
 
 from __future__ import annotations
 
+from checks.environment.explain import EXPLAINS
 from checks.environment.judge import NAME, effective_settings, judge_environment
 from checks.environment.present import PRESENTATION
 from checks.environment.settings import SETTINGS, EnvironmentSection
@@ -45,4 +46,5 @@ CHECK = Check(
     action="fix_config",
     settings=SETTINGS,
     profiles=PROFILES,
+    explains=EXPLAINS,
 )

@@ -7,6 +7,7 @@ someone else's process (with its pid), uncorrected ECC errors, pending row remap
 
 from __future__ import annotations
 
+from checks.gpu_memory.explain import EXPLAINS
 from checks.gpu_memory.judge import NAME, fold_indices, judge_gpu_memory
 from checks.gpu_memory.present import PRESENTATION, gpu_blocks
 from checks.gpu_memory.settings import SETTINGS
@@ -30,4 +31,5 @@ CHECK = Check(
     node_local=True,
     settings=SETTINGS,
     profiles=PROFILES,
+    explains=EXPLAINS,
 )

@@ -4,6 +4,7 @@ run), nodes compared with each other. ``judge`` judges, ``present`` shows, ``xid
 
 from __future__ import annotations
 
+from checks.hardware.explain import EXPLAINS
 from checks.hardware.judge import NAME, judge_hardware
 from checks.hardware.parts import parts_named
 from checks.hardware.present import PRESENTATION
@@ -31,4 +32,5 @@ CHECK = Check(
     presentation=PRESENTATION,
     settings=SETTINGS,
     parts_named=parts_named,
+    explains=EXPLAINS,
 )

@@ -7,6 +7,7 @@ and the network checks refer to it. Skipped with a reason when every node runs o
 from __future__ import annotations
 
 from checks.compute.root_cause import causes_in, refer_to_compute
+from checks.intranode.explain import EXPLAINS
 from checks.intranode.judge import NAME, judge_intranode
 from checks.intranode.measures import MEASURES
 from checks.intranode.phase import PHASE
@@ -35,4 +36,5 @@ CHECK = Check(
     settings=PHASE.settings,
     duration=PHASE.duration,
     measures=MEASURES,
+    explains=EXPLAINS,
 )

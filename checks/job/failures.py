@@ -1,6 +1,6 @@
 """Why a job died, from what the nodes printed: each failed node diagnosed from its ranks' stderr
-(culprits first, the nodes that only suffered after), findings naming them for the check of a
-phase, a phase that raised on some rank, and the table a finding shows of it.
+(culprits first, the nodes that only suffered after). The findings made of them are
+:mod:`checks.job.job_findings`'s.
 """
 
 from __future__ import annotations
@@ -9,15 +9,11 @@ import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
-from checks.job.node.harness import PhaseError
 from checks.job.node.markers import BEAT_MARKER, END_MARKER, PHASE_MARKER, RANK_MARKER, marked_lines
-from checks.job.outcome import JobOutcome, NodeOutcome, phase_error_text, phase_errors
-from checks.job.stalled_node import stalled_node
-from preflight.model import CheckResult
+from checks.job.outcome import JobOutcome, NodeOutcome, phase_errors
 from preflight.nodeset import fold
-from preflight.view import MAX_TABLE_ROWS, Block, Table, TCell, plain
 
 FailureKind = Literal["lost", "never_joined", "crashed", "hung", "victim", "timed_out", "ended"]
 
@@ -111,6 +107,8 @@ class NodeFailure:
     # For a node that stopped answering (``lost``): what is known of its silence. ``reason`` says
     # it without the phase the job was in; ``said`` with it, where a finding knows it.
     silence: Silence | None = None
+    # For a node that ``crashed``: a signal ended it (or its first failed rank), not an error exit.
+    by_signal: bool = False
 
     def said(self, phase: str | None = None) -> str:
         """The reason, for a node that stopped answering said with the phase the job was in where
@@ -127,12 +125,12 @@ _REFUSED_RE = re.compile(r"Connection refused|ECONNREFUSED|errno: 111|\[Errno 11
 _BARRIER_RE = re.compile(
     r"Ranks? (?P<ranks>\d+(?:\s*,\s*\d+)*) failed to pass monitoredBarrier in (?P<ms>\d+) ms"
 )
-_PEER_RE = re.compile(
+PEER_RE = re.compile(
     r"Connection (?:closed|reset) by peer|Connection reset|Broken pipe|"
     r"Failed to recv, got 0 bytes|socketProgress: Connection closed",
     re.IGNORECASE,
 )
-_TIMEOUT_RE = re.compile(
+TIMEOUT_RE = re.compile(
     r"Timed out waiting|Watchdog caught collective operation timeout|timed out in monitoredBarrier|"
     r"operation timed out|ran for \d+ milliseconds before timing out",
     re.IGNORECASE,
@@ -214,7 +212,7 @@ def _rendezvous_count(text: str) -> RendezvousCount | None:
     return RendezvousCount(int(clients.group("joined")), int(clients.group("total"))) if clients else None
 
 
-def _missed_barrier(text: str) -> MissedBarrier | None:
+def missed_barrier_in(text: str) -> MissedBarrier | None:
     """The ranks a monitored barrier reports missing in ``text``."""
     barrier = _BARRIER_RE.search(text)
     if barrier is None:
@@ -223,7 +221,7 @@ def _missed_barrier(text: str) -> MissedBarrier | None:
     return MissedBarrier(ranks, int(barrier.group("ms")))
 
 
-def _never_reached(ranks: Sequence[int], hosts: Mapping[int, str]) -> str:
+def never_reached(ranks: Sequence[int], hosts: Mapping[int, str]) -> str:
     return f"{describe_ranks(ranks, hosts)} never reached the join barrier"
 
 
@@ -321,7 +319,7 @@ def _diagnose(node: NodeOutcome, hosts: Mapping[int, str]) -> NodeFailure:
         return NodeFailure(node.host, "never_joined", unreachable, True)
     if node.killed:
         return NodeFailure(node.host, "ended", "ended by preflight after another node failed", False)
-    barrier = _missed_barrier(stderr)
+    barrier = missed_barrier_in(stderr)
     if barrier:
         reason = f"saw {describe_ranks(barrier.ranks, hosts)} miss the join barrier ({barrier.waited})"
         return NodeFailure(node.host, "victim", reason, False, barrier.ranks)
@@ -339,22 +337,22 @@ def _diagnose(node: NodeOutcome, hosts: Mapping[int, str]) -> NodeFailure:
             "never came"
         )
         return NodeFailure(node.host, "victim", reason, False)
-    peer = _PEER_RE.search(stderr)
+    peer = PEER_RE.search(stderr)
     if peer:
-        line = next((ln for ln in stderr.splitlines() if _PEER_RE.search(ln)), peer.group(0))
+        line = next((ln for ln in stderr.splitlines() if PEER_RE.search(ln)), peer.group(0))
         reason = f"lost its connection to a peer: {clean_message(line)}"
         return NodeFailure(node.host, "victim", reason, False, peer_lost=True)
-    if _TIMEOUT_RE.search(stderr):
-        line = next((ln for ln in stderr.splitlines() if _TIMEOUT_RE.search(ln)), "")
+    if TIMEOUT_RE.search(stderr):
+        line = next((ln for ln in stderr.splitlines() if TIMEOUT_RE.search(ln)), "")
         reason = f"a collective timed out waiting for peers: {clean_message(line)}"
         return NodeFailure(node.host, "victim", reason, False)
     if node.timed_out:
         return NodeFailure(node.host, "timed_out", "did not finish before its deadline", False)
     ended = rank_end(stderr)
     if ended is not None and ended.signal is not None:
-        return NodeFailure(node.host, "crashed", ended.said, True)
+        return NodeFailure(node.host, "crashed", ended.said, True, by_signal=True)
     if node.exit_status is not None and node.exit_status < 0:
-        return NodeFailure(node.host, "crashed", f"ended by signal {-node.exit_status}", True)
+        return NodeFailure(node.host, "crashed", f"ended by signal {-node.exit_status}", True, by_signal=True)
     quoted = last_error_line(stderr, ended)
     status = "no exit status" if node.exit_status is None else f"exit status {node.exit_status}"
     reason = f"failed ({status}): {quoted}" if quoted else f"failed ({status})"
@@ -416,7 +414,7 @@ def explain_failures(outcome: JobOutcome) -> list[NodeFailure]:
             host = hosts.get(rank)
             if host is not None and host not in named:
                 named.add(host)
-                extra.append(NodeFailure(host, "hung", _never_reached([rank], hosts), True))
+                extra.append(NodeFailure(host, "hung", never_reached([rank], hosts), True))
     failures = extra + failures
     short = _short_rendezvous(outcome, failures)
     if short is not None and not any(f.culprit for f in failures):
@@ -436,162 +434,3 @@ def explain_failures(outcome: JobOutcome) -> list[NodeFailure]:
         failures = [dataclasses.replace(f, culprit=True) if f.kind == "timed_out" else f for f in failures]
     failures.sort(key=lambda f: not f.culprit)
     return failures
-
-
-# --------------------------------------------------------------------------- findings about the job itself
-
-
-def _failure_summary(failures: Sequence[NodeFailure], phase: str | None = None) -> str:
-    """One line for failures of one kind and reason, hosts folded: ``node[2-3] never joined: ...``;
-    ``phase``: the phase the job failed in, where the finding is that phase's."""
-    first = failures[0]
-    hosts = fold([f.host for f in failures])
-    if first.kind == "lost":
-        return f"{hosts} {first.said(phase)}"
-    if first.kind == "never_joined":
-        return f"{hosts} never joined: {first.reason}"
-    if first.kind == "hung":
-        return first.reason if len(failures) == 1 else f"{hosts}: {first.reason}"
-    if first.kind == "timed_out":
-        return f"{hosts} did not finish before the job's deadline, and no node reported an error"
-    if first.ranks or first.peer_lost:
-        # What it saw at the barrier, or the connection it lost, reads on from its name.
-        return f"{hosts} {first.reason}"
-    return f"{hosts}: {first.reason}"
-
-
-def failing_phase(outcome: JobOutcome) -> str | None:
-    """The phase the job was in when it failed: the last one it started, else its first."""
-    reached = phases_reached(outcome)
-    if reached:
-        return reached[-1]
-    return outcome.phases[0] if outcome.phases else None
-
-
-def job_results(check: str, outcome: JobOutcome, phase: str) -> list[CheckResult]:
-    """Findings about the launch and the nodes, for the check that judges ``phase``.
-
-    The phase the job failed in gets ``fail`` findings naming the culprits; a phase the job never
-    reached refers to it ("not run ... (see allreduce)": one cause, one finding). A node that
-    failed after rank 0 printed this phase's results (at teardown) is a ``warn``: the results
-    stand. Nothing when every node finished cleanly.
-    """
-    if outcome.launch_error:
-        first = outcome.phases[0] if outcome.phases else check
-        if check != first:
-            return [CheckResult(check, "skip", f"not run: the job could not be started (see {first})")]
-        return [CheckResult(check, "error", f"the job could not be started: {outcome.launch_error}")]
-    failures = explain_failures(outcome)
-    culprits = [f for f in failures if f.culprit]
-    if not culprits:
-        return []
-    ended = [f.host for f in failures if f.kind == "ended"]
-    details: dict[str, Any] = {
-        "failures": [
-            {"host": f.host, "kind": f.kind, "reason": f.reason, "culprit": f.culprit, "ranks": list(f.ranks)}
-            for f in failures
-        ],
-        "phases_reached": phases_reached(outcome),
-        "exit_status": {n.host: n.exit_status for n in outcome.nodes},
-    }
-    silent = {
-        n.host: {"silent_s": n.silent_s, "last_phase": n.last_phase, "since": n.silent_since}
-        for n in outcome.nodes
-        if n.silent_s
-    }
-    if silent:
-        details["silent"] = silent
-    groups: dict[tuple[str, str], list[NodeFailure]] = {}
-    for failure in culprits:
-        groups.setdefault((failure.kind, failure.reason if failure.kind != "lost" else ""), []).append(
-            failure
-        )
-    where = failing_phase(outcome)
-    reached = phases_reached(outcome)
-    results_in = isinstance((outcome.document or {}).get(phase), Mapping)
-    # Where the job failed in this phase, before its results were in, a node that stopped answering
-    # did so during this phase.
-    summaries = [
-        _failure_summary(group, phase if where == phase and not results_in else None)
-        for group in groups.values()
-    ]
-    if ended:
-        summaries[0] += f"; preflight ended the job on {fold(ended)}"
-    if results_in:
-        return [
-            CheckResult(
-                check,
-                "warn",
-                f"{summary}, after the job's results were in",
-                tuple(f.host for f in group),
-                details,
-            )
-            for summary, group in zip(summaries, groups.values(), strict=True)
-        ]
-    if where is not None and where != phase and phase not in reached:
-        # One cause, one finding: the check of the phase the job ended in names the nodes; this one
-        # refers to it, as the job's checks do when it does not start.
-        when = f"the job ended in the {where} phase" if reached else "the job never started"
-        return [CheckResult(check, "skip", f"not run: {when} (see {where})", (), {**details, "see": where})]
-    return [
-        CheckResult(check, "fail", summary, tuple(f.host for f in group), details)
-        for summary, group in zip(summaries, groups.values(), strict=True)
-    ]
-
-
-def phase_error_result(
-    check: str, outcome: JobOutcome, phase: str, errors: Sequence[PhaseError]
-) -> CheckResult:
-    """A phase that raised on some rank (``errors``: its records, at least one): the ranks a
-    monitored barrier names, else the rank that failed first."""
-    hosts = rank_hosts(outcome)
-    details = {"phase_error": phase_error_text(errors)}
-    messages = [error["message"] for error in errors]
-    barrier = next((found for m in messages if (found := _missed_barrier(m)) is not None), None)
-    if barrier:
-        culprit_hosts = tuple(dict.fromkeys(hosts[r] for r in barrier.ranks if r in hosts))
-        summary = f"{_never_reached(barrier.ranks, hosts)} ({barrier.waited})"
-        return CheckResult(check, "fail", summary, culprit_hosts, details)
-    rank = errors[0]["rank"]
-    message = clean_message(errors[0]["message"])
-    waiting = any(_TIMEOUT_RE.search(m) or _PEER_RE.search(m) for m in messages)
-    stalled = stalled_node(outcome, phase) if waiting else None
-    if stalled is not None:
-        waited = describe_ranks([rank], hosts) if rank is not None else "a rank"
-        summary = (
-            f"{stalled.host} stalled the {phase} phase ({stalled.evidence}); {waited} timed out waiting: "
-            f"{message}"
-        )
-        evidence = {"host": stalled.host, "by": stalled.by, **stalled.details}
-        return CheckResult(check, "fail", summary, (stalled.host,), {**details, "attribution": evidence})
-    if rank is not None and waiting:
-        # The rank that timed out waited on another; with no evidence of which, naming its node
-        # would drain a healthy node and keep the bad one: no node is named.
-        where = describe_ranks([rank], hosts)
-        summary = (
-            f"the {phase} phase stalled and no node's heartbeats or counters tell which one stalled it "
-            f"({where} timed out waiting: {message})"
-        )
-        return CheckResult(check, "fail", summary, (), {**details, "unattributed": True})
-    if rank is not None:
-        where = describe_ranks([rank], hosts)
-        summary = f"the {phase} phase failed on {where}: {message}"
-        return CheckResult(check, "fail", summary, (hosts[rank],) if rank in hosts else (), details)
-    return CheckResult(check, "fail", f"the {phase} phase failed: {message}", (), details)
-
-
-def failures_table(result: CheckResult) -> list[Block]:
-    """Why a distributed job died, node by node: the culprits first, then those that only suffered."""
-    failures = [f for f in result.details.get("failures") or [] if isinstance(f, Mapping)]
-    if not failures:
-        return []
-    rows = [
-        [
-            TCell(plain(f.get("host", "?")), "mono"),
-            TCell("culprit" if f.get("culprit") else "affected", "st-text-fail" if f.get("culprit") else ""),
-            TCell(plain(str(f.get("kind", "")).replace("_", " "))),
-            TCell(plain(f.get("reason", ""))),
-        ]
-        for f in sorted(failures, key=lambda f: not f.get("culprit"))[:MAX_TABLE_ROWS]
-    ]
-    return [Table(("node", "role", "what happened", "detail"), rows, title="What each node saw")]

@@ -244,7 +244,7 @@ def launch(ctx: CheckContext, phases: tuple[str, ...]) -> JobOutcome | JobNotRun
     """Start the job on every reachable node at once and watch it to its end."""
     sessions = ctx.live_sessions
     if not sessions:
-        return _skip("no reachable host to run the job on")
+        return _skip("no reachable host to run the job on", item="job_hosts_unreachable")
     blocked = _blocked_by_ports(ctx)
     if blocked is not None:
         return blocked
@@ -254,7 +254,10 @@ def launch(ctx: CheckContext, phases: tuple[str, ...]) -> JobOutcome | JobNotRun
         return unfit
     master_name, master_address = ports.master_of(ctx)
     if master_name not in nodes:
-        return _skip(f"not launched: the master {master_name or master_address} could not be checked")
+        return _skip(
+            f"not launched: the master {master_name or master_address} could not be checked",
+            item="job_hosts_unreachable",
+        )
     devices = decide_devices(nodes, {s.spec.name: s.spec.slots for s in sessions}, ctx.backend)
     if isinstance(devices, JobNotRun):
         return devices

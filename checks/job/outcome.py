@@ -114,6 +114,9 @@ class JobNotRun:
             summary = f"not run: the job did not start (see {first})"
             return CheckResult(check, "skip", summary, (), {"item": "job_not_run", "see": first})
         details = dict(self.details)
+        if "blocked_by" in details:
+            # Not launched for another check's finding (ports, hardware), which says why.
+            details.setdefault("item", "job_blocked")
         if self.status == "fail":
             details.setdefault("action", "fix_config")
         return CheckResult(check, self.status, self.summary, self.hosts, details)

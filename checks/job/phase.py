@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from checks.job.failures import job_results, phase_error_result
+from checks.job.job_findings import job_results, phase_error_result
 from checks.job.outcome import JobOutcome, phase_errors
 from checks.job.phases import job_phase
 from preflight.model import CheckResult
@@ -38,13 +38,17 @@ def read_phase(check: str, outcome: JobOutcome, no_results: Mapping[str, Any] | 
     phase = check
     label = job_phase(phase).label  # what a person calls it: "all-reduce"
     if phase not in outcome.phases:
-        return PhaseReport([CheckResult(check, "skip", f"not run: the job ran without the {label} phase")])
+        summary = f"not run: the job ran without the {label} phase"
+        return PhaseReport([CheckResult(check, "skip", summary, (), {"item": "phase_not_run"})])
     findings = job_results(check, outcome, phase)
     document = outcome.document or {}
     section = document.get(phase)
     if isinstance(section, Mapping) and section.get("skipped"):
         # The phase ran and measured nothing, for the reason it gives (one rank a node, one rail).
-        return PhaseReport([*findings, CheckResult(check, "skip", f"not measured: {section['skipped']}")])
+        skipped = CheckResult(
+            check, "skip", f"not measured: {section['skipped']}", (), {"item": "phase_skipped"}
+        )
+        return PhaseReport([*findings, skipped])
     if isinstance(section, Mapping):
         return PhaseReport(findings, section, document)
     if findings:
@@ -53,5 +57,9 @@ def read_phase(check: str, outcome: JobOutcome, no_results: Mapping[str, Any] | 
     raised = errors.get(phase) or errors.get("init")
     if raised:
         return PhaseReport([phase_error_result(check, outcome, phase, raised)])
-    details = {"exit_status": {n.host: n.exit_status for n in outcome.nodes}, **(no_results or {})}
+    details = {
+        "item": "no_results",
+        "exit_status": {n.host: n.exit_status for n in outcome.nodes},
+        **(no_results or {}),
+    }
     return PhaseReport([CheckResult(check, "error", f"the job printed no {label} results", (), details)])

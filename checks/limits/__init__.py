@@ -30,6 +30,7 @@ from checks.limits.details import (
     ShmBelowPeers,
     ShmFull,
 )
+from checks.limits.explain import EXPLAINS
 from checks.limits.present import PRESENTATION
 from checks.limits.scratch import judge_scratch, least_free
 from checks.limits.settings import LimitsSection
@@ -237,4 +238,5 @@ CHECK = Check(
     node_local=True,
     settings=Settings(LimitsSection),
     profiles=PROFILES,
+    explains=EXPLAINS,
 )

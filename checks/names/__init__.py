@@ -7,6 +7,7 @@ Observed in :mod:`checks.names.probe` by the node script :mod:`checks.names.node
 
 from __future__ import annotations
 
+from checks.names.explain import EXPLAINS
 from checks.names.judge import NAME, Answer, NamedNode, NamesObservation, judge_names
 from checks.names.present import PRESENTATION
 from checks.names.probe import OBSERVE, names_to_ask, node_names
@@ -41,4 +42,5 @@ CHECK = Check(
     settings=SETTINGS,
     duration=DURATION,
     starts_early=on_live_nodes(OBSERVE),
+    explains=EXPLAINS,
 )

@@ -12,6 +12,7 @@ judged in :mod:`checks.ports.judge` and drawn in :mod:`checks.ports.present`.
 from __future__ import annotations
 
 from checks.ports.details import NAME
+from checks.ports.explain import EXPLAINS
 from checks.ports.judge import PortsObservation, judge_neighbour_limits, judge_ports
 from checks.ports.present import PRESENTATION
 from checks.ports.probe import NODE_SCRIPT, OBSERVE, master_of, observe_ports, routes
@@ -50,4 +51,5 @@ CHECK = Check(
     profiles=PROFILES,
     duration=DURATION,
     starts_early=on_live_nodes(OBSERVE),
+    explains=EXPLAINS,
 )

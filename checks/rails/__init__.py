@@ -9,6 +9,7 @@ from __future__ import annotations
 from checks.compute.root_cause import causes_in, refer_to_compute
 from checks.job import launch
 from checks.rails.details import NAME
+from checks.rails.explain import EXPLAINS
 from checks.rails.judge import judge_rails
 from checks.rails.measures import MEASURES, parts_named
 from checks.rails.phase import PHASE
@@ -36,4 +37,5 @@ CHECK = Check(
     duration=PHASE.duration,
     measures=MEASURES,
     parts_named=parts_named,
+    explains=EXPLAINS,
 )

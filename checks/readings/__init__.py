@@ -7,6 +7,7 @@ rule of its own looks at that field. ``compare`` compares, ``judge`` names, ``pr
 from __future__ import annotations
 
 from checks.readings.details import NAME
+from checks.readings.explain import EXPLAINS
 from checks.readings.judge import judge_readings
 from checks.readings.parts import parts_named
 from checks.readings.present import PRESENTATION
@@ -26,4 +27,5 @@ CHECK = Check(
     run=_run,
     presentation=PRESENTATION,
     parts_named=parts_named,
+    explains=EXPLAINS,
 )

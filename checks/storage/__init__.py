@@ -9,6 +9,7 @@ Observed in :mod:`checks.storage.probe` by the node script :mod:`checks.storage.
 
 from __future__ import annotations
 
+from checks.storage.explain import EXPLAINS
 from checks.storage.judge import NAME, Sharing, StorageObservation, judge_storage, sharing
 from checks.storage.present import PRESENTATION
 from checks.storage.probe import OBSERVE
@@ -42,4 +43,5 @@ CHECK = Check(
     settings=SETTINGS,
     duration=DURATION,
     starts_early=_starts_early,
+    explains=EXPLAINS,
 )

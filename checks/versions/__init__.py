@@ -16,6 +16,7 @@ The judge is in :mod:`checks.versions.judge`, the matching of ``[expect]`` entri
 
 from __future__ import annotations
 
+from checks.versions.explain import EXPLAINS
 from checks.versions.judge import ITEMS, NAME, canonical_package, judge_versions, lookup
 from checks.versions.present import PRESENTATION, version_matrix
 from checks.versions.settings import SETTINGS
@@ -47,4 +48,5 @@ CHECK = Check(
     node_local=True,
     settings=SETTINGS,
     profiles=PROFILES,
+    explains=EXPLAINS,
 )

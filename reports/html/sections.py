@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from preflight.explain import code_spans
+from preflight.explained import explained_items, explanation_for
 from preflight.model import CheckResult, RunReport
 from preflight.nodeset import fold
 from preflight.registry import presentation_of
@@ -37,6 +39,10 @@ class Finding:
     advice: str
     blocks: Sequence[Block]
     raw: Sequence[KV]
+    # What the finding's item means (preflight explain): its key, then (heading, spans) per field,
+    # a span being (is code, text).
+    explain_key: str
+    explanation: Sequence[tuple[str, Sequence[tuple[bool, str]]]]
 
 
 @dataclass(frozen=True)
@@ -54,6 +60,7 @@ class Section:
 def finding_view(result: CheckResult, index: int, anchors: Anchors) -> Finding:
     culprits = [Culprit(text(h), anchors(h)) for h in result.hosts[:12]]
     presentation = presentation_of(result.check)
+    explained = explanation_for(result.check, result.details, explained_items())
     return Finding(
         anchor=f"finding-{index}",
         check=result.check,
@@ -67,6 +74,8 @@ def finding_view(result: CheckResult, index: int, anchors: Anchors) -> Finding:
         advice=presentation.advice(result) if presentation else "",
         blocks=list(presentation.finding(result)) if presentation else [],
         raw=generic_details(result.details),
+        explain_key=explained.key if explained else "",
+        explanation=[(h, code_spans(t)) for h, t in explained.fields()] if explained else [],
     )
 
 
