@@ -141,7 +141,43 @@ def test_nothing_in_the_repository_cites_a_file_outside_it() -> None:
     assert broken == []
 
 
-# The anchor lists of docs/coverage.md, as the README's table names them, and how a row names each.
+def _anchors(page: Path) -> set[str]:
+    """The anchors of a Markdown page: each heading as GitHub names it (lower case, punctuation
+    but hyphens dropped, spaces as hyphens; headings inside code blocks are not headings) and each
+    explicit ``<a id="...">``."""
+    anchors: set[str] = set()
+    fenced = False
+    for line in page.read_text(encoding="utf-8").splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced and (heading := re.match(r"#+ (.*)$", line)):
+            anchors.add(re.sub(r"[^\w\- ]", "", heading.group(1).strip().lower()).replace(" ", "-"))
+        anchors.update(re.findall(r'<a id="([^"]+)"', line))
+    return anchors
+
+
+def test_every_link_into_a_page_finds_its_heading() -> None:
+    broken = []
+    for page in [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]:
+        for target in _LINK_RE.findall(page.read_text(encoding="utf-8")):
+            path, _, anchor = target.partition("#")
+            if not anchor or re.match(r"^(https?:|mailto:)", target):
+                continue
+            linked = (page.parent / path).resolve() if path else page
+            if linked.suffix == ".md" and linked.exists() and anchor not in _anchors(linked):
+                broken.append(f"{page.relative_to(ROOT)}: {target}")
+    assert broken == []
+
+
+def test_the_readme_is_a_guide_that_points_to_every_docs_page() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 300, "the README is the guide; the reference lives in docs/"
+    linked = {target.split("#")[0] for target in _LINK_RE.findall(readme)}
+    unlinked = [p.name for p in sorted(DOCS.glob("*.md")) if f"docs/{p.name}" not in linked]
+    assert unlinked == [], "the README's table of docs pages should list these"
+
+
+# The anchor lists of docs/coverage.md, as its table of counts names them, and how a row names each.
 _ANCHORS = {
     "LBNL NHC": r"(?<!Az)\bNHC\b",
     "gpud": r"\bgpud\b",
@@ -175,7 +211,7 @@ def test_the_coverage_page_says_nothing_is_missing_only_when_no_row_says_so() ->
     assert not short or "\n- " in missing, "the section lists what the rows lack"
 
 
-def test_every_coverage_row_has_a_verdict_and_the_readme_counts_them() -> None:
+def test_every_coverage_row_has_a_verdict_and_the_counts_table_counts_them() -> None:
     counts = {name: [0, 0, 0, 0] for name in _ANCHORS}
     for cited, verdict in _coverage_rows():
         kinds = [k for k, starts in enumerate(_VERDICTS) if verdict.startswith(starts)]
@@ -183,7 +219,7 @@ def test_every_coverage_row_has_a_verdict_and_the_readme_counts_them() -> None:
         for name, pattern in _ANCHORS.items():
             if re.search(pattern, cited):
                 counts[name][kinds[0]] += 1
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    counted = _section("coverage.md", "Counts")
     for name, (covered, partly, missing, not_applicable) in counts.items():
         row = f"| {name} | {covered} | {partly} | {missing} | {not_applicable} |"
-        assert row in readme, f"README.md's coverage table should read {row}"
+        assert row in counted, f"docs/coverage.md's table of counts should read {row}"
