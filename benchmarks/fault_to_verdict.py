@@ -23,8 +23,10 @@ a verdict cannot come before the other nodes' checks end, and on the lab's share
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -58,7 +60,8 @@ def _in_facts(lab: LabCluster, victim: LabNode) -> bool:
 
 
 def _in_job(lab: LabCluster, victim: LabNode) -> bool:
-    if joined(lab, victim):
+    # Its ranks run, and have joined: connections a run before left closing are not this run's.
+    if lab.job_ranks(victim) and joined(lab, victim):
         time.sleep(INTO_THE_JOB_S)
         return True
     return False
@@ -87,6 +90,17 @@ def _cut_when(
 
     threading.Thread(target=watch, daemon=True).start()
     return when
+
+
+def _end_leftovers(lab: LabCluster, victim: LabNode) -> None:
+    """What the run left on the victim while it could not be told to stop (its ranks end at their
+    own deadline there): ended now, so that the next run is caught in its own phase."""
+    for pid, _ in lab.processes(victim):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while lab.processes(victim) and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def _argv(lab: LabCluster, workdir: Path, phase: str) -> list[str]:
@@ -131,6 +145,7 @@ def one_run(lab: LabCluster, workdir: Path, phase: str) -> tuple[float | None, b
     finally:
         when["stop"] = 0.0
         lab.restore(victim)
+        _end_leftovers(lab, victim)
     if "fault" not in when:
         return None, False
     data = json.loads(report.read_text())
