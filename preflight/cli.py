@@ -96,7 +96,7 @@ def _consoles(json_to_stdout: bool) -> tuple[Console, Console]:
 
 def _write_outputs(report: RunReport, args: argparse.Namespace, summary: Console) -> None:
     from reports import FILE_FORMATS, renderer
-    from reports.terminal import print_report
+    from reports.terminal import print_explain_line, print_report
 
     if getattr(args, "local", False):
         from reports.lines import finding_lines
@@ -110,6 +110,7 @@ def _write_outputs(report: RunReport, args: argparse.Namespace, summary: Console
         # Which nodes to use is a choice among several; on one node the verdict says it all.
         for line in handback_lines(report) if len(report.hosts) > 1 else []:
             summary.print(line, markup=False, highlight=False, soft_wrap=True)
+        print_explain_line(report, summary)
     _write_handback(report, args)
     for name in FILE_FORMATS:
         target = getattr(args, name, None)

@@ -170,5 +170,9 @@ def print_report(report: RunReport, console: Console) -> None:
     console.print()
     console.print(Text(printable(headline(report), keep_newlines=False), style=style))
     console.print(Text(f"exit {int(report.exit_code)}", style="dim"))
+
+
+def print_explain_line(report: RunReport, console: Console) -> None:
+    """The terminal report's last line: the command that explains the items its findings named."""
     if (command := explain_command(report.results)) is not None:
         console.print(Text(f"{EXPLAIN_LINE}{command}", style="dim"), soft_wrap=True)

@@ -4,6 +4,7 @@ same; unknown items a one-line usage error naming the nearest."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -124,3 +125,20 @@ def test_every_item_docs_names_md_lists_is_explained() -> None:
     have = {(e.check, e.explanation.item) for e in explained_items()}
     listed = sorted((check, item) for check, items in names_md_items().items() for item in items)
     assert [pair for pair in listed if pair not in have] == []
+
+
+def test_the_terminal_report_ends_with_the_command_that_explains_what_it_named() -> None:
+    # A run recorded on the lab cluster with the master's rendezvous port blocked.
+    recorded = ROOT / "tests" / "data" / "reports" / "blocked_port.json"
+    run = subprocess.run(
+        [sys.executable, "-m", "preflight", "report", str(recorded)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        env={**os.environ, "NO_COLOR": "1", "COLUMNS": "200"},
+    )
+    assert run.returncode == 1, run.stderr
+    lines = [line for line in run.stdout.splitlines() if line.strip()]
+    assert any(line.startswith("bad node") for line in lines)  # the hand-back comes before it
+    assert lines[-1] == "what each finding means: preflight explain ports/probe"

@@ -28,7 +28,7 @@ from checks import registry
 from preflight.model import RunReport
 from reports import html, junit
 from reports.json_report import load
-from reports.terminal import EXPLAIN_LINE, print_report
+from reports.terminal import EXPLAIN_LINE, print_explain_line, print_report
 from tests.data.reports import make_faults, make_synthetic
 
 DATA = Path(__file__).parent / "data"
@@ -94,7 +94,9 @@ def rendered(report: RunReport) -> dict[str, Any]:
         for c in cases
     }
     screen = io.StringIO()
-    print_report(report, Console(file=screen, width=200, no_color=True, force_terminal=False))
+    console = Console(file=screen, width=200, no_color=True, force_terminal=False)
+    print_report(report, console)
+    print_explain_line(report, console)
     lines = [line.rstrip() for line in screen.getvalue().splitlines() if line.strip()]
     return {
         "verdict": report.verdict,
