@@ -368,11 +368,10 @@ def _explain(items: Sequence[str]) -> ExitCode:
     known = explained_items()
     if not items:
         for explained in known:
-            print(f"{explained.key:<40} {explained.explanation.means.split('. ')[0].rstrip('.')}.")
+            print(f"{explained.key:<40} {explained.first_sentence}")
         return ExitCode.OK
     found = [e for item in items for e in lookup(item, known)]  # all named, before any is printed
-    for n, explained in enumerate(found):
-        print("\n".join(("", *text_lines(explained))) if n else "\n".join(text_lines(explained)))
+    print("\n\n".join("\n".join(text_lines(explained)) for explained in found))
     return ExitCode.OK
 
 

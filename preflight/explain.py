@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import string
+import textwrap
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -58,11 +59,16 @@ class Explained:
         return f"{self.check}/{self.explanation.item}"
 
     @property
-    def first_line(self) -> str:
-        """The one line a JUnit failure or a list carries: the first sentence of what it means."""
+    def first_sentence(self) -> str:
+        """The first sentence of what it means: what a list of items shows of each."""
         means = self.explanation.means
         cut = means.find(". ")
-        return f"{self.key}: {means if cut < 0 else means[: cut + 1]}"
+        return means if cut < 0 else means[: cut + 1]
+
+    @property
+    def first_line(self) -> str:
+        """The one line a JUnit failure carries: the key and the first sentence."""
+        return f"{self.key}: {self.first_sentence}"
 
     def fields(self) -> list[tuple[str, str]]:
         """(heading, text) in the order every rendering shows them."""
@@ -128,7 +134,5 @@ def text_lines(explained: Explained) -> Iterator[str]:
 
 
 def _wrapped(text: str, width: int = 92) -> Iterator[str]:
-    import textwrap
-
     for paragraph in text.split("\n"):
         yield from textwrap.wrap(paragraph, width) or [""]

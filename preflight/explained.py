@@ -50,7 +50,7 @@ def lookup(query: str, known: Sequence[Explained] | None = None) -> list[Explain
         return found
     names = sorted({e.explanation.item for e in known} | {e.key for e in known})
     nearest = difflib.get_close_matches(wanted, names, n=4, cutoff=0.5)
-    hint = f"; nearest: {', '.join(nearest)}" if nearest else "; `preflight explain --list` lists them"
+    hint = f"; nearest: {', '.join(nearest)}" if nearest else "; `preflight explain` lists them"
     raise UsageError(f"no finding item {wanted!r}{hint}")
 
 

@@ -83,21 +83,13 @@ class HandshakeSilent(Exception):
 
 
 def _direct_socket(address: str, port: int, timeout_s: float) -> _HeardSocket:
-    """A TCP connection to ``address``, as ``socket.create_connection`` makes it (each address the
-    name has in turn), on a socket that keeps when it last heard the host."""
-    last: OSError | None = None
-    for family, kind, proto, _, where in socket.getaddrinfo(address, port, type=socket.SOCK_STREAM):
-        sock = _HeardSocket(family, kind, proto)
-        try:
-            sock.settimeout(timeout_s)
-            sock.connect(where)
-        except OSError as exc:
-            sock.close()
-            last = exc
-            continue
-        sock.heard = time.monotonic()
-        return sock
-    raise last if last is not None else OSError(f"{address} has no address")
+    """A TCP connection to ``address`` (``socket.create_connection``), its descriptor taken over by
+    a socket that keeps when it last heard the host."""
+    plain = socket.create_connection((address, port), timeout=timeout_s)
+    sock = _HeardSocket(plain.family, plain.type, plain.proto, fileno=plain.detach())
+    sock.settimeout(timeout_s)
+    sock.heard = time.monotonic()
+    return sock
 
 
 @contextlib.contextmanager
