@@ -21,16 +21,22 @@ from __future__ import annotations
 
 import ast
 import base64
+import contextlib
+import hashlib
 import importlib.util
 import io
 import json
+import os
+import sys
+import tempfile
 import threading
 import tokenize
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 # The top-level packages node modules live in.
 ROOTS = ("preflight", "checks")
@@ -215,6 +221,11 @@ def for_nodes(source: str) -> str:
 def pack(entry: str, carried: Sequence[str] = ()) -> bytes:
     """The bundle of ``entry``: one Python source that runs it as ``__main__`` wherever it is run,
     carrying the node modules ``carried`` (and those they import) for it to import by name."""
+    return _pack(entry, carried)[0]
+
+
+def _pack(entry: str, carried: Sequence[str]) -> tuple[bytes, list[Module]]:
+    """:func:`pack`'s bundle, and the modules it was packed from."""
     modules = node_modules(entry)
     for name in carried:
         modules.update(node_modules(name))
@@ -229,7 +240,74 @@ def pack(entry: str, carried: Sequence[str] = ()) -> bytes:
     packed = base64.b64encode(zlib.compress(json.dumps(served, sort_keys=True).encode("utf-8"), 9))
     head = f"# preflight node bundle: {entry} and {len(modules) - 1} node modules it imports\n"
     body = _LOADER.replace("PACKED", repr(packed.decode("ascii"))).replace("ENTRY", repr(entry))
-    return (head + body).encode("ascii")
+    return (head + body).encode("ascii"), list(modules.values())
+
+
+# Packing parses and tokenizes every module a bundle carries: about a fifth of a second of the
+# controller's CPU per bundle, in every run, while the nodes wait for their first script. So a
+# bundle is kept between runs, under the user's cache directory, beside the stamp of the files it
+# was packed from (each module, the folder it lies in, this packer): it is used again only while
+# every one of them is as it was (a module edited, added or removed beside them changes the stamp).
+CACHE_ENV = "PREFLIGHT_CACHE_DIR"
+
+
+def cache_dir() -> Path:
+    """Where bundles are kept: ``$PREFLIGHT_CACHE_DIR``, else ``$XDG_CACHE_HOME/preflight`` (by
+    default ``~/.cache/preflight``), in its folder ``bundles``."""
+    if os.environ.get(CACHE_ENV):
+        base = Path(os.environ[CACHE_ENV])
+    else:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "preflight"
+    return base / "bundles"
+
+
+def _stamp(paths: Iterable[Path]) -> list[list[Any]]:
+    """Each path with its modification time and size, in order; raises OSError for one that is gone."""
+    stamped = []
+    for path in sorted(set(paths)):
+        status = path.stat()
+        stamped.append([str(path), status.st_mtime_ns, status.st_size])
+    return stamped
+
+
+def _sources(modules: Iterable[Module]) -> set[Path]:
+    files = {module.path for module in modules}
+    return {*files, *(path.parent for path in files), Path(__file__)}
+
+
+def _cache_file(entry: str, carried: Sequence[str]) -> Path:
+    key = json.dumps([entry, sorted(carried), sys.version, str(Path(__file__).resolve())])
+    return cache_dir() / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.json"
+
+
+def _kept(entry: str, carried: Sequence[str]) -> bytes | None:
+    """The bundle kept from an earlier run, if every file it was packed from is unchanged."""
+    try:
+        kept = json.loads(_cache_file(entry, carried).read_bytes())
+        if _stamp(Path(path) for path, _, _ in kept["stamp"]) == kept["stamp"]:
+            return base64.b64decode(kept["bundle"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return None
+
+
+def _keep(entry: str, carried: Sequence[str], packed: bytes, modules: Iterable[Module]) -> None:
+    """Keep a fresh bundle for the next runs; nothing is kept where the cache cannot be written."""
+    target = _cache_file(entry, carried)
+    try:
+        stamp = _stamp(_sources(modules))
+        kept = json.dumps({"stamp": stamp, "bundle": base64.b64encode(packed).decode("ascii")})
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, temporary = tempfile.mkstemp(dir=target.parent, prefix=".bundle-")
+    except OSError:
+        return
+    try:
+        with os.fdopen(fd, "w") as out:
+            out.write(kept)
+        os.replace(temporary, target)  # whole or not at all, for runs that read it meanwhile
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
 
 
 _packed: dict[tuple[str, frozenset[str]], bytes] = {}
@@ -237,11 +315,15 @@ _packing = threading.Lock()
 
 
 def bundle(entry: str, carried: Sequence[str] = ()) -> bytes:
-    """:func:`pack`, once per entry module and carried modules in this process: the hosts' threads
-    that ask at once wait for the one that packs (packing takes tens of milliseconds of the
-    controller's CPU)."""
+    """:func:`pack`, once per entry module and carried modules in this process (the hosts' threads
+    that ask at once wait for the one that packs), and kept between runs (:func:`cache_dir`)."""
     key = (entry, frozenset(carried))
     with _packing:
         if key not in _packed:
-            _packed[key] = pack(entry, sorted(key[1]))
+            names = sorted(key[1])
+            kept = _kept(entry, names)
+            if kept is None:
+                kept, modules = _pack(entry, names)
+                _keep(entry, names, kept, modules)
+            _packed[key] = kept
         return _packed[key]

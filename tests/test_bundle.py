@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
+from preflight import bundle
 from preflight.bundle import BundleError, docstrings, for_nodes, is_node_module, locate, node_modules, pack
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -154,3 +157,67 @@ def test_a_node_module_is_shipped_without_comments_and_docstrings_meaning_the_sa
     assert shipped.count("\n") == source.count("\n")
     assert [line for line in shipped.splitlines() if line.lstrip().startswith("#")] == []
     assert len(shipped) < len(source) or '"""' not in source
+
+
+@pytest.fixture
+def fresh_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A cache of bundles of its own, and nothing packed yet in this process."""
+    monkeypatch.setenv(bundle.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setattr(bundle, "_packed", {})
+    return tmp_path / "cache"
+
+
+def _as_next_run(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Forget this process's bundles as a new run would, and list the entries packed from then on."""
+    packed: list[str] = []
+    real = bundle._pack
+
+    def counted(entry: str, carried: Sequence[str]) -> tuple[bytes, list[bundle.Module]]:
+        packed.append(entry)
+        return real(entry, carried)
+
+    monkeypatch.setattr(bundle, "_packed", {})
+    monkeypatch.setattr(bundle, "_pack", counted)
+    return packed
+
+
+def test_a_bundle_is_packed_once_and_served_from_the_cache_in_later_runs(
+    fresh_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = bundle.bundle("checks.ports.node")
+    assert first == pack("checks.ports.node")
+    assert len(list(fresh_cache.glob("bundles/*.json"))) == 1
+    packed = _as_next_run(monkeypatch)
+    assert bundle.bundle("checks.ports.node") == first
+    assert packed == []
+
+
+@pytest.mark.parametrize("changed", ["module", "folder"])
+def test_a_bundle_is_packed_again_when_a_module_or_its_folder_changed(
+    fresh_cache: Path, monkeypatch: pytest.MonkeyPatch, changed: str
+) -> None:
+    bundle.bundle("checks.ports.node")
+    path = _path("checks.ports.node")
+    touched = path if changed == "module" else path.parent
+    before = touched.stat()
+    packed = _as_next_run(monkeypatch)
+    try:
+        os.utime(touched, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000))
+        served = bundle.bundle("checks.ports.node")
+    finally:
+        os.utime(touched, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert packed == ["checks.ports.node"]
+    assert served == pack("checks.ports.node")
+
+
+def test_a_cache_that_cannot_be_written_costs_only_the_packing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder\n")
+    monkeypatch.setenv(bundle.CACHE_ENV, str(blocked))
+    monkeypatch.setattr(bundle, "_packed", {})
+    assert bundle.bundle("checks.ports.node") == pack("checks.ports.node")
+    packed = _as_next_run(monkeypatch)
+    bundle.bundle("checks.ports.node")
+    assert packed == ["checks.ports.node"]
