@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import subprocess
 import time
@@ -22,7 +23,7 @@ from preflight.probes import STREAM_BOOTSTRAP, node_script
 from tests.test_distributed_job import PYTHON, free_port, host_request, job_args
 
 
-def start_host(options: dict[str, Any]) -> subprocess.Popen[bytes]:
+def start_host(options: dict[str, Any], env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     """The facts script as the launcher starts it: its source on stdin, stdin left open."""
     source = node_script(launch.HOST_SCRIPT)
     proc = subprocess.Popen(
@@ -31,6 +32,7 @@ def start_host(options: dict[str, Any]) -> subprocess.Popen[bytes]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,
+        env=None if env is None else {**os.environ, **env},
     )
     assert proc.stdin is not None
     proc.stdin.write(source)
@@ -96,6 +98,51 @@ def test_the_staying_probe_prints_its_facts_then_runs_what_it_is_sent_and_leaves
     proc.stdin.close()  # the controller is done with it
     assert proc.wait(timeout=30) == 0
     assert not Path(tmpdir).exists()
+
+
+# A module whose import says it started, then waits for a file: the stand-in for DDP's modules,
+# whose import takes most of a second.
+WAITING_IMPORT = """
+import os, time
+open(os.environ["PREFLIGHT_TEST_GO"] + ".started", "w").close()
+while not os.path.exists(os.environ["PREFLIGHT_TEST_GO"]):
+    time.sleep(0.01)
+"""
+
+
+def test_the_facts_come_while_the_job_s_modules_still_import_and_the_host_serves_one_thread(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "waiting_import.py").write_text(WAITING_IMPORT)
+    go = tmp_path / "go"
+    names = ["waiting_import", *launch.DDP_IMPORTS]
+    proc = start_host(
+        {"stay": {"imports": names}}, env={"PYTHONPATH": str(tmp_path), "PREFLIGHT_TEST_GO": str(go)}
+    )
+    assert proc.stdout is not None and proc.stdin is not None
+    try:
+        # The job's imports start as soon as torch is in, beside the rest of the facts, and the
+        # document is out while they still run (the first waits for a file made only after).
+        readable, _, _ = select.select([proc.stdout], [], [], 120)
+        assert readable, "no facts while the job's modules imported"
+        assert json.loads(proc.stdout.readline())["facts"]["torch"]["version"].startswith("2.")
+        assert Path(f"{go}.started").exists(), "the job's imports waited for the facts"
+        go.touch()
+        script = (
+            b"import sys, threading\n"
+            b"print(threading.active_count(), *(m in sys.modules for m in sys.argv[1:]), flush=True)\n"
+        )
+        header = {"length": len(script), "name": "probe-script", "args": names}
+        proc.stdin.write(json.dumps(header).encode() + b"\n" + script)
+        proc.stdin.flush()
+        threads, *imported = proc.stdout.readline().decode().split()
+        # Every module imported before the script runs, and the host one thread again (its ranks
+        # are forked from it).
+        assert threads == "1" and imported == ["True"] * len(names)
+    finally:
+        go.touch()
+        proc.stdin.close()
+    assert proc.wait(timeout=30) == 0
 
 
 def test_a_rank_that_dies_ends_its_node_and_the_host_names_it() -> None:

@@ -33,6 +33,7 @@ from preflight.deadline import Deadline
 from preflight.facts import NodeFacts
 from preflight.gather import remove_host_tmpdir
 from preflight.model import CheckResult
+from preflight.node.beat import PROBE_BEAT
 from preflight.nodeset import fold
 from preflight.probes import node_script, start_node_script
 from preflight.redact import MASK, is_secret_name
@@ -61,7 +62,12 @@ FAILURE_GRACE_S = 3.0
 # every WATCH_MAX_S.
 WATCH_MIN_S = 0.02
 WATCH_MAX_S = 0.1
-_BEAT_LINE_RE = re.compile(rb"^[^\n]*" + re.escape(BEAT_MARKER.encode()) + rb"[^\n]*\n", re.MULTILINE)
+# The ranks' heartbeats, and the facts probe's (the node's host beats while it imports the job's
+# modules, after the facts): dropped from the stderr a node's outcome keeps.
+_BEAT_LINE_RE = re.compile(
+    rb"^(?:[^\n]*" + re.escape(BEAT_MARKER.encode()) + rb"[^\n]*|" + re.escape(PROBE_BEAT.encode()) + rb")\n",
+    re.MULTILINE,
+)
 STDERR_HEAD = 48_000
 STDERR_TAIL = 16_000
 

@@ -11,6 +11,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 from typing import TYPE_CHECKING, Any
 
 from preflight.node.beat import start_beating, stop_beating
@@ -26,10 +27,11 @@ if TYPE_CHECKING:
 
 # With the option ``stay``, the probe stays after its document as a clean host for the next
 # script the controller sends (the training job, which forks its ranks from here): torch is
-# imported once, by this process, and what the job needs next is imported while the controller
-# runs its other checks. Clean means one thread, and CUDA and NVML never touched here, so that
-# a fork of this process can use them: the gatherers that start threads, NVML or CUDA run in
-# forked children (the other facts beside the import of torch, then torch's own facts).
+# imported once, by this process, and what the job needs next is imported while the facts are
+# finished and the controller runs its other checks. Clean means one thread whenever it forks, and
+# CUDA and NVML never touched here, so that a fork of this process can use them: the gatherers that
+# start threads, NVML or CUDA run in forked children (the other facts beside the import of torch,
+# then torch's own facts).
 
 
 def _in_child(work: Callable[[], Any]) -> tuple[int, int]:
@@ -117,19 +119,24 @@ def _remove(path: str | None) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def _beside_torch(others: tuple[int, int]) -> tuple[JsonDict, bool]:
-    """The whole document: the other facts from the child ``others`` (started before this), torch's
-    own from a child forked once torch is imported here; and whether torch imported and answered."""
-    torch_reason = None
-    torch_child = None
+def _import_torch() -> tuple[Any, tuple[int, int] | None, str | None]:
+    """torch imported here, and a child forked to read its facts: (the module, the child, None), or
+    (None, None, why not)."""
     try:
         torch = import_quietly("torch")
-        torch_child = _in_child(lambda: torch_facts(torch))
     except ImportError as exc:
-        torch_reason = f"torch not importable: {exc}"
+        return None, None, f"torch not importable: {exc}"
     except Exception as exc:
-        torch_reason = f"torch not importable: {error_text(exc)}"
-    document = _from_child(others)
+        return None, None, f"torch not importable: {error_text(exc)}"
+    return torch, _in_child(lambda: torch_facts(torch)), None
+
+
+def _document(
+    others: tuple[int, int], torch_child: tuple[int, int] | None, torch_reason: str | None
+) -> JsonDict:
+    """The whole document: the other facts from the child ``others``, torch's own from
+    ``torch_child`` (or why there are none)."""
+    document: JsonDict = _from_child(others)
     facts = document["facts"]
     if torch_child is not None:
         try:
@@ -138,7 +145,7 @@ def _beside_torch(others: tuple[int, int]) -> tuple[JsonDict, bool]:
             torch_reason = f"torch gatherer failed: {exc}"
     if torch_reason:
         facts["unavailable"]["torch"] = scrub(torch_reason)
-    return document, torch_reason is None
+    return document
 
 
 def _stay(options: Mapping[str, Any], others: tuple[int, int] | None, cleanup: Callable[[], None]) -> int:
@@ -146,18 +153,39 @@ def _stay(options: Mapping[str, Any], others: tuple[int, int] | None, cleanup: C
         return serve(cleanup)  # a bare script host: no facts
     beater = start_beating()
     try:
-        document, torch_answered = _beside_torch(others)
-    except RuntimeError as exc:
-        sys.stderr.write(f"the facts gatherer failed: {exc}\n")
-        return 1
+        torch, torch_child, torch_reason = _import_torch()
+        # While the children finish the document, this process imports what the job needs next
+        # (DDP's modules: most of a second of CPU), so the job can start as soon as it is sent. The
+        # document is written by a thread, on a copy of stdout (the imports send fd 1 to stderr);
+        # the thread has ended before anything is forked from here again.
+        stdout = os.dup(1)
+        written: list[bool] = []
+        writer = threading.Thread(
+            target=lambda: written.append(_write_document(others, torch_child, torch_reason, stdout))
+        )
+        writer.start()
+        if torch is not None:
+            for name in options.get("stay", {}).get("imports", ()):
+                with contextlib.suppress(Exception):
+                    import_quietly(str(name))
+        writer.join()
+        os.close(stdout)
     finally:
         stop_beating(beater)
-    write_line(document)
-    if torch_answered:
-        for name in options.get("stay", {}).get("imports", ()):
-            with contextlib.suppress(Exception):
-                import_quietly(str(name))
-    return serve(cleanup)
+    return serve(cleanup) if written == [True] else 1
+
+
+def _write_document(
+    others: tuple[int, int], torch_child: tuple[int, int] | None, torch_reason: str | None, fd: int
+) -> bool:
+    """Write the facts document on ``fd`` once its children are done; False (said on stderr) when the
+    facts gatherer failed."""
+    try:
+        write_line(_document(others, torch_child, torch_reason), fd)
+    except RuntimeError as exc:
+        sys.stderr.write(f"the facts gatherer failed: {exc}\n")
+        return False
+    return True
 
 
 def once(options: Mapping[str, Any]) -> int:
@@ -167,7 +195,8 @@ def once(options: Mapping[str, Any]) -> int:
     and delays the exit status the controller waits for."""
     beater = start_beating()
     try:
-        document, _ = _beside_torch(_in_child(lambda: collect(options, skip=("torch",))))
+        others = _in_child(lambda: collect(options, skip=("torch",)))
+        document = _document(others, *_import_torch()[1:])
     except RuntimeError as exc:
         sys.stderr.write(f"the facts gatherer failed: {exc}\n")
         return 1
