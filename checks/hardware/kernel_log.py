@@ -5,8 +5,8 @@ its log says fell off the bus without one, judged by the action NVIDIA's XID cat
 What fails a node: an XID whose action is to reboot, reset the GPU, drain it or inspect it. What
 warns: an XID the catalogue does not list (named with where to look), one whose action depends on
 decoding the line, and application XIDs that recur. What is a note, failing nothing: XIDs the
-catalogue puts on the application (RESTART_APP: 13, 31, 43, 68, 94 ...) or records for
-information (IGNORE: 45, 63, 92 ...). An application XID recurs when one GPU logs them from
+catalogue puts on the application (RESTART_APP: 13, 31, 68, 94 ...) or records for
+information (IGNORE: 43, 45, 63, 92 ...). An application XID recurs when one GPU logs them from
 ``RECUR_PROCESSES`` or more processes: a faulty program raises its XID (often several lines of one
 fault) in its own process, so the same XID from several processes points at the GPU, as the
 catalogue's investigatory workflow for 13 and 31 does when the error repeats across applications.

@@ -15,11 +15,11 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from preflight.history.annotate import CHECK
 from preflight.history.record import Part, RunRecord, versions_of
 from preflight.history.store import Store
 from preflight.model import CheckResult
 
-CHECK = "history"
 GPU_MISSING = "gpu_missing"
 GPU_SWAPPED = "gpu_swapped"
 VERSIONS_CHANGED = "versions_changed"
