@@ -18,6 +18,11 @@ a verdict cannot come before the other nodes' checks end, and on the lab's share
 16 nodes takes seconds longer than one of 3.
 
     sudo .venv/bin/python benchmarks/fault_to_verdict.py --sizes 3,16 --runs 2
+    sudo .venv/bin/python benchmarks/fault_to_verdict.py --sizes 64 --phases handshake,facts \\
+        --python /usr/bin/python3 --check-args=--skip=allreduce
+
+A Python without torch (``/usr/bin/python3`` on the lab) fits 64 nodes on this machine; its runs
+skip the job (``--skip=allreduce``), which could not run there.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import argparse
 import contextlib
 import json
 import os
+import shlex
 import signal
 import statistics
 import subprocess
@@ -48,15 +54,21 @@ CATCH_S = 120.0
 INTO_THE_JOB_S = 0.5
 
 
+# The nodes' Python (``--python``: the lab's, with torch, or one without it) and what the runs are
+# given besides (``--check-args``).
+PYTHON = {"path": NODE_PYTHON}
+EXTRA: list[str] = []
+
+
 def _in_handshake(lab: LabCluster, victim: LabNode) -> bool:
     """The victim's sshd serves a connection (a child of the listener) and no Python of ours runs."""
     processes = lab.processes(victim)
     session = any("sshd:" in command for _, command in processes)
-    return session and not any(NODE_PYTHON in command for _, command in processes)
+    return session and not any(PYTHON["path"] in command for _, command in processes)
 
 
 def _in_facts(lab: LabCluster, victim: LabNode) -> bool:
-    return any(NODE_PYTHON in command for _, command in lab.processes(victim))
+    return any(PYTHON["path"] in command for _, command in lab.processes(victim))
 
 
 def _in_job(lab: LabCluster, victim: LabNode) -> bool:
@@ -106,8 +118,9 @@ def _end_leftovers(lab: LabCluster, victim: LabNode) -> None:
 def _argv(lab: LabCluster, workdir: Path, phase: str) -> list[str]:
     profile = ("--only", "allreduce") if phase == "job" else ("--quick",)
     return check_argv(
-        lab, lab.hosts_file(workdir / "hosts.txt"), workdir / "run.json", "-q", *profile, "--no-history"
-    )
+        lab, lab.hosts_file(workdir / "hosts.txt"), workdir / "run.json", "-q", *profile, "--no-history",
+        "--python", PYTHON["path"], *EXTRA,
+    )  # fmt: skip
 
 
 def healthy_run(lab: LabCluster, workdir: Path, phase: str) -> float | None:
@@ -161,7 +174,13 @@ def main() -> None:
     parser.add_argument("--sizes", default="3,16")
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--phases", default=",".join(PHASES))
+    parser.add_argument(
+        "--python", default=NODE_PYTHON, help="the nodes' Python (/usr/bin/python3: no torch)"
+    )
+    parser.add_argument("--check-args", default="", help="more options for every run (--skip=allreduce)")
     args = parser.parse_args()
+    PYTHON["path"] = args.python
+    EXTRA.extend(shlex.split(args.check_args))
     sizes = [int(s) for s in args.sizes.split(",")]
     phases = args.phases.split(",")
     print(f"seconds from a cut link to the verdict, {args.runs} runs each (median, min-max)")

@@ -30,7 +30,7 @@ class RunSection:
     connect_timeout_s: float = 10.0
     probe_timeout_s: float = 60.0
     # Seconds a host may send nothing (no output, no heartbeat) before it is named as silent.
-    silence_s: float = 8.0
+    silence_s: float = 6.0
     fanout: int = 64
     port: int = 29500
     # A Slurm topology.conf (SwitchName=... Nodes=...): names the switch behind a cut.

@@ -22,7 +22,7 @@ from tests.test_faults_lab import errors_by_host
 
 pytestmark = pytest.mark.lab
 
-SILENCE_S = 8  # the default [run] silence_s
+SILENCE_S = 6  # the default [run] silence_s
 # Seconds from the fault to the end of the run at most: the silence, and the other nodes' checks on
 # a loaded machine (the lost connection is dropped, not closed: nothing waits on it).
 RUN_END_S = SILENCE_S + 15

@@ -49,7 +49,7 @@ DISABLED_ALGORITHMS: dict[str, list[str]] = {
 # New handshakes at once through one jump host: below sshd's default MaxStartups (10).
 JUMP_HANDSHAKES = 8
 # Seconds between the keepalives sent on every connection, so that a dead one shows soon (a host's
-# silence is named after the run's silence_s, 8 s by default: these come well within it).
+# silence is named after the run's silence_s, 6 s by default: these come within it).
 KEEPALIVE_S = 3
 CONNECT_ATTEMPTS = 3
 # A handshake that timed out is tried again, up to STALLED_ATTEMPTS times, when the controller was
