@@ -124,7 +124,6 @@ def execute(
         )
         timings["facts"] = time.monotonic() - phase_started
         timeline.add(CONTROLLER, FACTS, phase_started)
-        findings: dict[str, list[CheckResult]] = {}
         ctx = CheckContext(
             config=request.config,
             sessions=sessions,
@@ -134,21 +133,7 @@ def execute(
             baseline=request.baseline,
             timeline=timeline,
         )
-        # The probes that need nothing but the facts start at once, side by side.
-        for check in request.checks:
-            for probe in check.starts_early(ctx) if check.starts_early else ():
-                ctx.start(probe)
-        for check in request.checks:
-            progress.check_started(check.name)
-            phase_started = time.monotonic()
-            # A check sees the findings of the checks it reads, and no others.
-            ctx.findings = {name: findings[name] for name in check.reads if name in findings}
-            found = _run_check(check, ctx)
-            timings[check.name] = time.monotonic() - phase_started
-            timeline.add(CONTROLLER, check.name, phase_started)
-            findings[check.name] = found
-            results.extend(found)
-            progress.check_done(check.name, found)
+        _run_checks(request.checks, ctx, progress, results, timings)
     except KeyboardInterrupt:
         interrupted = True
         for session in sessions:
@@ -171,6 +156,32 @@ def execute(
     finally:
         close_all(sessions)
     return report
+
+
+def _run_checks(
+    checks: Sequence[Check],
+    ctx: CheckContext,
+    progress: Progress,
+    results: list[CheckResult],
+    timings: dict[str, float],
+) -> None:
+    """Every check in order, each finding added to ``results`` as it is made (an interrupted run
+    keeps what was found); the probes that need nothing but the facts started first, side by side."""
+    for check in checks:
+        for probe in check.starts_early(ctx) if check.starts_early else ():
+            ctx.start(probe)
+    findings: dict[str, list[CheckResult]] = {}
+    for check in checks:
+        progress.check_started(check.name)
+        phase_started = time.monotonic()
+        # A check sees the findings of the checks it reads, and no others.
+        ctx.findings = {name: findings[name] for name in check.reads if name in findings}
+        found = _run_check(check, ctx)
+        timings[check.name] = time.monotonic() - phase_started
+        ctx.timeline.add(CONTROLLER, check.name, phase_started)
+        findings[check.name] = found
+        results.extend(found)
+        progress.check_done(check.name, found)
 
 
 def _report(

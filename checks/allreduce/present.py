@@ -279,10 +279,8 @@ def _typical(values: Mapping[tuple[str, str], float], names: Sequence[str]) -> f
     return typical_busbw({(index[a], index[b]): busbw for (a, b), busbw in values.items()})
 
 
-def _pair_matrix(
-    matrix: Any, pairs: Sequence[Mapping[str, Any]], culprits: set[str], stated: float | None
-) -> Block | None:
-    """busbw between each pair of nodes as a heatmap, or the slowest pairs for many nodes."""
+def _pair_values(matrix: Any, pairs: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], float]:
+    """busbw by (node, node), both ways: the matrix's, then the pair tests' where it has none."""
     values: dict[tuple[str, str], float] = {}
     if isinstance(matrix, Mapping):
         for a, row in matrix.items():
@@ -298,33 +296,50 @@ def _pair_matrix(
             values.setdefault(nodes, busbw)
     for (a, b), busbw in list(values.items()):
         values.setdefault((b, a), busbw)
+    return values
+
+
+def _pair_matrix(
+    matrix: Any, pairs: Sequence[Mapping[str, Any]], culprits: set[str], stated: float | None
+) -> Block | None:
+    """busbw between each pair of nodes as a heatmap, or the slowest pairs for many nodes."""
+    values = _pair_values(matrix, pairs)
     if not values:
         return None
     names = sorted({n for pair in values for n in pair}, key=natural_key)
     typical = stated if stated else _typical(values, names)
     if len(names) > _MATRIX_MAX_NODES:
-        # A thousand nodes do not fit a matrix: rank the pairs instead, slowest first.
-        seen: dict[frozenset[str], float] = {}
-        for (a, b), busbw in values.items():
-            seen.setdefault(frozenset((a, b)), busbw)
-        slowest = sorted(seen.items(), key=lambda kv: kv[1])[:20]
-        bars = [
-            view.Bar(
-                " ↔ ".join(sorted(plain(n) for n in pair)),
-                busbw,
-                "bad" if pair & culprits or busbw < 0.7 * typical else "c0",
-            )
-            for pair, busbw in slowest
-        ]
-        figure: view.Figure = view.BarChart(
-            bars, label="Slowest node pairs", axis=view.Axis("busbw GB/s"), markers=[(typical, "typical")]
+        return _slowest_pairs(values, culprits, typical)
+    return _pair_heatmap(values, names, typical)
+
+
+def _slowest_pairs(values: Mapping[tuple[str, str], float], culprits: set[str], typical: float) -> Block:
+    """A thousand nodes do not fit a matrix: the pairs ranked instead, slowest first."""
+    seen: dict[frozenset[str], float] = {}
+    for (a, b), busbw in values.items():
+        seen.setdefault(frozenset((a, b)), busbw)
+    slowest = sorted(seen.items(), key=lambda kv: kv[1])[:20]
+    bars = [
+        view.Bar(
+            " ↔ ".join(sorted(plain(n) for n in pair)),
+            busbw,
+            "bad" if pair & culprits or busbw < 0.7 * typical else "c0",
         )
-        return Chart(
-            f"The 20 slowest of {len(seen)} pairs",
-            figure,
-            caption=f"A typical pair (the median of each node's best pair) runs at "
-            f"{significant(typical)} GB/s busbw.",
-        )
+        for pair, busbw in slowest
+    ]
+    figure = view.BarChart(
+        bars, label="Slowest node pairs", axis=view.Axis("busbw GB/s"), markers=[(typical, "typical")]
+    )
+    return Chart(
+        f"The 20 slowest of {len(seen)} pairs",
+        figure,
+        caption=f"A typical pair (the median of each node's best pair) runs at "
+        f"{significant(typical)} GB/s busbw.",
+    )
+
+
+def _pair_heatmap(values: Mapping[tuple[str, str], float], names: Sequence[str], typical: float) -> Block:
+    """Each pair's busbw as a cell of a node-by-node heatmap, shaded by its ratio to a typical pair."""
     cells: dict[tuple[int, int], view.Cell] = {}
     for i, a in enumerate(names):
         for j, b in enumerate(names):

@@ -246,15 +246,13 @@ def _host_settings(
     return settings
 
 
-def launch(ctx: CheckContext, phases: tuple[str, ...]) -> JobOutcome | JobNotRun:
-    """Start the job on every reachable node at once and watch it to its end."""
-    sessions = ctx.live_sessions
-    if not sessions:
+def _not_launched(ctx: CheckContext, nodes: Mapping[str, NodeFacts]) -> JobNotRun | None:
+    """Why the job cannot start on these reachable nodes; None when it can."""
+    if not nodes:
         return _skip("no reachable host to run the job on", item="job_hosts_unreachable")
     blocked = _blocked_by_ports(ctx)
     if blocked is not None:
         return blocked
-    nodes = {s.spec.name: s.report.node for s in sessions}
     unfit = _unfit(ctx, nodes)
     if unfit is not None:
         return unfit
@@ -264,6 +262,17 @@ def launch(ctx: CheckContext, phases: tuple[str, ...]) -> JobOutcome | JobNotRun
             f"not launched: the master {master_name or master_address} could not be checked",
             item="job_hosts_unreachable",
         )
+    return None
+
+
+def launch(ctx: CheckContext, phases: tuple[str, ...]) -> JobOutcome | JobNotRun:
+    """Start the job on every reachable node at once and watch it to its end."""
+    sessions = ctx.live_sessions
+    nodes = {s.spec.name: s.report.node for s in sessions}
+    not_launched = _not_launched(ctx, nodes)
+    if not_launched is not None:
+        return not_launched
+    master_name, master_address = ports.master_of(ctx)
     devices = decide_devices(nodes, {s.spec.name: s.spec.slots for s in sessions}, ctx.backend)
     if isinstance(devices, JobNotRun):
         return devices

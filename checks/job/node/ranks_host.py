@@ -147,6 +147,21 @@ def _sample() -> dict[str, Any] | None:
         return None
 
 
+def _start_ranks(
+    settings: Mapping[str, Any], job: Mapping[str, Any], source: bytes | None, fork: bool
+) -> dict[int, int]:
+    """Start this node's ranks, forked from here or (``fork`` false: CUDA started here) each in a
+    fresh interpreter running ``source``; their pids, to their local ranks."""
+    ranks: dict[int, int] = {}
+    for local_rank in range(int(settings["nproc"])):
+        env = rank_environment(settings, local_rank)
+        pid = os.fork() if fork else _spawn_rank(env, job, source or b"")
+        if fork and pid == 0:
+            _run_rank(env, job)
+        ranks[pid] = local_rank
+    return ranks
+
+
 def serve(request: Mapping[str, Any], source: bytes | None, cleanup: Callable[[], None] | None) -> int:
     """Start this node's ranks and watch them to their end; the node's exit status.
 
@@ -176,13 +191,7 @@ def serve(request: Mapping[str, Any], source: bytes | None, cleanup: Callable[[]
     # The fabric's counters before the ranks start and after they end: what grows in between grew
     # while the job drove traffic.
     before = _sample()
-    ranks: dict[int, int] = {}
-    for local_rank in range(int(settings["nproc"])):
-        env = rank_environment(settings, local_rank)
-        pid = os.fork() if fork else _spawn_rank(env, job, source or b"")
-        if fork and pid == 0:
-            _run_rank(env, job)
-        ranks[pid] = local_rank
+    ranks = _start_ranks(settings, job, source, fork)
     failed: int | None = None
     term_sent: float | None = None
     killed = False
