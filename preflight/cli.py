@@ -7,6 +7,7 @@ an exit code; tracebacks only with ``--debug``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import logging
 import os
@@ -15,6 +16,7 @@ import shutil
 import signal
 import socket
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
@@ -393,6 +395,22 @@ def _route_logging(*, debug: bool) -> None:
 
 def _terminate(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
+
+
+def run() -> None:
+    """The ``preflight`` command: :func:`main`, then the process ends with its exit code once its own
+    threads are done, without the interpreter's teardown. Freeing every module and object costs a
+    tenth of a second of a run on the lab, and nothing of preflight waits on it: its files and
+    connections are closed by then; a thread still ending something (a host's connection) is
+    waited for, as the interpreter would."""
+    code = main()
+    for thread in threading.enumerate():
+        if thread is not threading.main_thread() and not thread.daemon:
+            thread.join()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a reader gone (a closed pipe) loses nothing more
+            stream.flush()
+    os._exit(code)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
