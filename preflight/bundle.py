@@ -251,13 +251,18 @@ def _pack(entry: str, carried: Sequence[str]) -> tuple[bytes, list[Module]]:
 CACHE_ENV = "PREFLIGHT_CACHE_DIR"
 
 
-def cache_dir() -> Path:
+def cache_dir() -> Path | None:
     """Where bundles are kept: ``$PREFLIGHT_CACHE_DIR``, else ``$XDG_CACHE_HOME/preflight`` (by
-    default ``~/.cache/preflight``), in its folder ``bundles``."""
+    default ``~/.cache/preflight``), in its folder ``bundles``; None for a user without a home."""
     if os.environ.get(CACHE_ENV):
         base = Path(os.environ[CACHE_ENV])
+    elif os.environ.get("XDG_CACHE_HOME"):
+        base = Path(os.environ["XDG_CACHE_HOME"]) / "preflight"
     else:
-        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "preflight"
+        try:
+            base = Path.home() / ".cache" / "preflight"
+        except RuntimeError:  # no HOME, and no entry in the password database
+            return None
     return base / "bundles"
 
 
@@ -275,15 +280,21 @@ def _sources(modules: Iterable[Module]) -> set[Path]:
     return {*files, *(path.parent for path in files), Path(__file__)}
 
 
-def _cache_file(entry: str, carried: Sequence[str]) -> Path:
+def _cache_file(entry: str, carried: Sequence[str]) -> Path | None:
+    folder = cache_dir()
+    if folder is None:
+        return None
     key = json.dumps([entry, sorted(carried), sys.version, str(Path(__file__).resolve())])
-    return cache_dir() / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.json"
+    return folder / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.json"
 
 
 def _kept(entry: str, carried: Sequence[str]) -> bytes | None:
     """The bundle kept from an earlier run, if every file it was packed from is unchanged."""
+    source = _cache_file(entry, carried)
+    if source is None:
+        return None
     try:
-        kept = json.loads(_cache_file(entry, carried).read_bytes())
+        kept = json.loads(source.read_bytes())
         if _stamp(Path(path) for path, _, _ in kept["stamp"]) == kept["stamp"]:
             return base64.b64decode(kept["bundle"])
     except (OSError, ValueError, KeyError, TypeError):
@@ -294,6 +305,8 @@ def _kept(entry: str, carried: Sequence[str]) -> bytes | None:
 def _keep(entry: str, carried: Sequence[str], packed: bytes, modules: Iterable[Module]) -> None:
     """Keep a fresh bundle for the next runs; nothing is kept where the cache cannot be written."""
     target = _cache_file(entry, carried)
+    if target is None:
+        return
     try:
         stamp = _stamp(_sources(modules))
         kept = json.dumps({"stamp": stamp, "bundle": base64.b64encode(packed).decode("ascii")})
