@@ -1,15 +1,17 @@
 """The part a finding is about, as each check declares it (``Check.parts_named``) in the facts' own
 terms, and as the history store keeps it: a slow rail's GPU by its PCI address, a CPU node's rail by
 its interface, an XID's GPU, a GPU whose reading stands out, the GPU a burn names slow. Judged on
-recorded lab runs (tests/data/rails) and recorded GPU facts (tests/data/gpu_h100_580, tests/data/facts;
-SOURCES.md in each)."""
+recorded lab runs (tests/data/rails) and recorded GPU facts (tests/data/gpu_h100_580, tests/data/facts,
+an H100 node's InfiniBand tree in tests/data/hardware/ib; SOURCES.md in each)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from checks.hardware.ib_ports import judge_ib_ports
 from checks.job.node.rails import gpu_address
 from checks.rails.measures import RAIL_BUSBW
 from preflight.history.record import Part, findings_of, parts_of, rates_of
@@ -17,6 +19,7 @@ from preflight.measures import PartRef
 from preflight.model import CheckResult, HostReport, RunReport
 from preflight.registry import parts_named_by
 from reports import prometheus
+from tests.test_ib_ports import tree_node
 from tests.test_kernel_log import events, judged
 from tests.test_rails import changed, failures, job
 from tests.test_readings import H100, _cluster, _problems
@@ -115,3 +118,28 @@ def test_a_finding_about_no_part_names_none() -> None:
     # A node's finding that happens to quote a GPU's serial in its words is about the node.
     result = CheckResult("limits", "fail", f"gpu2: memlock 64 KiB ({serial})", ("gpu2",), {"item": "memlock"})
     assert [f.part for f in findings_of(result, _parts(hosts))] == [None]
+
+
+def test_a_port_down_is_kept_by_the_history_under_that_port(tmp_path: Path) -> None:
+    # The recorded H100 node's sysfs tree (tests/data/hardware/ib), one compute HCA's port down on gpu2.
+    down = {"mlx5_4": {"state": "1: DOWN", "phys_state": "2: Polling", "rate": "10 Gb/sec (4X SDR)"}}
+    nodes = {f"gpu{i}": tree_node(tmp_path, f"gpu{i}", down if i == 2 else None) for i in range(1, 4)}
+    (finding,) = judge_ib_ports(nodes)
+    assert finding.details["item"] == "ib_port_down"
+    assert parts_named_by("hardware")(finding) == {"gpu2": [PartRef("hca", slot="mlx5_4/1")]}  # type: ignore[misc]
+    hosts = [_host(name, node.raw) for name, node in nodes.items()]
+    (kept,) = findings_of(finding, _parts(hosts))
+    (port,) = [p for p in parts_of(hosts[1]) if p.slot == "mlx5_4/1"]
+    assert kept.part == port.part and port.part.endswith("/1")  # the card's GUID and the port
+
+
+def test_a_port_finding_that_names_no_one_port_is_kept_under_its_node() -> None:
+    counters = {"mlx5_0 port 1": {"symbol_error": 9}, "mlx5_1 port 1": {"symbol_error": 4}}
+    counted = CheckResult(
+        "hardware", "warn", "gpu1: mlx5_0 port 1 and mlx5_1 port 1 count symbol errors", ("gpu1",),
+        {"item": "ib_counters", "node": "gpu1", "counters": counters},
+    )  # fmt: skip
+    assert parts_named_by("hardware")(counted) == {  # type: ignore[misc]
+        "gpu1": [PartRef("hca", slot="mlx5_0/1"), PartRef("hca", slot="mlx5_1/1")]
+    }
+    assert [f.part for f in findings_of(counted, {})] == [None]

@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from checks.hardware.details import CounterGrowth, GrowthRow, IbCounters
+from checks.hardware.ib_ports import port_label
 from checks.job.outcome import JobOutcome, NodeOutcome
 from preflight.facts import IbPort, NodeFacts
 from preflight.model import CheckResult
@@ -72,10 +73,6 @@ SINCE_CLEARED = "(since the counters were last cleared; what grows during the jo
 NET_DROPS = ("rx_dropped", "tx_dropped")
 
 
-def _port_name(port: IbPort) -> str:
-    return f"{port.device} port {port.port}"
-
-
 def _counted(port: IbPort) -> dict[str, int]:
     return {k: v for k, v in sorted(port.counters.items()) if v and k not in NOT_ERRORS}
 
@@ -115,10 +112,10 @@ def _node_counters(
     host: str, node: NodeFacts, counts: Mapping[tuple[str, str, str], Mapping[str, int]]
 ) -> CheckResult | None:
     """A node's note, or its warning where a port counts an error alone."""
-    counted = {_port_name(p): c for p in node.ib_ports if (c := _counted(p))}
+    counted = {port_label(p): c for p in node.ib_ports if (c := _counted(p))}
     if not counted:
         return None
-    alone = {_port_name(p): found for p in node.ib_ports if (found := _alone(host, p, counts))}
+    alone = {port_label(p): found for p in node.ib_ports if (found := _alone(host, p, counts))}
     shown = "; ".join(
         f"{name} " + ", ".join(_value_text(k, v) for k, v in values.items())
         for name, values in counted.items()

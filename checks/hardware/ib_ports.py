@@ -15,6 +15,7 @@ as any port down. A port whose state or rate could not be read (an I/O error:
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -47,7 +48,18 @@ def kind_text(kind: Kind) -> str:
 
 
 def port_label(port: IbPort) -> str:
+    """How a finding names a port: ``mlx5_2 port 1``."""
     return f"{port.device} port {port.port}"
+
+
+_LABEL_RE = re.compile(r"^(\S+) port (\d+)$")
+
+
+def port_slot(label: str) -> str | None:
+    """Where the facts place the port a :func:`port_label` names (``mlx5_2/1``, the history's slot of
+    an HCA port); None for any other text."""
+    found = _LABEL_RE.match(label)
+    return f"{found[1]}/{found[2]}" if found else None
 
 
 # The port files its state and rate are judged on: one that could not be read is no fault of the link.
