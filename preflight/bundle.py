@@ -21,14 +21,12 @@ from __future__ import annotations
 
 import ast
 import base64
-import contextlib
 import hashlib
 import importlib.util
 import io
 import json
 import os
 import sys
-import tempfile
 import threading
 import tokenize
 import zlib
@@ -37,6 +35,9 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
+
+from preflight.errors import InputError
+from preflight.files import write_atomic
 
 # The top-level packages node modules live in.
 ROOTS = ("preflight", "checks")
@@ -303,24 +304,17 @@ def _kept(entry: str, carried: Sequence[str]) -> bytes | None:
 
 
 def _keep(entry: str, carried: Sequence[str], packed: bytes, modules: Iterable[Module]) -> None:
-    """Keep a fresh bundle for the next runs; nothing is kept where the cache cannot be written."""
+    """Keep a fresh bundle for the next runs (whole or not at all, for runs that read it meanwhile);
+    nothing is kept where the cache cannot be written."""
     target = _cache_file(entry, carried)
     if target is None:
         return
     try:
         stamp = _stamp(_sources(modules))
-        kept = json.dumps({"stamp": stamp, "bundle": base64.b64encode(packed).decode("ascii")})
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd, temporary = tempfile.mkstemp(dir=target.parent, prefix=".bundle-")
-    except OSError:
-        return
-    try:
-        with os.fdopen(fd, "w") as out:
-            out.write(kept)
-        os.replace(temporary, target)  # whole or not at all, for runs that read it meanwhile
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
+        write_atomic(target, json.dumps({"stamp": stamp, "bundle": base64.b64encode(packed).decode("ascii")}))
+    except (OSError, InputError):
+        pass
 
 
 _packed: dict[tuple[str, frozenset[str]], bytes] = {}

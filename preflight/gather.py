@@ -77,8 +77,13 @@ def facts_probe_args(job_env: Mapping[str, str], stay_imports: Sequence[str] = (
     return (json.dumps(options),)
 
 
+def without_probe_beats(stderr: bytes) -> bytes:
+    """A staying probe's stderr without its heartbeat lines."""
+    return _BEAT_LINE_RE.sub(b"", stderr)
+
+
 def _without_beats(result: CommandResult) -> CommandResult:
-    return dataclasses.replace(result, stderr=_BEAT_LINE_RE.sub(b"", result.stderr))
+    return dataclasses.replace(result, stderr=without_probe_beats(result.stderr))
 
 
 def _probe_once(

@@ -31,9 +31,8 @@ from checks.job.stalled_node import read_progress
 from preflight.check import CheckContext, HostSession, Probe
 from preflight.deadline import Deadline
 from preflight.facts import NodeFacts
-from preflight.gather import remove_host_tmpdir
+from preflight.gather import remove_host_tmpdir, without_probe_beats
 from preflight.model import CheckResult
-from preflight.node.beat import PROBE_BEAT
 from preflight.nodeset import fold
 from preflight.probes import node_script, start_node_script
 from preflight.redact import MASK, is_secret_name
@@ -62,12 +61,9 @@ FAILURE_GRACE_S = 3.0
 # every WATCH_MAX_S.
 WATCH_MIN_S = 0.02
 WATCH_MAX_S = 0.1
-# The ranks' heartbeats, and the facts probe's (the node's host beats while it imports the job's
-# modules, after the facts): dropped from the stderr a node's outcome keeps.
-_BEAT_LINE_RE = re.compile(
-    rb"^(?:[^\n]*" + re.escape(BEAT_MARKER.encode()) + rb"[^\n]*|" + re.escape(PROBE_BEAT.encode()) + rb")\n",
-    re.MULTILINE,
-)
+# The ranks' heartbeats, dropped from the stderr a node's outcome keeps (with the facts probe's: the
+# node's host beats while it imports the job's modules, after the facts).
+_BEAT_LINE_RE = re.compile(rb"^[^\n]*" + re.escape(BEAT_MARKER.encode()) + rb"[^\n]*\n", re.MULTILINE)
 STDERR_HEAD = 48_000
 STDERR_TAIL = 16_000
 
@@ -448,7 +444,7 @@ def _outcomes(
             timed_out=killed and timed_out,
             lost=name in silent or (result.exit_status is None and not killed),
             killed=killed and not timed_out and name not in silent,
-            stderr=_cap(without_samples(_BEAT_LINE_RE.sub(b"", result.stderr))),
+            stderr=_cap(without_samples(_BEAT_LINE_RE.sub(b"", without_probe_beats(result.stderr)))),
             nccl=parse_nccl_log(result.stderr.decode("utf-8", "replace")),
             stdout=result.stdout,
             silent_s=quiet_s,

@@ -196,13 +196,11 @@ def once(options: Mapping[str, Any]) -> int:
     beater = start_beating()
     try:
         others = _in_child(lambda: collect(options, skip=("torch",)))
-        document = _document(others, *_import_torch()[1:])
-    except RuntimeError as exc:
-        sys.stderr.write(f"the facts gatherer failed: {exc}\n")
-        return 1
+        written = _write_document(others, *_import_torch()[1:], 1)
     finally:
         stop_beating(beater)
-    write_line(document)
+    if not written:
+        return 1
     sys.stderr.flush()
     os._exit(0)
 
